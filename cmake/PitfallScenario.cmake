@@ -1,0 +1,190 @@
+# add_failure_scenario(<dir>)
+#
+# Builds scenarios/<name>/scenario.cu as the program `<build>/scenarios/<name>` and registers
+# one CTest test per backend x variant, pitfall.<backend>.<name>.<variant>, run through the
+# `pitfall` harness so that the verdict against expected/ decides. Everything comes from
+# <dir>/scenario.json: adding a scenario touches only its folder.
+#
+# scenario.json keys used here: name, backends, variants[].{name, backends, labels},
+# failure_class, labels, timeout_seconds, links (e.g. ["cudnn"]).
+# Without CUDA the same scenario.cu is compiled as C++ (through a one-line wrapper .cpp), and
+# its CUDA cases report UNSUPPORTED "built without CUDA".
+
+function(_pitfall_json_list out json)
+  # A JSON array of strings as a CMake list (empty when the key is absent).
+  set(result "")
+  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${ARGN})
+  if(NOT err AND type STREQUAL "ARRAY")
+    string(JSON count LENGTH "${json}" ${ARGN})
+    if(count GREATER 0)
+      math(EXPR last "${count} - 1")
+      foreach(i RANGE ${last})
+        string(JSON item GET "${json}" ${ARGN} ${i})
+        list(APPEND result "${item}")
+      endforeach()
+    endif()
+  endif()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+function(add_failure_scenario dir)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "add_failure_scenario(${dir}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  set(manifest "${dir}/scenario.json")
+  set(source "${dir}/scenario.cu")
+  foreach(required "${manifest}" "${source}")
+    if(NOT EXISTS "${required}")
+      message(FATAL_ERROR "add_failure_scenario(${dir}): ${required} is missing")
+    endif()
+  endforeach()
+  set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+               "${manifest}")
+  file(READ "${manifest}" json)
+
+  string(JSON name ERROR_VARIABLE err GET "${json}" name)
+  if(err)
+    message(FATAL_ERROR "${manifest}: ${err}")
+  endif()
+  get_filename_component(folder "${dir}" NAME)
+  if(NOT name STREQUAL folder)
+    message(FATAL_ERROR "${manifest}: field 'name' is '${name}' but the folder is '${folder}'")
+  endif()
+  string(JSON failure_class ERROR_VARIABLE err GET "${json}" failure_class)
+  if(err)
+    message(FATAL_ERROR "${manifest}: field 'failure_class': ${err}")
+  endif()
+  string(JSON timeout ERROR_VARIABLE err GET "${json}" timeout_seconds)
+  if(err)
+    set(timeout 60)
+  endif()
+  _pitfall_json_list(backends "${json}" backends)
+  _pitfall_json_list(labels "${json}" labels)
+  _pitfall_json_list(links "${json}" links)
+  string(JSON variant_count ERROR_VARIABLE err LENGTH "${json}" variants)
+  if(err OR variant_count EQUAL 0)
+    message(FATAL_ERROR "${manifest}: field 'variants': missing or empty")
+  endif()
+
+  # scenario.json compiled into the program: --list and parameter defaults need no files.
+  set(generated "${PROJECT_BINARY_DIR}/generated/${name}_manifest.cpp")
+  file(CONFIGURE OUTPUT "${generated}" CONTENT
+       "// Generated from @manifest@ by add_failure_scenario(); do not edit.\nextern const char* const pitfall_scenario_manifest;\nconst char* const pitfall_scenario_manifest = R\"pitfall_manifest(@json@)pitfall_manifest\";\n"
+       @ONLY)
+
+  set(target "pitfall.scenario.${name}")
+  if(PITFALL_HAS_CUDA)
+    add_executable(${target} "${source}" "${generated}")
+    set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
+    # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+    if("cudnn" IN_LIST links)
+      if(NOT PITFALL_HAS_CUDNN)
+        message(FATAL_ERROR "${manifest}: links cuDNN but FindCUDNN found none (set CUDNN_ROOT)")
+      endif()
+      target_link_libraries(${target} PRIVATE CUDNN::cudnn)
+      target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
+    endif()
+  else()
+    # thrust's trick: the same .cu, seen by the host compiler through a .cpp that includes it.
+    set(wrapper "${PROJECT_BINARY_DIR}/generated/${name}_host.cpp")
+    file(CONFIGURE OUTPUT "${wrapper}" CONTENT "#include \"@source@\"\n" @ONLY)
+    add_executable(${target} "${wrapper}" "${generated}")
+    target_include_directories(${target} PRIVATE "${dir}")
+  endif()
+  target_link_libraries(${target} PRIVATE pitfall::sdk pitfall.warnings)
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME "${name}"
+    RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/scenarios")
+
+  set_property(GLOBAL APPEND PROPERTY PITFALL_SCENARIOS "${name}")
+  set_property(GLOBAL PROPERTY PITFALL_SCENARIO_MANIFEST_${name} "${manifest}")
+
+  if(NOT PITFALL_BUILD_TESTS)
+    return()
+  endif()
+  math(EXPR last "${variant_count} - 1")
+  math(EXPR ctest_timeout "${timeout} + 60")
+  foreach(i RANGE ${last})
+    string(JSON variant GET "${json}" variants ${i} name)
+    _pitfall_json_list(variant_backends "${json}" variants ${i} backends)
+    _pitfall_json_list(variant_labels "${json}" variants ${i} labels)
+    if(NOT variant_backends)
+      set(variant_backends ${backends})
+    endif()
+    foreach(backend IN LISTS variant_backends)
+      set(test "pitfall.${backend}.${name}.${variant}")
+      add_test(NAME ${test}
+               COMMAND pitfall run --scenario ${name} --backend ${backend} --variant ${variant}
+                       --out "${PROJECT_BINARY_DIR}/ctest-runs/${backend}.${name}.${variant}"
+                       --skip-code 77)
+      set(test_labels ${backend} ${name} ${failure_class} ${labels} ${variant_labels})
+      if(backend STREQUAL "cuda")
+        list(APPEND test_labels gpu)
+      endif()
+      list(REMOVE_DUPLICATES test_labels)
+      # Cases measure time: they run alone so that parallel tests do not skew them.
+      set_tests_properties(${test} PROPERTIES
+        LABELS "${test_labels}"
+        SKIP_RETURN_CODE 77
+        TIMEOUT ${ctest_timeout}
+        RUN_SERIAL TRUE)
+      if(backend STREQUAL "cuda")
+        set_tests_properties(${test} PROPERTIES RESOURCE_GROUPS "gpus:1")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# Writes the index the `pitfall` command reads: each scenario's program and scenario.json.
+function(pitfall_write_scenario_index path)
+  get_property(names GLOBAL PROPERTY PITFALL_SCENARIOS)
+  set(entries "")
+  foreach(name IN LISTS names)
+    get_property(manifest GLOBAL PROPERTY PITFALL_SCENARIO_MANIFEST_${name})
+    list(APPEND entries
+         "    {\"name\": \"${name}\", \"program\": \"$<TARGET_FILE:pitfall.scenario.${name}>\", \"manifest\": \"${manifest}\"}")
+  endforeach()
+  list(JOIN entries ",\n" body)
+  if(PITFALL_HAS_CUDA)
+    set(cuda_json "true")
+  else()
+    set(cuda_json "false")
+  endif()
+  file(GENERATE OUTPUT "${path}" CONTENT
+"{
+  \"schema\": \"pitfall.index/1\",
+  \"built_with_cuda\": ${cuda_json},
+  \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
+  \"scenarios\": [
+${body}
+  ]
+}
+")
+endfunction()
+
+# CTest resource spec: one "gpus" entry per GPU nvidia-smi lists. Without any GPU it lists a
+# single slot named "none", so GPU tests still run (one at a time) and report UNSUPPORTED
+# with the real reason rather than "insufficient resources".
+function(pitfall_write_resource_spec path)
+  set(ids "")
+  find_program(PITFALL_NVIDIA_SMI nvidia-smi)
+  if(PITFALL_NVIDIA_SMI)
+    execute_process(COMMAND "${PITFALL_NVIDIA_SMI}" --query-gpu=index --format=csv,noheader
+                    OUTPUT_VARIABLE smi_out RESULT_VARIABLE smi_rc ERROR_QUIET)
+    if(smi_rc EQUAL 0)
+      string(REGEX MATCHALL "[0-9]+" ids "${smi_out}")
+    endif()
+  endif()
+  set(gpus "")
+  foreach(id IN LISTS ids)
+    list(APPEND gpus "{\"id\": \"${id}\", \"slots\": 1}")
+  endforeach()
+  if(NOT gpus)
+    set(gpus "{\"id\": \"none\", \"slots\": 1}")
+  endif()
+  list(JOIN gpus ", " gpu_list)
+  file(WRITE "${path}"
+       "{\"version\": {\"major\": 1, \"minor\": 0},\n \"local\": [{\"gpus\": [${gpu_list}]}]}\n")
+endfunction()

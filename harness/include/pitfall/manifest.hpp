@@ -1,0 +1,68 @@
+// pitfall/manifest.hpp: scenario.json, the one description of a scenario.
+//
+// Read by CMake (to register the CTest tests), compiled into the scenario program (for --list,
+// parameter defaults and checks) and read by the harness (to list and run cases). Every error
+// names the file and the field, or the line and column for malformed JSON.
+//
+//   auto m = pitfall::parse_manifest(text, "scenarios/float64_inputs/scenario.json");
+//   if (!m.is_ok()) std::cerr << m.error().message() << '\n';
+#pragma once
+
+#include "pitfall/status.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pitfall {
+
+struct param_spec {
+    std::string name;
+    nlohmann::json default_value; ///< number or string; the type a value must parse as
+    std::string doc;
+};
+
+struct variant_spec {
+    std::string name;
+    std::string kind; ///< "reproduce" | "remedy" | "probe"
+    std::string doc;
+    std::vector<std::string> labels;
+    std::vector<std::string> backends; ///< subset of the scenario's; empty = all
+    bool needs_device = true;          ///< false: the CUDA case runs even where no GPU answers
+};
+
+/// A timing ratio between two variants of one backend, computed by the harness per run.
+struct ratio_spec {
+    std::string name;
+    std::string numerator;   ///< variant
+    std::string denominator; ///< variant
+    std::string samples;     ///< name of the samples both variants record
+};
+
+struct manifest {
+    std::string name;
+    std::string summary;
+    std::string failure_class;
+    std::vector<std::string> seeds;
+    std::vector<std::string> labels;
+    std::vector<std::string> backends;
+    double timeout_seconds = 60;
+    std::vector<param_spec> params;
+    std::vector<variant_spec> variants;
+    std::vector<ratio_spec> ratios;
+
+    const variant_spec* find_variant(std::string_view variant) const;
+    const param_spec* find_param(std::string_view param) const;
+    /// The backends a variant runs on.
+    std::vector<std::string> backends_of(const variant_spec& variant) const;
+};
+
+/// Parses and validates; the error (library pitfall, name "bad_manifest") names `origin`.
+status_or<manifest> parse_manifest(std::string_view text, const std::string& origin);
+
+/// "line L, column C" for a byte offset into text (for JSON parse errors).
+std::string describe_offset(std::string_view text, std::size_t byte_offset);
+
+} // namespace pitfall

@@ -1,0 +1,24 @@
+// pitfall/result_file.hpp: the result document and safe file writes, shared by scenarios and
+// the harness.
+#pragma once
+
+#include "pitfall/status.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace pitfall {
+
+/// Version of the result document a scenario writes (`"schema"` field).
+inline constexpr const char* result_schema = "pitfall.result/1";
+
+/// {"status": "ok"} | {"status": "unsupported", "reason"} |
+/// {"status": "error", "library", "error", "stage", "sticky", "message", "where"}.
+nlohmann::json outcome_to_json(const status& s);
+
+/// Writes `text` to a temporary file beside `path`, flushes it, then renames it over `path`:
+/// readers see the old file or the whole new one, never half of it.
+status write_file_atomically(const std::string& path, const std::string& text);
+
+} // namespace pitfall

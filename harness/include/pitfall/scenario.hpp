@@ -1,0 +1,120 @@
+// pitfall/scenario.hpp: what a scenario program sees, and its one registration macro.
+//
+// A scenario is a function template over the backend that runs one variant and returns the
+// observed outcome as a status; everything else it learns goes into the context:
+//
+//   template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
+//       PITFALL_ASSIGN_OR_RETURN(const long long n, ctx.param_int("n"));
+//       PITFALL_ASSIGN_OR_RETURN(auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
+//           return Backend::for_each(n, my_functor{...}); }));
+//       ctx.record_samples("step_seconds", seconds, "s");
+//       return pitfall::status::ok();
+//   }
+//   PITFALL_SCENARIO(run_case)
+//
+// The macro writes main(): the process protocol (`--list`, `--backend B --variant V --out F
+// [--param k=v ...]`), parameter defaults and checks from scenario.json (compiled in), the CUDA
+// readiness probe, and the result file. Exit 0: a result was written whatever the outcome;
+// 77: unsupported here (reason in the result); 2: bad usage.
+#pragma once
+
+#include "pitfall/backend.hpp"
+#include "pitfall/status.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pitfall {
+
+/// One running case: its identity, its parameters and what it records.
+class context {
+public:
+    context(std::string scenario, std::string variant, backend_kind backend,
+            std::string params_json);
+    ~context();
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
+
+    const std::string& scenario() const;
+    const std::string& variant() const;
+    backend_kind backend() const;
+
+    /// Parameters, with defaults from scenario.json; a malformed value is a bad_parameter error
+    /// naming the parameter (the program then exits 2).
+    status_or<long long> param_int(const std::string& name) const;
+    status_or<double> param_double(const std::string& name) const;
+    status_or<std::string> param_string(const std::string& name) const;
+
+    /// Timed repetitions (built-in parameters `samples`, odd and >= 1, default 9; `warmup`).
+    int sample_count() const;
+    int warmup_count() const;
+
+    /// A single measured number ("final_loss", "samples_per_second").
+    void record(const std::string& name, double value, const std::string& unit = "");
+    /// Raw timing samples, kept as measured (statistics are the harness's job).
+    void record_samples(const std::string& name, const std::vector<double>& values,
+                        const std::string& unit = "s");
+    /// A library outcome that is not the case's outcome (e.g. cuDNN refusing double).
+    void record_event(const std::string& name, const status& observed);
+    /// A free-form fact (a version string, a device attribute).
+    void record_info(const std::string& name, const std::string& value);
+    /// A self-check against an independent reference; a failed check is NUMERIC_MISMATCH.
+    void check(const std::string& name, bool passed, const std::string& detail);
+    /// Proof of where the work ran ("cpu: ...", "cuda:0 ..."): the harness compares it with the
+    /// backend that was asked for.
+    void ran_on(const std::string& where);
+    bool has_ran_on() const;
+
+    /// The result document (JSON text) for this case with the given outcome.
+    std::string result_json(const status& outcome) const;
+
+    struct impl;
+
+private:
+    std::unique_ptr<impl> m_impl;
+};
+
+/// Warm-up then `ctx.sample_count()` timed calls of `fn` (returns status); seconds per call.
+/// CPU: steady clock around synchronous work. CUDA: events around the work on the stream.
+template <class Backend, class Fn> status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
+    for (int i = 0; i < ctx.warmup_count(); ++i) {
+        PITFALL_TRY(fn());
+        PITFALL_TRY(Backend::synchronize());
+    }
+    std::vector<double> seconds;
+    seconds.reserve(static_cast<std::size_t>(ctx.sample_count()));
+    typename Backend::timer clock;
+    for (int i = 0; i < ctx.sample_count(); ++i) {
+        PITFALL_TRY(clock.start());
+        PITFALL_TRY(fn());
+        PITFALL_ASSIGN_OR_RETURN(const double s, clock.stop_seconds());
+        seconds.push_back(s);
+    }
+    return seconds;
+}
+
+using case_entry = status (*)(context&);
+
+/// The process protocol; `cuda_entry` is null in builds without CUDA.
+int scenario_main(int argc, char** argv, const char* manifest_json, case_entry cpu_entry,
+                  case_entry cuda_entry);
+
+} // namespace pitfall
+
+/// scenario.json, compiled into the program by add_failure_scenario().
+extern const char* const pitfall_scenario_manifest;
+
+#if PITFALL_HAS_CUDA
+#define PITFALL_DETAIL_CUDA_ENTRY(fn) (&fn<::pitfall::cuda_backend>)
+#else
+#define PITFALL_DETAIL_CUDA_ENTRY(fn) (static_cast<::pitfall::case_entry>(nullptr))
+#endif
+
+/// Registers the scenario's case function template; defines main().
+#define PITFALL_SCENARIO(fn)                                                                      \
+    int main(int argc, char** argv) {                                                             \
+        return ::pitfall::scenario_main(argc, argv, pitfall_scenario_manifest,                    \
+                                        &fn<::pitfall::cpu_backend>,                              \
+                                        PITFALL_DETAIL_CUDA_ENTRY(fn));                           \
+    }
