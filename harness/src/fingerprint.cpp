@@ -1,1 +1,123 @@
-// placeholder
+#include "fingerprint.hpp"
+
+#include "process.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/utsname.h>
+#include <thread>
+#include <unistd.h>
+
+namespace pitfall::runner {
+using nlohmann::json;
+
+namespace {
+// CUDA-FACTS.md: variables that change what CUDA does, DCGM's performance-limiting list among
+// them, plus our own budget and the loader path that decides which libraries load.
+constexpr const char* behaviour_env[] = {
+    "CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",      "CUDA_MODULE_LOADING",
+    "CUDA_LAUNCH_BLOCKING",   "CUDA_FORCE_PTX_JIT",     "CUDA_DISABLE_PTX_JIT",
+    "CUDA_CACHE_DISABLE",     "CUDA_CACHE_PATH",        "NVIDIA_TF32_OVERRIDE",
+    "CUDA_INJECTION64_PATH",  "CUDA_AUTO_BOOST",        "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "CUDA_PROFILE",           "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MPS_PIPE_DIRECTORY",
+    "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",        "PITFALL_DEVICE_MEMORY_LIMIT"};
+
+std::string first_line_with(const std::string& path, const std::string& prefix) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(prefix, 0) == 0)
+            return line.substr(prefix.size());
+    return {};
+}
+
+std::string trim_quotes(std::string s) {
+    if (s.size() >= 2 && s.front() == '"' && s.back() == '"')
+        s = s.substr(1, s.size() - 2);
+    return s;
+}
+
+json container_facts() {
+    json c = {{"in_container", false}};
+    if (access("/run/.containerenv", F_OK) == 0) {
+        c = {{"in_container", true}, {"engine", "podman"}};
+        const std::string image = first_line_with("/run/.containerenv", "image=");
+        if (!image.empty())
+            c["image"] = trim_quotes(image);
+    } else if (access("/.dockerenv", F_OK) == 0) {
+        c = {{"in_container", true}, {"engine", "docker"}};
+    } else if (const char* env = std::getenv("container")) {
+        c = {{"in_container", true}, {"engine", env}};
+    }
+    if (const char* image = std::getenv("PITFALL_CONTAINER_IMAGE"))
+        c["image"] = image; // set by our own container recipes
+    return c;
+}
+} // namespace
+
+json take_fingerprint(const std::string& probe_program, const std::string& scratch_dir) {
+    json fp = {{"schema", "pitfall.fingerprint/1"}};
+    const std::string probe_out = scratch_dir + "/probe.out";
+    process_request req;
+    req.argv = {probe_program};
+    req.output_path = probe_out;
+    req.timeout_seconds = 60;
+    const auto outcome = run_process(req);
+    const std::string text = read_tail(probe_out, 1 << 20);
+    json libraries;
+    if (outcome.started && outcome.exit_code && *outcome.exit_code == 0) {
+        try {
+            // The loader or a library may print warnings first: the JSON starts at the first '{'.
+            libraries = json::parse(text.substr(std::min(text.find('{'), text.size())));
+        } catch (const json::parse_error& e) {
+            libraries = {{"probe_error", std::string("unreadable probe output: ") + e.what()}};
+        }
+    } else {
+        std::string why = !outcome.started ? outcome.start_error
+                          : outcome.signal ? "ended by " + signal_name(*outcome.signal)
+                          : outcome.timed_out ? "timed out"
+                                              : "exit " + std::to_string(outcome.exit_code.value_or(-1));
+        libraries = {{"probe_error", why}, {"probe_output", text.substr(0, 2000)}};
+    }
+    fp["libraries"] = libraries;
+
+    struct utsname uts {};
+    uname(&uts);
+    std::string cpu_model = first_line_with("/proc/cpuinfo", "model name\t: ");
+    fp["host"] = {{"cpu_model", cpu_model},
+                  {"cpu_threads", std::thread::hardware_concurrency()},
+                  {"os", trim_quotes(first_line_with("/etc/os-release", "PRETTY_NAME="))},
+                  {"kernel", std::string(uts.sysname) + " " + uts.release},
+                  {"machine", uts.machine},
+                  {"harness_compiler", std::string("g++ ") + __VERSION__},
+                  {"container", container_facts()}};
+    json env = json::object();
+    for (const char* name : behaviour_env)
+        if (const char* value = std::getenv(name))
+            env[name] = value;
+    fp["environment"] = env;
+    return fp;
+}
+
+json fingerprint_summary(const json& fp) {
+    const json& lib = fp.value("libraries", json::object());
+    const json& cuda = lib.value("cuda", json::object());
+    const json& cudnn = lib.value("cudnn", json::object());
+    json s = {{"built_with_cuda", lib.value("built_with_cuda", false)},
+              {"gpu_count", cuda.value("device_count", 0)},
+              {"cuda_driver_version", cuda.value("driver_version", 0)},
+              {"cuda_runtime_version", cuda.value("runtime_version", 0)},
+              {"cudnn_version", cudnn.value("loaded_version", 0)},
+              {"os", fp["host"].value("os", "")},
+              {"in_container", fp["host"]["container"].value("in_container", false)}};
+    if (cuda.contains("device_error"))
+        s["cuda_error"] = cuda["device_error"].value("error", "");
+    const json devices = cuda.value("devices", json::array());
+    if (!devices.empty()) {
+        s["device_name"] = devices[0].value("name", "");
+        s["compute_capability"] = devices[0].value("compute_capability", "");
+    }
+    return s;
+}
+
+} // namespace pitfall::runner

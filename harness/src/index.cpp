@@ -1,1 +1,130 @@
-// placeholder
+#include "index.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace pitfall::runner {
+using nlohmann::json;
+
+namespace {
+status bad_input(const std::string& what) {
+    return status::error(library::pitfall, "bad_input", what, stage::init);
+}
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+    return std::find(list.begin(), list.end(), item) != list.end();
+}
+status_or<std::string> read_text(const std::string& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return bad_input(std::string("cannot read ") + what + " " + path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+} // namespace
+
+std::string case_ref::key() const { return backend + "." + scenario->description.name + "." + variant->name; }
+
+std::vector<std::string> case_ref::labels() const {
+    std::vector<std::string> out{backend, scenario->description.name,
+                                 scenario->description.failure_class, variant->kind};
+    if (backend == "cuda")
+        out.emplace_back("gpu");
+    for (const auto* list : {&scenario->description.labels, &variant->labels})
+        for (const auto& l : *list)
+            if (!contains(out, l))
+                out.push_back(l);
+    return out;
+}
+
+status_or<scenario_index> load_index(const std::string& path) {
+    PITFALL_ASSIGN_OR_RETURN(const std::string text, read_text(path, "scenario index"));
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+        return bad_input(path + ": malformed JSON at " + describe_offset(text, e.byte));
+    }
+    if (!doc.is_object() || !doc.contains("scenarios") || !doc["scenarios"].is_array())
+        return bad_input(path + ": field 'scenarios': missing (is this a pitfall-index.json?)");
+    scenario_index index;
+    index.path = path;
+    index.built_with_cuda = doc.value("built_with_cuda", false);
+    index.cuda_architectures = doc.value("cuda_architectures", "");
+    for (std::size_t i = 0; i < doc["scenarios"].size(); ++i) {
+        const json& entry = doc["scenarios"][i];
+        const std::string field = "scenarios[" + std::to_string(i) + "]";
+        if (!entry.is_object() || !entry.contains("program") || !entry["program"].is_string() ||
+            !entry.contains("manifest") || !entry["manifest"].is_string())
+            return bad_input(path + ": field '" + field + "': needs 'program' and 'manifest' strings");
+        scenario_entry scenario;
+        scenario.program = entry["program"].get<std::string>();
+        scenario.manifest_path = entry["manifest"].get<std::string>();
+        PITFALL_ASSIGN_OR_RETURN(const std::string manifest_text,
+                                 read_text(scenario.manifest_path, "scenario manifest"));
+        auto parsed = parse_manifest(manifest_text, scenario.manifest_path);
+        if (!parsed.is_ok())
+            return parsed.error();
+        scenario.description = std::move(parsed).value();
+        index.scenarios.push_back(std::move(scenario));
+    }
+    return index;
+}
+
+status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const case_filter& filter) {
+    std::set<std::string> names, backends{"cpu", "cuda"}, variants, labels;
+    std::vector<case_ref> all;
+    for (const auto& s : index.scenarios) {
+        names.insert(s.description.name);
+        for (const auto& v : s.description.variants) {
+            variants.insert(v.name);
+            for (const auto& b : s.description.backends_of(v)) {
+                case_ref c{&s, &v, b};
+                for (const auto& l : c.labels())
+                    labels.insert(l);
+                all.push_back(std::move(c));
+            }
+        }
+    }
+    auto check = [](const std::vector<std::string>& wanted, const std::set<std::string>& known,
+                    const char* what) -> status {
+        for (const auto& w : wanted)
+            if (known.count(w) == 0) {
+                std::string choices;
+                for (const auto& k : known)
+                    choices += (choices.empty() ? "" : ", ") + k;
+                return status::error(library::pitfall, "bad_usage",
+                                     std::string("unknown ") + what + " '" + w + "' (known: " +
+                                         choices + ")",
+                                     stage::init);
+            }
+        return status::ok();
+    };
+    PITFALL_TRY(check(filter.scenarios, names, "scenario"));
+    PITFALL_TRY(check(filter.backends, backends, "backend"));
+    PITFALL_TRY(check(filter.variants, variants, "variant"));
+    PITFALL_TRY(check(filter.labels, labels, "label"));
+
+    std::vector<case_ref> out;
+    for (auto& c : all) {
+        if (!filter.scenarios.empty() && !contains(filter.scenarios, c.scenario->description.name))
+            continue;
+        if (!filter.backends.empty() && !contains(filter.backends, c.backend))
+            continue;
+        if (!filter.variants.empty() && !contains(filter.variants, c.variant->name))
+            continue;
+        const auto case_labels = c.labels();
+        bool has_all = true;
+        for (const auto& l : filter.labels)
+            has_all = has_all && contains(case_labels, l);
+        if (has_all)
+            out.push_back(c);
+    }
+    return out;
+}
+
+} // namespace pitfall::runner

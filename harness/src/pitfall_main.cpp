@@ -1,1 +1,173 @@
-int main(){return 0;}
+// The `pitfall` command: list and run failure scenarios, each case in its own process.
+#include "runner.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+using namespace pitfall::runner;
+
+constexpr const char* usage_text = R"(usage: pitfall <command> [options]
+
+Reproduce, measure and regression-test the failures numeric code meets moving from CPU to GPU.
+Each case (scenario x backend x variant) runs in its own process and is judged against the
+baselines in expected/.
+
+commands:
+  list [--json] [filters]        every case with its labels
+  run [filters] [options]        run cases, record and judge them
+  help                           this text
+  version                        the version
+
+filters (repeatable, or comma-separated):
+  --scenario S   --backend cpu|cuda   --variant V   --label L (a case needs every label)
+
+run options:
+  --out DIR          run folder (default: reports/runs/<UTC timestamp>)
+  --resume DIR       complete an interrupted run: only the cases not finished there run
+  --replace          start afresh when --out already holds a run
+  --profile P        judge against expected/P instead of the profile the fingerprint picks
+  --samples N        timed repetitions per case (odd; default: each scenario's, 9)
+  --timeout-scale X  multiply every case's timeout (slow machines, sanitizers)
+  --skip-code N      exit N when every selected case is UNSUPPORTED (CTest SKIP_RETURN_CODE)
+
+global options:
+  --index FILE       scenario index (default: the build's pitfall-index.json; env PITFALL_INDEX)
+  --expected DIR     baselines (default: the source tree's expected/; env PITFALL_EXPECTED)
+
+A run folder holds results.jsonl (one judged case a line, written as each finishes),
+summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log.
+
+verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH, TIMEOUT (these four and FAIL
+fail the run), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
+
+exit status:
+  0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)
+  1    some case did not
+  2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder)
+  130  interrupted: running cases were ended, finished cases kept (--resume completes it)
+)";
+
+int usage_error(const std::string& what) {
+    std::cerr << "pitfall: error: " << what << " (see `pitfall help`)\n";
+    return exit_bad_input;
+}
+
+void split_into(const std::string& value, std::vector<std::string>& out) {
+    std::stringstream in(value);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty())
+            out.push_back(item);
+}
+
+bool parse_int(const std::string& text, int& out) {
+    try {
+        std::size_t used = 0;
+        out = std::stoi(text, &used);
+        return used == text.size();
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty()) {
+        std::cerr << usage_text;
+        return exit_bad_input;
+    }
+    const std::string command = args[0];
+    if (command == "help" || command == "--help" || command == "-h") {
+        std::cout << usage_text;
+        return exit_ok;
+    }
+    if (command == "version" || command == "--version") {
+        std::cout << "pitfall " << PITFALL_VERSION << '\n';
+        return exit_ok;
+    }
+    if (command != "list" && command != "run")
+        return usage_error("unknown command '" + command + "'");
+
+    run_options options;
+    options.argv.assign(argv, argv + argc);
+    common_options& common = options.common;
+    const char* env_index = std::getenv("PITFALL_INDEX");
+    const char* env_expected = std::getenv("PITFALL_EXPECTED");
+    common.index_path = env_index != nullptr ? env_index : PITFALL_DEFAULT_INDEX;
+    common.expected_dir = env_expected != nullptr ? env_expected : PITFALL_DEFAULT_EXPECTED;
+    options.probe_program = PITFALL_DEFAULT_PROBE;
+    bool as_json = false;
+
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const std::string& flag = args[i];
+        if (flag == "--help" || flag == "-h") {
+            std::cout << usage_text;
+            return exit_ok;
+        }
+        if (flag == "--json" && command == "list") {
+            as_json = true;
+            continue;
+        }
+        if (flag == "--replace" && command == "run") {
+            options.replace = true;
+            continue;
+        }
+        const bool takes_value = flag == "--scenario" || flag == "--backend" || flag == "--variant" ||
+                                 flag == "--label" || flag == "--index" || flag == "--expected" ||
+                                 (command == "run" && (flag == "--out" || flag == "--resume" || flag == "--profile" ||
+                                                       flag == "--samples" || flag == "--timeout-scale" ||
+                                                       flag == "--skip-code"));
+        if (!takes_value)
+            return usage_error("unknown option '" + flag + "' for `pitfall " + command + "`");
+        if (i + 1 >= args.size())
+            return usage_error(flag + " needs a value");
+        const std::string value = args[++i];
+        if (flag == "--scenario")
+            split_into(value, common.filter.scenarios);
+        else if (flag == "--backend")
+            split_into(value, common.filter.backends);
+        else if (flag == "--variant")
+            split_into(value, common.filter.variants);
+        else if (flag == "--label")
+            split_into(value, common.filter.labels);
+        else if (flag == "--index")
+            common.index_path = value;
+        else if (flag == "--expected")
+            common.expected_dir = value;
+        else if (flag == "--out")
+            options.out_dir = value;
+        else if (flag == "--resume")
+            options.resume_dir = value;
+        else if (flag == "--profile")
+            options.profile_override = value;
+        else if (flag == "--samples") {
+            int n = 0;
+            if (!parse_int(value, n) || n < 1 || n % 2 == 0)
+                return usage_error("--samples " + value + ": expected an odd number >= 1");
+            options.samples = n;
+        } else if (flag == "--skip-code") {
+            int n = 0;
+            if (!parse_int(value, n) || n < 0 || n > 255)
+                return usage_error("--skip-code " + value + ": expected 0..255");
+            options.skip_code = n;
+        } else if (flag == "--timeout-scale") {
+            try {
+                std::size_t used = 0;
+                options.timeout_scale = std::stod(value, &used);
+                if (used != value.size() || options.timeout_scale <= 0)
+                    throw std::invalid_argument(value);
+            } catch (const std::exception&) {
+                return usage_error("--timeout-scale " + value + ": expected a positive number");
+            }
+        }
+    }
+    if (!options.out_dir.empty() && !options.resume_dir.empty())
+        return usage_error("--out and --resume exclude each other (--resume names the run folder)");
+    if (command == "list")
+        return list_cases(common, as_json);
+    return run_cases(options);
+}

@@ -1,1 +1,208 @@
-// placeholder
+#include "process.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace pitfall::runner {
+
+volatile std::sig_atomic_t interrupt_requested = 0;
+namespace {
+volatile std::sig_atomic_t g_interrupt_signal = 0;
+void on_interrupt(int sig) {
+    interrupt_requested = 1;
+    g_interrupt_signal = sig;
+}
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// pidfd lets us sleep in poll() until the child exits or the deadline passes, instead of
+// polling wait4 in a loop; where the kernel lacks it we fall back to short sleeps.
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+} // namespace
+
+void install_interrupt_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; // no SA_RESTART: poll() returns EINTR so we notice at once
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGHUP, &sa, nullptr);
+}
+int interrupt_signal() { return g_interrupt_signal; }
+
+std::string signal_name(int sig) {
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal " + std::to_string(sig);
+    }
+}
+
+std::string read_tail(const std::string& path, std::size_t max_bytes) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in)
+        return {};
+    const auto size = static_cast<std::size_t>(in.tellg());
+    const std::size_t start = size > max_bytes ? size - max_bytes : 0;
+    in.seekg(static_cast<std::streamoff>(start));
+    std::string text(size - start, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    return text;
+}
+
+process_outcome run_process(const process_request& request) {
+    process_outcome out;
+    if (request.argv.empty()) {
+        out.start_error = "empty argv";
+        return out;
+    }
+    // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string entry = *e;
+        const auto eq = entry.find('=');
+        if (eq != std::string::npos && request.env_set.count(entry.substr(0, eq)) != 0)
+            continue;
+        env_strings.push_back(entry);
+    }
+    for (const auto& [key, value] : request.env_set)
+        env_strings.push_back(key + "=" + value);
+    std::vector<char*> envp;
+    for (auto& s : env_strings)
+        envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = request.argv;
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string output = request.output_path.empty() ? "/dev/null" : request.output_path;
+
+    int exec_error_pipe[2];
+    if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0) {
+        out.start_error = std::string("pipe: ") + std::strerror(errno);
+        return out;
+    }
+    const auto started = clock_type::now();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        out.start_error = std::string("fork: ") + std::strerror(errno);
+        ::close(exec_error_pipe[0]);
+        ::close(exec_error_pipe[1]);
+        return out;
+    }
+    if (pid == 0) {
+        ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        ::sigaction(SIGINT, &dfl, nullptr);
+        ::sigaction(SIGTERM, &dfl, nullptr);
+        ::sigaction(SIGHUP, &dfl, nullptr);
+        const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int null_in = ::open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            ::dup2(fd, STDOUT_FILENO);
+            ::dup2(fd, STDERR_FILENO);
+        }
+        if (null_in >= 0)
+            ::dup2(null_in, STDIN_FILENO);
+        ::execve(argv[0], argv.data(), envp.data());
+        const int err = errno;
+        (void)!::write(exec_error_pipe[1], &err, sizeof err);
+        ::_exit(127);
+    }
+    ::setpgid(pid, pid); // also from the parent: no race with an early kill
+    ::close(exec_error_pipe[1]);
+    int exec_errno = 0;
+    if (::read(exec_error_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
+        ::close(exec_error_pipe[0]);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+        out.start_error = "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
+        return out;
+    }
+    ::close(exec_error_pipe[0]);
+    out.started = true;
+
+    const int pidfd = open_pidfd(pid);
+    bool term_sent = false;
+    clock_type::time_point term_time;
+    int status = 0;
+    struct rusage usage {};
+    for (;;) {
+        // WNOWAIT: look without reaping, so the group id stays ours while we end the rest of
+        // the group (grandchildren a crashed case left behind), then reap with wait4.
+        siginfo_t info{};
+        const int seen = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+        if (seen == 0 && info.si_pid == pid)
+            break;
+        if (seen < 0 && errno != EINTR)
+            break;
+        const double elapsed = seconds_since(started);
+        if (!term_sent && (elapsed >= request.timeout_seconds || interrupt_requested != 0)) {
+            out.timed_out = interrupt_requested == 0;
+            out.interrupted = interrupt_requested != 0;
+            ::kill(-pid, SIGTERM);
+            term_sent = true;
+            term_time = clock_type::now();
+        } else if (term_sent && seconds_since(term_time) >= request.kill_grace_seconds) {
+            ::kill(-pid, SIGKILL);
+        }
+        double wait_for = term_sent ? request.kill_grace_seconds - seconds_since(term_time)
+                                    : request.timeout_seconds - elapsed;
+        if (wait_for < 0.001)
+            wait_for = 0.001;
+        if (pidfd >= 0) {
+            struct pollfd pfd {pidfd, POLLIN, 0};
+            ::poll(&pfd, 1, static_cast<int>(wait_for * 1000) + 1);
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(wait_for > 0.01 ? 10 : 1));
+        }
+    }
+    if (pidfd >= 0)
+        ::close(pidfd);
+    ::kill(-pid, SIGKILL);
+    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+    }
+    out.wall_seconds = seconds_since(started);
+    out.peak_rss_bytes = static_cast<long long>(usage.ru_maxrss) * 1024;
+    if (WIFEXITED(status))
+        out.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        out.signal = WTERMSIG(status);
+    return out;
+}
+
+} // namespace pitfall::runner

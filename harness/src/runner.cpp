@@ -1,1 +1,547 @@
-// placeholder
+#include "runner.hpp"
+
+#include "baseline.hpp"
+#include "fingerprint.hpp"
+#include "pitfall/result_file.hpp"
+#include "process.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace pitfall::runner {
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+int report_error(const status& s) {
+    std::cerr << "pitfall: error: " << s.message() << '\n';
+    return exit_bad_input;
+}
+
+std::string now_iso8601() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::ostringstream out;
+    out << std::put_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
+    return out.str();
+}
+
+std::string timestamp_folder() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::ostringstream out;
+    out << std::put_time(&tm, "%Y%m%d-%H%M%S");
+    return out.str();
+}
+
+std::string format_duration(double seconds) {
+    const long s = std::lround(seconds);
+    std::ostringstream out;
+    out << s / 60 << ':' << std::setw(2) << std::setfill('0') << s % 60;
+    return out.str();
+}
+
+/// results.jsonl: one JSON document a line, each written with one write() and fsync'd, so a
+/// run killed at any moment keeps every line it finished.
+class results_log {
+public:
+    status open(const std::string& path) {
+        m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (m_fd < 0)
+            return status::error(library::pitfall, "bad_input",
+                                 "cannot write " + path + ": " + std::strerror(errno), stage::init);
+        // A line cut short by a kill mid-write must not swallow the next record.
+        std::ifstream in(path, std::ios::binary | std::ios::ate);
+        if (in.tellg() > 0) {
+            in.seekg(-1, std::ios::end);
+            char last = '\n';
+            in.get(last);
+            if (last != '\n')
+                (void)!::write(m_fd, "\n", 1);
+        }
+        return status::ok();
+    }
+    void append(const json& record) {
+        const std::string line = record.dump() + "\n";
+        std::size_t done = 0;
+        while (done < line.size()) {
+            const ssize_t n = ::write(m_fd, line.data() + done, line.size() - done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return;
+            done += static_cast<std::size_t>(n);
+        }
+        ::fsync(m_fd);
+    }
+    ~results_log() {
+        if (m_fd >= 0)
+            ::close(m_fd);
+    }
+
+private:
+    int m_fd = -1;
+};
+
+/// The records of an existing results.jsonl; an unreadable last line (a kill mid-write) is
+/// skipped, any other malformed line is bad input naming the line.
+status_or<std::vector<json>> read_results(const std::string& path) {
+    std::ifstream in(path);
+    if (!in)
+        return status::error(library::pitfall, "bad_input", "cannot read " + path, stage::init);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty())
+            lines.push_back(line);
+    std::vector<json> records;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        try {
+            records.push_back(json::parse(lines[i]));
+        } catch (const json::parse_error&) {
+            if (i + 1 == lines.size())
+                break;
+            return status::error(library::pitfall, "bad_input",
+                                 path + ": line " + std::to_string(i + 1) + " is not JSON", stage::init);
+        }
+    }
+    return records;
+}
+
+// The dynamic loader's own words for a library it could not find, before main ran.
+std::optional<std::string> missing_library(const std::string& log) {
+    static const std::regex pattern("error while loading shared libraries: ([^:]+): cannot open shared object file");
+    std::smatch m;
+    if (std::regex_search(log, m, pattern))
+        return m[1].str();
+    return std::nullopt;
+}
+
+std::string last_line(const std::string& text) {
+    std::string trimmed = text;
+    while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == '\r'))
+        trimmed.pop_back();
+    const auto nl = trimmed.rfind('\n');
+    return nl == std::string::npos ? trimmed : trimmed.substr(nl + 1);
+}
+
+observation observe(const case_ref& c, const process_outcome& p, const std::string& result_path,
+                    const std::string& log_text, double timeout) {
+    observation o;
+    o.result = json();
+    if (!p.started) {
+        o.outcome = {{"status", "not_started"}, {"detail", p.start_error}};
+        return o;
+    }
+    if (p.timed_out) {
+        std::ostringstream detail;
+        detail << "no exit within " << timeout << " s; process group ended (TERM, then KILL)";
+        o.outcome = {{"status", "timeout"}, {"detail", detail.str()}};
+        return o;
+    }
+    if (p.signal) {
+        o.outcome = {{"status", "signal"}, {"signal", signal_name(*p.signal)}};
+        return o;
+    }
+    const int code = p.exit_code.value_or(-1);
+    if (code == 127) {
+        if (const auto lib = missing_library(log_text)) {
+            o.outcome = {{"status", "load_error"}, {"error", "missing library " + *lib}, {"detail", last_line(log_text)}};
+            return o;
+        }
+    }
+    if (code != 0 && code != 77) {
+        o.outcome = {{"status", "exit"}, {"exit_code", code}, {"detail", last_line(log_text)}};
+        return o;
+    }
+    std::ifstream in(result_path);
+    if (!in) {
+        o.outcome = {{"status", "bad_result"}, {"detail", "exit " + std::to_string(code) + " but no result file"}};
+        return o;
+    }
+    try {
+        o.result = json::parse(in);
+    } catch (const json::parse_error& e) {
+        o.outcome = {{"status", "bad_result"}, {"detail", std::string("result is not JSON: ") + e.what()}};
+        return o;
+    }
+    const std::string schema = o.result.value("schema", "");
+    if (schema != result_schema || o.result.value("scenario", "") != c.scenario->description.name ||
+        o.result.value("variant", "") != c.variant->name || o.result.value("backend", "") != c.backend ||
+        !o.result.contains("outcome")) {
+        o.outcome = {{"status", "bad_result"},
+                     {"detail", "result is not a " + std::string(result_schema) + " document for this case"}};
+        return o;
+    }
+    o.outcome = o.result["outcome"];
+    const bool says_unsupported = o.outcome.value("status", "") == "unsupported";
+    if ((code == 77) != says_unsupported)
+        o.outcome = {{"status", "bad_result"},
+                     {"detail", "exit " + std::to_string(code) + " disagrees with outcome " + o.outcome.dump()}};
+    return o;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty())
+        return std::nan("");
+    std::sort(v.begin(), v.end());
+    const std::size_t mid = v.size() / 2;
+    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+// Ratios between variants declared in scenario.json, from the medians measured in this run.
+json compute_ratios(const scenario_index& index, const std::map<std::string, json>& finished) {
+    json out = json::array();
+    for (const auto& s : index.scenarios) {
+        for (const auto& r : s.description.ratios) {
+            for (const char* backend : {"cpu", "cuda"}) {
+                const std::string num_key = std::string(backend) + "." + s.description.name + "." + r.numerator;
+                const std::string den_key = std::string(backend) + "." + s.description.name + "." + r.denominator;
+                const auto num = finished.find(num_key);
+                const auto den = finished.find(den_key);
+                if (num == finished.end() || den == finished.end())
+                    continue;
+                auto samples_of = [&](const json& rec) {
+                    const json& res = rec["result"];
+                    if (!res.is_object() || !res.contains("samples") || !res["samples"].contains(r.samples))
+                        return std::vector<double>{};
+                    return res["samples"][r.samples]["values"].get<std::vector<double>>();
+                };
+                const double a = median(samples_of(num->second));
+                const double b = median(samples_of(den->second));
+                if (!std::isfinite(a) || !std::isfinite(b) || b <= 0)
+                    continue;
+                out.push_back({{"scenario", s.description.name},
+                               {"backend", backend},
+                               {"name", r.name},
+                               {"numerator", r.numerator},
+                               {"denominator", r.denominator},
+                               {"samples", r.samples},
+                               {"median_numerator", a},
+                               {"median_denominator", b},
+                               {"ratio", a / b}});
+            }
+        }
+    }
+    return out;
+}
+
+std::string child_cuda_visible_devices() {
+    // Under `ctest --resource-spec-file`, the GPU a test was given: pin the case to it.
+    const char* gpus = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
+    if (gpus == nullptr)
+        return {};
+    const std::string spec = gpus; // "id:0,slots:1"
+    const auto id = spec.find("id:");
+    if (id == std::string::npos)
+        return {};
+    const std::string value = spec.substr(id + 3, spec.find(',', id) - id - 3);
+    return !value.empty() && std::all_of(value.begin(), value.end(), ::isdigit) ? value : std::string{};
+}
+
+} // namespace
+
+int list_cases(const common_options& options, bool as_json) {
+    auto index = load_index(options.index_path);
+    if (!index.is_ok())
+        return report_error(index.error());
+    auto cases = select_cases(index.value(), options.filter);
+    if (!cases.is_ok())
+        return report_error(cases.error());
+    if (as_json) {
+        json out = json::array();
+        for (const auto& c : cases.value())
+            out.push_back({{"test", c.test_name()},
+                           {"scenario", c.scenario->description.name},
+                           {"backend", c.backend},
+                           {"variant", c.variant->name},
+                           {"kind", c.variant->kind},
+                           {"labels", c.labels()},
+                           {"timeout_seconds", c.scenario->description.timeout_seconds},
+                           {"doc", c.variant->doc}});
+        std::cout << out.dump(2) << '\n';
+        return exit_ok;
+    }
+    std::size_t width = 4;
+    for (const auto& c : cases.value())
+        width = std::max(width, c.test_name().size());
+    std::cout << std::left << std::setw(static_cast<int>(width) + 2) << "CASE" << "LABELS\n";
+    for (const auto& c : cases.value()) {
+        std::string labels;
+        for (const auto& l : c.labels())
+            labels += (labels.empty() ? "" : ",") + l;
+        std::cout << std::left << std::setw(static_cast<int>(width) + 2) << c.test_name() << labels << '\n';
+    }
+    std::cout << cases.value().size() << " cases in " << index.value().scenarios.size() << " scenarios\n";
+    return exit_ok;
+}
+
+int run_cases(const run_options& options) {
+    auto index_or = load_index(options.common.index_path);
+    if (!index_or.is_ok())
+        return report_error(index_or.error());
+    const scenario_index& index = index_or.value();
+    auto cases_or = select_cases(index, options.common.filter);
+    if (!cases_or.is_ok())
+        return report_error(cases_or.error());
+    const auto& cases = cases_or.value();
+    if (cases.empty()) {
+        std::cerr << "pitfall: error: the filters select no case (see `pitfall list`)\n";
+        return exit_bad_input;
+    }
+    auto profiles_or = load_profiles(options.common.expected_dir, index);
+    if (!profiles_or.is_ok())
+        return report_error(profiles_or.error());
+
+    // The run folder: a new one, or the one being resumed.
+    const bool resuming = !options.resume_dir.empty();
+    const std::string dir = resuming ? options.resume_dir
+                            : !options.out_dir.empty() ? options.out_dir
+                                                       : std::string(PITFALL_DEFAULT_RUNS) + "/" + timestamp_folder();
+    const std::string results_path = dir + "/results.jsonl";
+    std::vector<json> earlier;
+    std::error_code ec;
+    if (resuming) {
+        if (!fs::exists(results_path, ec)) {
+            std::cerr << "pitfall: error: --resume " << dir << ": no results.jsonl there\n";
+            return exit_bad_input;
+        }
+        auto records = read_results(results_path);
+        if (!records.is_ok())
+            return report_error(records.error());
+        earlier = std::move(records).value();
+    } else if (fs::exists(results_path, ec)) {
+        if (!options.replace) {
+            std::cerr << "pitfall: error: --out " << dir
+                      << " already holds a run (use --resume to complete it, --replace to start it afresh)\n";
+            return exit_bad_input;
+        }
+        fs::remove_all(dir, ec);
+    }
+    fs::create_directories(dir + "/cases", ec);
+    fs::create_directories(dir + "/logs", ec);
+    if (ec || ::access(dir.c_str(), W_OK) != 0) {
+        std::cerr << "pitfall: error: --out " << dir << ": cannot create or write the run folder"
+                  << (ec ? ": " + ec.message() : std::string()) << '\n';
+        return exit_bad_input;
+    }
+
+    std::map<std::string, json> finished; // case key -> its judged record
+    std::string earlier_profile;
+    for (const auto& r : earlier) {
+        if (r.value("record", "") == "case")
+            finished[r.value("case", "")] = r;
+        if (r.value("record", "") == "run" && r.contains("profile") && r["profile"].is_object())
+            earlier_profile = r["profile"].value("name", "");
+    }
+
+    const json fingerprint = take_fingerprint(options.probe_program, dir);
+    const json summary_facts = fingerprint_summary(fingerprint);
+    const std::string profile_wanted = !options.profile_override.empty() ? options.profile_override : earlier_profile;
+    auto choice_or = choose_profile(profiles_or.value(), summary_facts, profile_wanted);
+    if (!choice_or.is_ok())
+        return report_error(choice_or.error());
+    const profile_choice choice = choice_or.value();
+    const json profile_json = choice.chosen != nullptr
+                                  ? json{{"name", choice.chosen->name}, {"reason", choice.reason}}
+                                  : json{{"name", nullptr}, {"reason", choice.reason}};
+
+    results_log log;
+    if (auto opened = log.open(results_path); !opened.is_ok())
+        return report_error(opened);
+    json selection = json::array();
+    for (const auto& c : cases)
+        selection.push_back(c.key());
+    log.append({{"record", resuming ? "resumed" : "run"},
+                {"schema", "pitfall.run/1"},
+                {"at", now_iso8601()},
+                {"pitfall_version", PITFALL_VERSION},
+                {"argv", options.argv},
+                {"index", index.path},
+                {"cuda_architectures", index.cuda_architectures},
+                {"fingerprint", fingerprint},
+                {"fingerprint_summary", summary_facts},
+                {"profile", profile_json},
+                {"selection", selection}});
+    (void)write_file_atomically(dir + "/fingerprint.json", fingerprint.dump(2) + "\n");
+
+    std::cout << "pitfall: " << cases.size() << " cases -> " << dir << '\n'
+              << "profile: " << (choice.chosen ? choice.chosen->name : std::string("(none)")) << " ("
+              << choice.reason << ")\n";
+    if (resuming)
+        std::cout << "resuming: " << finished.size() << " cases already finished\n";
+
+    install_interrupt_handlers();
+    const std::string visible = child_cuda_visible_devices();
+    std::size_t position = 0;
+    double spent = 0;
+    std::size_t ran = 0;
+    bool interrupted = false;
+    std::vector<std::string> order;
+    for (const auto& c : cases) {
+        ++position;
+        const std::string key = c.key();
+        order.push_back(key);
+        if (finished.count(key) != 0)
+            continue;
+        if (interrupt_requested != 0) {
+            interrupted = true;
+            break;
+        }
+        std::cout << '[' << std::setw(static_cast<int>(std::to_string(cases.size()).size())) << position << '/'
+                  << cases.size() << "] " << std::left << std::setw(48) << c.test_name() << std::right << std::flush;
+        log.append({{"record", "started"}, {"case", key}, {"at", now_iso8601()}});
+
+        const std::string result_path = dir + "/cases/" + key + ".json";
+        const std::string log_path = dir + "/logs/" + key + ".log";
+        ::unlink(result_path.c_str());
+        process_request req;
+        req.argv = {c.scenario->program, "--backend", c.backend, "--variant", c.variant->name, "--out", result_path};
+        if (options.samples)
+            req.argv.insert(req.argv.end(), {"--param", "samples=" + std::to_string(*options.samples)});
+        req.output_path = log_path;
+        req.timeout_seconds = c.scenario->description.timeout_seconds * options.timeout_scale;
+        if (!visible.empty())
+            req.env_set["CUDA_VISIBLE_DEVICES"] = visible;
+        const process_outcome p = run_process(req);
+        if (p.interrupted) {
+            log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
+            std::cout << " INTERRUPTED\n";
+            interrupted = true;
+            break;
+        }
+        const std::string log_text = read_tail(log_path, 16 * 1024);
+        const observation o = observe(c, p, result_path, log_text, req.timeout_seconds);
+        static const json no_entry;
+        const json* expected = &no_entry;
+        if (choice.chosen != nullptr) {
+            const auto it = choice.chosen->cases.find(c.scenario->description.name);
+            const std::string entry_key = c.backend + "." + c.variant->name;
+            if (it != choice.chosen->cases.end() && it->second.contains(entry_key))
+                expected = &it->second[entry_key];
+        }
+        const verdict v = judge(o, *expected, c.backend);
+        json process = {{"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
+                        {"signal", p.signal ? json(signal_name(*p.signal)) : json(nullptr)},
+                        {"timed_out", p.timed_out},
+                        {"wall_seconds", p.wall_seconds},
+                        {"peak_rss_bytes", p.peak_rss_bytes}};
+        json record = {{"record", "case"},
+                       {"case", key},
+                       {"test", c.test_name()},
+                       {"scenario", c.scenario->description.name},
+                       {"backend", c.backend},
+                       {"variant", c.variant->name},
+                       {"kind", c.variant->kind},
+                       {"labels", c.labels()},
+                       {"verdict", to_string(v.kind)},
+                       {"failing", is_failing(v.kind)},
+                       {"reason", v.reason},
+                       {"observed", o.outcome},
+                       {"process", process},
+                       {"result", o.result},
+                       {"baseline", {{"profile", profile_json["name"]}, {"entry", *expected}}},
+                       {"log", "logs/" + key + ".log"},
+                       {"output_tail", log_text.size() > 2000 ? log_text.substr(log_text.size() - 2000) : log_text},
+                       {"finished_at", now_iso8601()}};
+        log.append(record);
+        finished[key] = record;
+        spent += p.wall_seconds;
+        ++ran;
+        std::size_t remaining = 0;
+        for (std::size_t k = position; k < cases.size(); ++k)
+            remaining += finished.count(cases[k].key()) == 0 ? 1 : 0;
+        std::cout << ' ' << std::left << std::setw(17) << to_string(v.kind) << std::right << std::fixed
+                  << std::setprecision(2) << std::setw(7) << p.wall_seconds << " s   ETA "
+                  << format_duration(spent / static_cast<double>(ran) * static_cast<double>(remaining)) << '\n';
+        if (is_failing(v.kind) || v.kind == verdict_kind::no_baseline)
+            std::cout << "      " << v.reason << '\n';
+    }
+
+    // Summary over every finished case of this run folder (a resumed run included).
+    std::map<std::string, int> counts;
+    json summary_cases = json::array();
+    bool any_failing = false;
+    bool all_unsupported = true;
+    std::size_t width = 4;
+    for (const auto& key : order)
+        width = std::max(width, key.size() + 8);
+    std::ostringstream table;
+    table << '\n' << std::left << std::setw(static_cast<int>(width)) << "CASE" << std::setw(18) << "VERDICT"
+          << "DETAIL\n";
+    for (const auto& key : order) {
+        const auto it = finished.find(key);
+        if (it == finished.end()) {
+            table << std::left << std::setw(static_cast<int>(width)) << ("pitfall." + key) << "NOT RUN\n";
+            all_unsupported = false;
+            continue;
+        }
+        const json& r = it->second;
+        const std::string verdict_text = r.value("verdict", "?");
+        ++counts[verdict_text];
+        any_failing = any_failing || r.value("failing", false);
+        all_unsupported = all_unsupported && verdict_text == "UNSUPPORTED";
+        std::string reason = r.value("reason", "");
+        if (reason.size() > 90)
+            reason = reason.substr(0, 87) + "...";
+        table << std::left << std::setw(static_cast<int>(width)) << r.value("test", key) << std::setw(18)
+              << verdict_text << reason << '\n';
+        summary_cases.push_back({{"case", key},
+                                 {"verdict", verdict_text},
+                                 {"failing", r.value("failing", false)},
+                                 {"reason", r.value("reason", "")},
+                                 {"wall_seconds", r["process"].value("wall_seconds", 0.0)}});
+    }
+    const json ratios = compute_ratios(index, finished);
+    int code = interrupted ? exit_interrupted : any_failing ? exit_failed : exit_ok;
+    if (!interrupted && !any_failing && all_unsupported && options.skip_code)
+        code = *options.skip_code;
+    json summary = {{"schema", "pitfall.summary/1"},
+                    {"at", now_iso8601()},
+                    {"complete", !interrupted && finished.size() >= cases.size()},
+                    {"cases_selected", cases.size()},
+                    {"cases_finished", summary_cases.size()},
+                    {"counts", counts},
+                    {"profile", profile_json},
+                    {"fingerprint_summary", summary_facts},
+                    {"ratios", ratios},
+                    {"cases", summary_cases},
+                    {"exit_code", code}};
+    if (auto written = write_file_atomically(dir + "/summary.json", summary.dump(2) + "\n"); !written.is_ok())
+        std::cerr << "pitfall: warning: " << written.message() << '\n';
+
+    std::cout << table.str();
+    for (const auto& r : ratios)
+        std::cout << "ratio " << r["backend"].get<std::string>() << '.' << r["scenario"].get<std::string>() << '.'
+                  << r["name"].get<std::string>() << " = " << std::setprecision(3) << r["ratio"].get<double>()
+                  << '\n';
+    std::cout << '\n';
+    bool first = true;
+    for (const auto& [name, n] : counts) {
+        std::cout << (first ? "" : ", ") << n << ' ' << name;
+        first = false;
+    }
+    std::cout << (interrupted ? "  (interrupted: --resume " + dir + " completes it)" : std::string()) << '\n'
+              << "results: " << results_path << "\nsummary: " << dir << "/summary.json\n";
+    return code;
+}
+
+} // namespace pitfall::runner

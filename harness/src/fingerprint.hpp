@@ -1,0 +1,19 @@
+// The environment fingerprint, taken once per run: the probe's library facts plus the host
+// (CPU, OS, compiler, container) and the environment variables that change CUDA's behaviour.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace pitfall::runner {
+
+/// Runs the probe program (a child process) and adds the host facts. Never fails: what could
+/// not be learned is recorded with the reason.
+nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& scratch_dir);
+
+/// The flat facts profiles match on: gpu_count, cuda_driver_version, cuda_runtime_version,
+/// cudnn_version, compute_capability, device_name, built_with_cuda, os, in_container.
+nlohmann::json fingerprint_summary(const nlohmann::json& fingerprint);
+
+} // namespace pitfall::runner
