@@ -27,6 +27,39 @@ function(_pitfall_json_list out json)
   set(${out} "${result}" PARENT_SCOPE)
 endfunction()
 
+# pitfall_scenario_program(<target> <dir> <links>): the program alone, no tests, not indexed
+# (the harness's own fixture uses it too).
+function(pitfall_scenario_program target dir links)
+  set(manifest "${dir}/scenario.json")
+  set(source "${dir}/scenario.cu")
+  file(READ "${manifest}" json)
+  # scenario.json compiled into the program: --list and parameter defaults need no files.
+  set(generated "${CMAKE_CURRENT_BINARY_DIR}/generated/${target}_manifest.cpp")
+  file(CONFIGURE OUTPUT "${generated}" CONTENT
+       "// Generated from @manifest@ by add_failure_scenario(); do not edit.\nextern const char* const pitfall_scenario_manifest;\nconst char* const pitfall_scenario_manifest = R\"pitfall_manifest(@json@)pitfall_manifest\";\n"
+       @ONLY)
+  if(PITFALL_HAS_CUDA)
+    add_executable(${target} "${source}" "${generated}")
+    set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
+    # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+    if("cudnn" IN_LIST links)
+      if(NOT PITFALL_HAS_CUDNN)
+        message(FATAL_ERROR "${manifest}: links cuDNN but FindCUDNN found none (set CUDNN_ROOT)")
+      endif()
+      target_link_libraries(${target} PRIVATE CUDNN::cudnn)
+      target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
+    endif()
+  else()
+    # thrust's trick: the same .cu, seen by the host compiler through a .cpp that includes it.
+    set(wrapper "${CMAKE_CURRENT_BINARY_DIR}/generated/${target}_host.cpp")
+    file(CONFIGURE OUTPUT "${wrapper}" CONTENT "#include \"@source@\"\n" @ONLY)
+    add_executable(${target} "${wrapper}" "${generated}")
+    target_include_directories(${target} PRIVATE "${dir}")
+  endif()
+  target_link_libraries(${target} PRIVATE pitfall::sdk pitfall.warnings)
+endfunction()
+
 function(add_failure_scenario dir)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -67,34 +100,8 @@ function(add_failure_scenario dir)
     message(FATAL_ERROR "${manifest}: field 'variants': missing or empty")
   endif()
 
-  # scenario.json compiled into the program: --list and parameter defaults need no files.
-  set(generated "${PROJECT_BINARY_DIR}/generated/${name}_manifest.cpp")
-  file(CONFIGURE OUTPUT "${generated}" CONTENT
-       "// Generated from @manifest@ by add_failure_scenario(); do not edit.\nextern const char* const pitfall_scenario_manifest;\nconst char* const pitfall_scenario_manifest = R\"pitfall_manifest(@json@)pitfall_manifest\";\n"
-       @ONLY)
-
-  set(target "pitfall.scenario.${name}")
-  if(PITFALL_HAS_CUDA)
-    add_executable(${target} "${source}" "${generated}")
-    set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
-    # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
-    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
-    if("cudnn" IN_LIST links)
-      if(NOT PITFALL_HAS_CUDNN)
-        message(FATAL_ERROR "${manifest}: links cuDNN but FindCUDNN found none (set CUDNN_ROOT)")
-      endif()
-      target_link_libraries(${target} PRIVATE CUDNN::cudnn)
-      target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
-    endif()
-  else()
-    # thrust's trick: the same .cu, seen by the host compiler through a .cpp that includes it.
-    set(wrapper "${PROJECT_BINARY_DIR}/generated/${name}_host.cpp")
-    file(CONFIGURE OUTPUT "${wrapper}" CONTENT "#include \"@source@\"\n" @ONLY)
-    add_executable(${target} "${wrapper}" "${generated}")
-    target_include_directories(${target} PRIVATE "${dir}")
-  endif()
-  target_link_libraries(${target} PRIVATE pitfall::sdk pitfall.warnings)
-  set_target_properties(${target} PROPERTIES
+  pitfall_scenario_program(pitfall.scenario.${name} "${dir}" "${links}")
+  set_target_properties(pitfall.scenario.${name} PROPERTIES
     OUTPUT_NAME "${name}"
     RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/scenarios")
 

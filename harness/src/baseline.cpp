@@ -285,6 +285,17 @@ verdict judge(const observation& observed, const json& expected, const std::stri
         return {verdict_kind::unsupported, reason};
     }
     const bool abnormal = st == "signal" || st == "exit" || st == "load_error" || st == "bad_result";
+    const json& result = observed.result;
+    // Judged with or without a baseline: the case's own proof of where it ran, and its checks
+    // against independent references.
+    if (!abnormal && result.is_object()) {
+        if (backend == "cuda" && result.value("ran_on", "").rfind("cpu", 0) == 0)
+            return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + result.value("ran_on", "")};
+        for (const auto& c : result.value("checks", json::array()))
+            if (!c.value("passed", true))
+                return {verdict_kind::numeric_mismatch,
+                        "check " + c.value("name", "?") + " failed: " + c.value("detail", "")};
+    }
     if (!have_baseline)
         return abnormal ? verdict{verdict_kind::crash, describe_outcome(o) + " " + o.value("detail", "")}
                         : verdict{verdict_kind::no_baseline, "no baseline entry for this case"};
@@ -300,11 +311,7 @@ verdict judge(const observation& observed, const json& expected, const std::stri
     if (abnormal) // an expected crash: the baseline names exactly this signal/exit
         return {verdict_kind::pass, "expected " + describe_outcome(o)};
 
-    const json& result = observed.result;
     if (result.is_object()) {
-        // "GPU asked for, CPU used": a CUDA case whose own proof says it ran on the CPU.
-        if (backend == "cuda" && result.value("ran_on", "").rfind("cpu", 0) == 0)
-            return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + result.value("ran_on", "")};
         if (expected.contains("events")) {
             for (const auto& [name, want_event] : expected["events"].items()) {
                 const json have_event = result["events"].contains(name) ? result["events"][name] : json::object();
@@ -313,10 +320,6 @@ verdict judge(const observation& observed, const json& expected, const std::stri
                                                     ", observed " + describe_outcome(have_event)};
             }
         }
-        for (const auto& c : result.value("checks", json::array()))
-            if (!c.value("passed", true))
-                return {verdict_kind::numeric_mismatch,
-                        "check " + c.value("name", "?") + " failed: " + c.value("detail", "")};
         if (expected.contains("measurements"))
             if (const auto why = bound_violation(expected["measurements"], result.value("measurements", json::object()), "value"))
                 return {verdict_kind::numeric_mismatch, *why};

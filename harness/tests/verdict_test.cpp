@@ -1,0 +1,110 @@
+#include "baseline.hpp"
+#include "index.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+using namespace pitfall;
+using namespace pitfall::runner;
+using nlohmann::json;
+
+json ok_result(json extra = json::object()) {
+    json r = {{"outcome", {{"status", "ok"}}}, {"ran_on", "cuda:0 test device"}, {"checks", json::array()},
+              {"measurements", {{"loss", {{"value", 0.5}, {"unit", ""}}}}},
+              {"memory", {{"tracked_peak_bytes", 1000}}}, {"events", json::object()}};
+    r.update(extra);
+    return r;
+}
+observation seen(json outcome, json result = json()) { return {std::move(outcome), std::move(result)}; }
+const json oom = {{"status", "error"}, {"library", "cuda_runtime"}, {"error", "cudaErrorMemoryAllocation"},
+                  {"stage", "alloc"}, {"sticky", false}};
+
+TEST(Verdict, OutcomesCompareByName) {
+    EXPECT_EQ(judge(seen(oom, ok_result({{"outcome", oom}})), {{"outcome", oom}}, "cuda").kind, verdict_kind::pass);
+    json other = oom;
+    other["stage"] = "copy";
+    const verdict v = judge(seen(other, ok_result({{"outcome", other}})), {{"outcome", oom}}, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("stage differs"), std::string::npos) << v.reason;
+}
+
+TEST(Verdict, ExpectedFailureThatStopsIsBehaviourChanged) {
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result()), {{"outcome", oom}}, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("behaviour changed"), std::string::npos);
+}
+
+TEST(Verdict, CrashesTimeoutsAndSignals) {
+    const json segv = {{"status", "signal"}, {"signal", "SIGSEGV"}};
+    EXPECT_EQ(judge(seen(segv), json(), "cpu").kind, verdict_kind::crash);
+    EXPECT_EQ(judge(seen(segv), {{"outcome", segv}}, "cpu").kind, verdict_kind::pass);
+    EXPECT_EQ(judge(seen(segv), {{"outcome", {{"status", "signal"}, {"signal", "SIGBUS"}}}}, "cpu").kind,
+              verdict_kind::crash);
+    EXPECT_EQ(judge(seen({{"status", "timeout"}}), {{"outcome", {{"status", "ok"}}}}, "cpu").kind,
+              verdict_kind::timeout);
+    EXPECT_EQ(judge(seen({{"status", "exit"}, {"exit_code", 3}}), {{"outcome", {{"status", "ok"}}}}, "cpu").kind,
+              verdict_kind::crash);
+    const json missing = {{"status", "load_error"}, {"error", "missing library libcudnn.so.9"}};
+    EXPECT_EQ(judge(seen(missing), {{"outcome", missing}}, "cuda").kind, verdict_kind::pass);
+}
+
+TEST(Verdict, UnsupportedNeverFailsAndNotesAChangedReason) {
+    const json seen_unsupported = {{"status", "unsupported"}, {"error", "cudaErrorNoDevice"}, {"reason", "r"}};
+    const verdict v = judge(seen(seen_unsupported),
+                            {{"outcome", {{"status", "unsupported"}, {"error", "cudaErrorInsufficientDriver"}}}}, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::unsupported);
+    EXPECT_FALSE(is_failing(v.kind));
+    EXPECT_NE(v.reason.find("baseline expected cudaErrorInsufficientDriver"), std::string::npos);
+}
+
+TEST(Verdict, ChecksBoundsAndMemory) {
+    const json expected = {{"outcome", {{"status", "ok"}}}};
+    json failed_check = ok_result({{"checks", json::array({{{"name", "agree"}, {"passed", false}, {"detail", "d"}}})}});
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, failed_check), expected, "cpu").kind, verdict_kind::numeric_mismatch);
+    json bounded = expected;
+    bounded["measurements"] = {{"loss", {{"max", 0.4}}}};
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result()), bounded, "cpu");
+    EXPECT_EQ(v.kind, verdict_kind::numeric_mismatch);
+    EXPECT_NE(v.reason.find("loss = 0.5 above max 0.4"), std::string::npos) << v.reason;
+    json mem = expected;
+    mem["memory"] = {{"tracked_peak_bytes", {{"max", 999}}}};
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind, verdict_kind::mem_regression);
+    mem["memory"] = {{"tracked_peak_bytes", {{"max", 1000}}}};
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind, verdict_kind::pass);
+}
+
+TEST(Verdict, GpuAskedForCpuUsedFails) {
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result({{"ran_on", "cpu: fallback"}})),
+                            {{"outcome", {{"status", "ok"}}}}, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("GPU asked for, CPU used"), std::string::npos);
+}
+
+TEST(Verdict, NoBaselineWarns) {
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result()), json(), "cpu");
+    EXPECT_EQ(v.kind, verdict_kind::no_baseline);
+    EXPECT_FALSE(is_failing(v.kind));
+}
+
+TEST(Profiles, MostSpecificMatchWins) {
+    std::vector<profile> profiles(3);
+    profiles[0].name = "any";
+    profiles[0].match = json::object();
+    profiles[1].name = "no-gpu";
+    profiles[1].match = {{"gpu_count", 0}};
+    profiles[2].name = "hopper";
+    profiles[2].match = {{"compute_capability", json::array({"9.0"})}, {"gpu_count", json::array({1, 2, 4, 8})}};
+    auto none = choose_profile(profiles, {{"gpu_count", 0}}, "");
+    ASSERT_TRUE(none.is_ok());
+    EXPECT_EQ(none->chosen->name, "no-gpu");
+    auto h100 = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}}, "");
+    EXPECT_EQ(h100->chosen->name, "hopper");
+    auto ada = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "8.9"}}, "");
+    EXPECT_EQ(ada->chosen->name, "any");
+    auto forced = choose_profile(profiles, {{"gpu_count", 1}}, "no-gpu");
+    EXPECT_EQ(forced->chosen->name, "no-gpu");
+    auto unknown = choose_profile(profiles, {{"gpu_count", 1}}, "volta");
+    ASSERT_FALSE(unknown.is_ok());
+    EXPECT_NE(unknown.error().message().find("known: any, no-gpu, hopper"), std::string::npos);
+}
+} // namespace
