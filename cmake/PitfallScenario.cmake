@@ -195,3 +195,32 @@ function(pitfall_write_resource_spec path)
   file(WRITE "${path}"
        "{\"version\": {\"major\": 1, \"minor\": 0},\n \"local\": [{\"gpus\": [${gpu_list}]}]}\n")
 endfunction()
+
+# pitfall.static.cuda_binaries: the architectures embedded in every scenario program must be
+# exactly CMAKE_CUDA_ARCHITECTURES, and no kernel may use local memory (spills) without a
+# comment saying why. Reports land in <build>/static/. Needs cuobjdump (ci/setup.sh installs it
+# from NVIDIA's wheel when the toolkit lacks it); without it the test is skipped, saying so.
+function(pitfall_add_static_cuda_checks)
+  find_program(PITFALL_CUOBJDUMP cuobjdump
+               HINTS "${CUDAToolkit_BIN_DIR}" "${PROJECT_SOURCE_DIR}/.tools/cuda-tools/nvidia/cu13/bin")
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  get_property(names GLOBAL PROPERTY PITFALL_SCENARIOS)
+  set(binaries "")
+  set(sources "")
+  foreach(name IN LISTS names)
+    list(APPEND binaries "$<TARGET_FILE:pitfall.scenario.${name}>")
+    get_property(manifest GLOBAL PROPERTY PITFALL_SCENARIO_MANIFEST_${name})
+    get_filename_component(dir "${manifest}" DIRECTORY)
+    file(GLOB scenario_sources "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.hpp")
+    list(APPEND sources ${scenario_sources})
+  endforeach()
+  add_test(NAME pitfall.static.cuda_binaries
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "${PITFALL_CUOBJDUMP}"
+                   --architectures "${CMAKE_CUDA_ARCHITECTURES}"
+                   --report-dir "${PROJECT_BINARY_DIR}/static"
+                   --sources ${sources} "${PROJECT_SOURCE_DIR}/harness/include/pitfall/cuda_backend.cuh"
+                   -- ${binaries} $<TARGET_FILE:pitfall_fixture>)
+  set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
+    LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endfunction()

@@ -79,7 +79,10 @@ private:
 /// A value or the status that says why there is none.
 template <class T> class status_or {
 public:
-    status_or(T value) : m_value(std::move(value)) {}                 // NOLINT: implicit on purpose
+    // Both overloads, so `return local;` of a move-only T moves (C++17's implicit move on
+    // return needs a constructor taking T&&).
+    status_or(const T& value) : m_value(value) {}                     // NOLINT: implicit on purpose
+    status_or(T&& value) : m_value(std::move(value)) {}               // NOLINT: implicit on purpose
     status_or(status failure) : m_status(std::move(failure)) {}       // NOLINT: implicit on purpose
 
     bool is_ok() const { return m_value.has_value(); }

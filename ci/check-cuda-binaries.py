@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Static checks of CUDA binaries, with no GPU: which architectures are embedded, and each
+kernel's registers, stack and local memory.
+
+For every binary: `cuobjdump --list-elf --list-ptx` must show exactly the SASS and PTX that
+CMAKE_CUDA_ARCHITECTURES asks for ("75-real" = SASS sm_75, "90-virtual" = PTX compute_90,
+"90" = both), and `cuobjdump --dump-resource-usage` is written to the report folder. A kernel
+with local memory (register spills, or a local array) fails the check unless its scenario
+source says why, on a line `// pitfall: local-memory-ok <kernel-name-part> -- <reason>`.
+
+Exit 0 all good; 1 a check failed; 2 bad usage or cuobjdump missing; 77 nothing to check.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+
+def expected_archs(spec):
+    sass, ptx = set(), set()
+    for item in filter(None, spec.split(";")):
+        m = re.fullmatch(r"(\d+)[a-z]?(?:-(real|virtual))?", item)
+        if not m:
+            raise ValueError(f"CMAKE_CUDA_ARCHITECTURES entry '{item}' is not NN, NN-real or NN-virtual")
+        arch, kind = m.group(1), m.group(2)
+        if kind in (None, "real"):
+            sass.add(arch)
+        if kind in (None, "virtual"):
+            ptx.add(arch)
+    return sass, ptx
+
+
+def embedded_archs(cuobjdump, binary):
+    out = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", binary], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{binary}: cuobjdump failed: {out.stderr.strip() or out.stdout.strip()}")
+    sass = set(re.findall(r"ELF file\s+\d+: .*\.sm_(\d+)[a-z]?\.cubin", out.stdout))
+    ptx = set(re.findall(r"PTX file\s+\d+: .*\.sm_(\d+)[a-z]?\.ptx", out.stdout))
+    return sass, ptx
+
+
+def resource_usage(cuobjdump, binary):
+    out = subprocess.run([cuobjdump, "--dump-resource-usage", binary], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{binary}: cuobjdump --dump-resource-usage failed: {out.stderr.strip()}")
+    kernels, arch, function = [], None, None
+    for line in out.stdout.splitlines():
+        if m := re.match(r"arch = sm_(\d+)", line):
+            arch = m.group(1)
+        elif m := re.match(r"\s*Function (\S+):", line):
+            function = m.group(1)
+        elif function and (m := re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)):
+            reg, stack, shared, local = map(int, m.groups())
+            kernels.append({"arch": arch, "kernel": function, "registers": reg, "stack": stack,
+                            "shared": shared, "local": local})
+            function = None
+    return out.stdout, kernels
+
+
+def local_memory_allowances(sources):
+    allowed = []
+    for path in sources:
+        with open(path, errors="replace") as f:
+            allowed += re.findall(r"//\s*pitfall: local-memory-ok (\S+) -- \S", f.read())
+    return allowed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cuobjdump", required=True)
+    ap.add_argument("--architectures", required=True, help="CMAKE_CUDA_ARCHITECTURES")
+    ap.add_argument("--report-dir", required=True)
+    ap.add_argument("--sources", nargs="*", default=[], help="scenario sources (for allowances)")
+    ap.add_argument("binaries", nargs="*")
+    args = ap.parse_args()
+    if not args.cuobjdump or not os.access(args.cuobjdump, os.X_OK):
+        print(f"SKIP: cuobjdump not found ('{args.cuobjdump}'); run ci/setup.sh to install it")
+        return 77
+    if not args.binaries:
+        print("SKIP: no CUDA binaries to check")
+        return 77
+    try:
+        want_sass, want_ptx = expected_archs(args.architectures)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.report_dir, exist_ok=True)
+    allowed = local_memory_allowances(args.sources)
+    failures = []
+    for binary in args.binaries:
+        name = os.path.basename(binary)
+        sass, ptx = embedded_archs(args.cuobjdump, binary)
+        print(f"{name}: SASS sm_{', sm_'.join(sorted(sass)) or '-'}; PTX compute_{', compute_'.join(sorted(ptx)) or '-'}")
+        if sass != want_sass or ptx != want_ptx:
+            failures.append(f"{name}: embeds SASS {sorted(sass)} PTX {sorted(ptx)}, configured SASS "
+                            f"{sorted(want_sass)} PTX {sorted(want_ptx)}")
+        text, kernels = resource_usage(args.cuobjdump, binary)
+        with open(os.path.join(args.report_dir, f"{name}.resource-usage.txt"), "w") as f:
+            f.write(text)
+        for k in kernels:
+            if k["local"] > 0 and not any(a in k["kernel"] for a in allowed):
+                failures.append(f"{name}: kernel {k['kernel']} on sm_{k['arch']} uses {k['local']} bytes of "
+                                f"local memory (spills or a local array) without a "
+                                f"'pitfall: local-memory-ok' comment saying why")
+        worst = max(kernels, key=lambda k: k["registers"], default=None)
+        if worst:
+            print(f"  {len(kernels)} kernel images; most registers: {worst['registers']} "
+                  f"(sm_{worst['arch']}); local memory: {sum(k['local'] > 0 for k in kernels)} images")
+    for f in failures:
+        print(f"FAIL: {f}")
+    print(f"resource usage reports: {args.report_dir}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what pitfall needs and this machine lacks; does nothing when all is there.
+#   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark
+#   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
+# The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
+# container image, see containers/); without them pitfall builds host-only.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
+          libbenchmark-dev python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# python3-venv may be absent while a python3 with venv works (e.g. pyenv): then skip it.
+if [[ " ${missing[*]} " == *" python3-venv "* ]] && python3 -c "import venv, ensurepip" 2>/dev/null; then
+  missing=("${missing[@]/python3-venv}")
+fi
+if [[ " ${missing[*]} " == *" python3 "* ]] && command -v python3 >/dev/null; then
+  missing=("${missing[@]/python3}")
+fi
+read -r -a missing <<<"${missing[*]}"
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+cmake_version=$(cmake --version | head -n1 | awk '{print $3}')
+if ! printf '3.25\n%s\n' "$cmake_version" | sort -V -C; then
+  echo "setup: error: CMake $cmake_version is older than 3.25" >&2
+  exit 2
+fi
+
+# cuobjdump lists the architectures embedded in the CUDA binaries (a test checks them).
+nvcc_path=$(command -v nvcc || true)
+[[ -n "$nvcc_path" ]] || { [[ -x /usr/local/cuda/bin/nvcc ]] && nvcc_path=/usr/local/cuda/bin/nvcc; }
+if [[ -n "$nvcc_path" ]] && ! command -v cuobjdump >/dev/null && [[ ! -x "$(dirname "$nvcc_path")/cuobjdump" ]]; then
+  tools="$root/.tools/cuda-tools"
+  if [[ ! -x "$tools/nvidia/cu13/bin/cuobjdump" ]]; then
+    echo "setup: installing cuobjdump (nvidia-cuda-cuobjdump wheel) into .tools/"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$tools" \
+      "nvidia-cuda-cuobjdump==13.2.86"
+  fi
+fi
+echo "setup: ready"
