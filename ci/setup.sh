@@ -45,7 +45,7 @@ if [[ -n "$nvcc_path" ]] && ! command -v cuobjdump >/dev/null && [[ ! -x "$(dirn
   tools="$root/.tools/cuda-tools"
   if [[ ! -x "$tools/nvidia/cu13/bin/cuobjdump" ]]; then
     echo "setup: installing cuobjdump (nvidia-cuda-cuobjdump wheel) into .tools/"
-    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$tools" \
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$tools" \
       "nvidia-cuda-cuobjdump==13.2.86"
   fi
 fi

@@ -223,4 +223,13 @@ function(pitfall_add_static_cuda_checks)
                    -- ${binaries} $<TARGET_FILE:pitfall_fixture>)
   set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  # The check can fail: told to expect only sm_75, it must name what else the fixture embeds.
+  add_test(NAME pitfall.static.cuda_binaries_detects_mismatch
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "${PITFALL_CUOBJDUMP}" --architectures "75-real"
+                   --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   -- $<TARGET_FILE:pitfall_fixture>)
+  set_tests_properties(pitfall.static.cuda_binaries_detects_mismatch PROPERTIES
+    LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
 endfunction()
