@@ -2,7 +2,6 @@
 #include "pitfall/memory.hpp"
 
 #include <algorithm>
-#include <regex>
 
 namespace pitfall {
 namespace {
@@ -39,9 +38,12 @@ struct reader {
     }
 };
 
+// [a-z][a-z0-9_]*: names become file names, CTest names and CMake target names.
 bool is_identifier(const std::string& text) {
-    static const std::regex pattern("[a-z][a-z0-9_]*");
-    return std::regex_match(text, pattern);
+    if (text.empty() || text[0] < 'a' || text[0] > 'z')
+        return false;
+    return std::all_of(text.begin(), text.end(),
+                       [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
 }
 
 const std::vector<std::string> known_top_keys{

@@ -19,7 +19,6 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -128,11 +127,16 @@ status_or<std::vector<json>> read_results(const std::string& path) {
 
 // The dynamic loader's own words for a library it could not find, before main ran.
 std::optional<std::string> missing_library(const std::string& log) {
-    static const std::regex pattern("error while loading shared libraries: ([^:]+): cannot open shared object file");
-    std::smatch m;
-    if (std::regex_search(log, m, pattern))
-        return m[1].str();
-    return std::nullopt;
+    // "<program>: error while loading shared libraries: libcudnn.so.9: cannot open shared object file"
+    static const std::string marker = "error while loading shared libraries: ";
+    const auto at = log.find(marker);
+    if (at == std::string::npos)
+        return std::nullopt;
+    const auto start = at + marker.size();
+    const auto colon = log.find(": cannot open shared object file", start);
+    if (colon == std::string::npos)
+        return std::nullopt;
+    return log.substr(start, colon - start);
 }
 
 std::string last_line(const std::string& text) {
