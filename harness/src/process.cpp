@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -116,6 +117,7 @@ process_outcome run_process(const process_request& request) {
         return out;
     }
     const auto started = clock_type::now();
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
         out.start_error = std::string("fork: ") + std::strerror(errno);
@@ -125,6 +127,11 @@ process_outcome run_process(const process_request& request) {
     }
     if (pid == 0) {
         ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
+        // A harness killed outright (SIGKILL) cannot end its case: the kernel does it, so no
+        // orphaned case runs on beside the `--resume` that repeats it.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent)
+            ::_exit(127);
         struct sigaction dfl {};
         dfl.sa_handler = SIG_DFL;
         ::sigaction(SIGINT, &dfl, nullptr);

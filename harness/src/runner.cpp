@@ -393,6 +393,10 @@ int run_cases(const run_options& options) {
     if (resuming)
         std::cout << "resuming: " << finished.size() << " cases already finished\n";
 
+    std::size_t name_width = 4;
+    for (const auto& c : cases)
+        name_width = std::max(name_width, c.test_name().size() + 2);
+
     install_interrupt_handlers();
     const std::string visible = child_cuda_visible_devices();
     std::size_t position = 0;
@@ -411,7 +415,7 @@ int run_cases(const run_options& options) {
             break;
         }
         std::cout << '[' << std::setw(static_cast<int>(std::to_string(cases.size()).size())) << position << '/'
-                  << cases.size() << "] " << std::left << std::setw(48) << c.test_name() << std::right << std::flush;
+                  << cases.size() << "] " << std::left << std::setw(static_cast<int>(name_width)) << c.test_name() << std::right << std::flush;
         log.append({{"record", "started"}, {"case", key}, {"at", now_iso8601()}});
 
         const std::string result_path = dir + "/cases/" + key + ".json";
@@ -473,7 +477,7 @@ int run_cases(const run_options& options) {
         std::size_t remaining = 0;
         for (std::size_t k = position; k < cases.size(); ++k)
             remaining += finished.count(cases[k].key()) == 0 ? 1 : 0;
-        std::cout << ' ' << std::left << std::setw(17) << to_string(v.kind) << std::right << std::fixed
+        std::cout << std::left << std::setw(17) << to_string(v.kind) << std::right << std::fixed
                   << std::setprecision(2) << std::setw(7) << p.wall_seconds << " s   ETA "
                   << format_duration(spent / static_cast<double>(ran) * static_cast<double>(remaining)) << '\n';
         if (is_failing(v.kind) || v.kind == verdict_kind::no_baseline)
@@ -485,9 +489,7 @@ int run_cases(const run_options& options) {
     json summary_cases = json::array();
     bool any_failing = false;
     bool all_unsupported = true;
-    std::size_t width = 4;
-    for (const auto& key : order)
-        width = std::max(width, key.size() + 8);
+    const std::size_t width = name_width;
     std::ostringstream table;
     table << '\n' << std::left << std::setw(static_cast<int>(width)) << "CASE" << std::setw(18) << "VERDICT"
           << "DETAIL\n";

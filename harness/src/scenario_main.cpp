@@ -317,7 +317,7 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
             ctx.record_event("cuda_probe", probe);
             ctx.ran_on(cuda_backend::describe_device());
             return finish(status::unsupported_because(
-                probe, "no usable CUDA device: " + probe.name() + " (" + probe.message() + ")"));
+                probe, probe.name() + ": " + probe.message()));
         }
     }
 #endif

@@ -31,6 +31,20 @@ def alive(pid):
         return False
 
 
+def cases_running(run_dir):
+    """Live processes whose command line names this run folder (scenario cases write there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if run_dir + "/cases/" in cmdline and alive(int(pid)):
+            found.append(int(pid))
+    return found
+
+
 def by_case(run_dir):
     return {r["case"]: r for r in records(run_dir)}
 
@@ -205,24 +219,27 @@ class Interruption(FixtureTest):
 
     def test_sigkill_keeps_finished_cases_and_resume_completes(self):
         out = self.run_dir()
-        # Two slow cases (ok on cpu and cuda, each sleeping 1.5 s): kill during the second.
+        # Two slow cases (each sleeping 1.5 s): kill during the second.
         env = dict(os.environ, PITFALL_FIXTURE_SLEEP_MS="1500")
-        proc = subprocess.Popen([BIN, "run", "--variant", "ok", "--out", out, "--index", INDEX,
-                                 "--expected", self.expected, "--backend", "cpu,cuda", "--samples", "1"],
+        proc = subprocess.Popen([BIN, "run", "--variant", "ok,unsupported", "--out", out, "--index", INDEX,
+                                 "--expected", self.expected, "--backend", "cpu", "--samples", "1"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)
         self.wait_for_cases(out, 1)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        # The case in flight had its own process group; it must not run on as an orphan.
+        time.sleep(0.3)
+        self.assertEqual(cases_running(out), [], "a case outlived the harness killed with SIGKILL")
         finished = by_case(out)
         self.assertIn("cpu.harness_fixture.ok", finished)
         self.assertEqual(finished["cpu.harness_fixture.ok"]["verdict"], "PASS")
-        p = self.pitfall("run", "--resume", out, "--variant", "ok", "--backend", "cpu,cuda")
+        p = self.pitfall("run", "--resume", out, "--variant", "ok,unsupported", "--backend", "cpu")
         self.assertIn(p.returncode, (0,), p.stdout + p.stderr)
         self.assertIn("resuming: 1 cases already finished", p.stdout)
         after = records(out)
         self.assertEqual(sorted(r["case"] for r in after),
-                         ["cpu.harness_fixture.ok", "cuda.harness_fixture.ok"])  # the first ran once
+                         ["cpu.harness_fixture.ok", "cpu.harness_fixture.unsupported"])  # each once
         summary = json.load(open(os.path.join(out, "summary.json")))
         self.assertTrue(summary["complete"])
         self.assertEqual(summary["cases_finished"], 2)
