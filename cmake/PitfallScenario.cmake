@@ -125,7 +125,7 @@ function(add_failure_scenario dir)
       add_test(NAME ${test}
                COMMAND pitfall run --scenario ${name} --backend ${backend} --variant ${variant}
                        --out "${PROJECT_BINARY_DIR}/ctest-runs/${backend}.${name}.${variant}"
-                       --skip-code 77)
+                       --replace --skip-code 77)
       set(test_labels ${backend} ${name} ${failure_class} ${labels} ${variant_labels})
       if(backend STREQUAL "cuda")
         list(APPEND test_labels gpu)
@@ -164,6 +164,9 @@ function(pitfall_write_scenario_index path)
   \"schema\": \"pitfall.index/1\",
   \"built_with_cuda\": ${cuda_json},
   \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
+  \"cuda_compiler\": \"${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}\",
+  \"cxx_compiler\": \"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\",
+  \"build_type\": \"${CMAKE_BUILD_TYPE}\",
   \"scenarios\": [
 ${body}
   ]

@@ -55,6 +55,11 @@ status_or<scenario_index> load_index(const std::string& path) {
     index.path = path;
     index.built_with_cuda = doc.value("built_with_cuda", false);
     index.cuda_architectures = doc.value("cuda_architectures", "");
+    index.build = {{"built_with_cuda", index.built_with_cuda},
+                   {"cuda_architectures", index.cuda_architectures},
+                   {"cuda_compiler", doc.value("cuda_compiler", "")},
+                   {"cxx_compiler", doc.value("cxx_compiler", "")},
+                   {"build_type", doc.value("build_type", "")}};
     for (std::size_t i = 0; i < doc["scenarios"].size(); ++i) {
         const json& entry = doc["scenarios"][i];
         const std::string field = "scenarios[" + std::to_string(i) + "]";

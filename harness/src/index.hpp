@@ -3,6 +3,8 @@
 
 #include "pitfall/manifest.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@ struct scenario_index {
     std::string path;
     bool built_with_cuda = false;
     std::string cuda_architectures;
+    nlohmann::json build; ///< how the scenarios were built: compilers, architectures, build type
     std::vector<scenario_entry> scenarios;
 };
 

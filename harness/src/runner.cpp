@@ -380,7 +380,7 @@ int run_cases(const run_options& options) {
                 {"pitfall_version", PITFALL_VERSION},
                 {"argv", options.argv},
                 {"index", index.path},
-                {"cuda_architectures", index.cuda_architectures},
+                {"build", index.build},
                 {"fingerprint", fingerprint},
                 {"fingerprint_summary", summary_facts},
                 {"profile", profile_json},
