@@ -55,9 +55,9 @@ json container_facts() {
 }
 } // namespace
 
-json take_fingerprint(const std::string& probe_program, const std::string& scratch_dir) {
+json take_fingerprint(const std::string& probe_program, const std::string& log_dir) {
     json fp = {{"schema", "pitfall.fingerprint/1"}};
-    const std::string probe_out = scratch_dir + "/probe.out";
+    const std::string probe_out = log_dir + "/probe.log";
     process_request req;
     req.argv = {probe_program};
     req.output_path = probe_out;

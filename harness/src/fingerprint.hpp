@@ -8,9 +8,9 @@
 
 namespace pitfall::runner {
 
-/// Runs the probe program (a child process) and adds the host facts. Never fails: what could
-/// not be learned is recorded with the reason.
-nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& scratch_dir);
+/// Runs the probe program (a child process; its output goes to <log_dir>/probe.log) and adds
+/// the host facts. Never fails: what could not be learned is recorded with the reason.
+nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir);
 
 /// The flat facts profiles match on: gpu_count, cuda_driver_version, cuda_runtime_version,
 /// cudnn_version, compute_capability, device_name, built_with_cuda, os, in_container.

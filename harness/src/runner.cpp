@@ -338,7 +338,9 @@ int run_cases(const run_options& options) {
                       << " already holds a run (use --resume to complete it, --replace to start it afresh)\n";
             return exit_bad_input;
         }
-        fs::remove_all(dir, ec);
+        // Only what a run writes: --out may name a folder that holds other things too.
+        for (const char* item : {"results.jsonl", "summary.json", "fingerprint.json", "cases", "logs"})
+            fs::remove_all(fs::path(dir) / item, ec);
     }
     fs::create_directories(dir + "/cases", ec);
     fs::create_directories(dir + "/logs", ec);
@@ -357,7 +359,7 @@ int run_cases(const run_options& options) {
             earlier_profile = r["profile"].value("name", "");
     }
 
-    const json fingerprint = take_fingerprint(options.probe_program, dir);
+    const json fingerprint = take_fingerprint(options.probe_program, dir + "/logs");
     const json summary_facts = fingerprint_summary(fingerprint);
     const std::string profile_wanted = !options.profile_override.empty() ? options.profile_override : earlier_profile;
     auto choice_or = choose_profile(profiles_or.value(), summary_facts, profile_wanted);

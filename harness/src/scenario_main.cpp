@@ -213,12 +213,7 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
     bool list = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        auto value = [&](const char* flag) -> const char* {
-            if (i + 1 >= argc)
-                return nullptr;
-            (void)flag;
-            return argv[++i];
-        };
+        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
         if (arg == "--help" || arg == "-h") {
             print_help(m, argv[0]);
             return exit_written;
@@ -226,7 +221,7 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
         if (arg == "--list") {
             list = true;
         } else if (arg == "--backend" || arg == "--variant" || arg == "--out" || arg == "--param") {
-            const char* v = value(arg.c_str());
+            const char* v = value();
             if (v == nullptr)
                 return usage_error(arg + " needs a value");
             if (arg == "--backend")

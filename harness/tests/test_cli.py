@@ -323,8 +323,12 @@ class BadInput(FixtureTest):
         out = self.run_dir()
         self.assertEqual(self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out).returncode, 0)
         self.assertBad(self.pitfall("run", "--variant", "ok", "--out", out), "already holds a run")
+        keep = os.path.join(out, "notes.txt")  # not the run's: --replace must leave it
+        open(keep, "w").close()
         self.assertEqual(self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out,
                                       "--replace").returncode, 0)
+        self.assertTrue(os.path.exists(keep))
+        self.assertEqual(len(records(out, "run")), 1)
 
     def test_scenario_program_rejects_bad_params(self):
         for args, needle in ((["--param", "sleep_ms=soon"], "sleep_ms"), (["--param", "nope=1"], "nope"),
