@@ -2,7 +2,7 @@
 // directly, against the same case through `pitfall run` (index and baselines read, environment
 // probe, process group, timeout watch, result judged and appended to results.jsonl, summary).
 // The difference is the harness's overhead per run of one case; counters give the ratio.
-#include "process.hpp"
+#include "pitfall/process.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 namespace {
-using pitfall::runner::process_request;
-using pitfall::runner::run_process;
+using pitfall::process_request;
+using pitfall::run_process;
 
 std::string scratch() {
     static const std::string dir = [] {

@@ -72,7 +72,7 @@ status check_expected_file(const std::string& file, const json& doc, const scena
         const auto dot = key.find('.');
         const variant_spec* v =
             dot == std::string::npos ? nullptr : scenario.description.find_variant(key.substr(dot + 1));
-        if (v == nullptr)
+        if (v == nullptr || v->helper)
             return bad_input(file, field, "no such case (expected <backend>.<variant> of " +
                                               scenario.description.name + ")");
         const auto backends = scenario.description.backends_of(*v);
@@ -101,9 +101,18 @@ status check_expected_file(const std::string& file, const json& doc, const scena
     return status::ok();
 }
 
+// A profile's match value: a value (equal), an array (any of), or {"min", "max"} (a range,
+// e.g. every CUDA 13.x runtime: {"min": 13000, "max": 13999}).
 bool value_matches(const json& want, const json& have) {
     if (want.is_array())
-        return std::any_of(want.begin(), want.end(), [&](const json& w) { return w == have; });
+        return std::any_of(want.begin(), want.end(), [&](const json& w) { return value_matches(w, have); });
+    if (want.is_object() && (want.contains("min") || want.contains("max"))) {
+        if (!have.is_number())
+            return false;
+        const double x = have.get<double>();
+        return (!want.contains("min") || x >= want["min"].get<double>()) &&
+               (!want.contains("max") || x <= want["max"].get<double>());
+    }
     return want == have;
 }
 

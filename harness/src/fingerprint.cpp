@@ -1,6 +1,6 @@
 #include "fingerprint.hpp"
 
-#include "process.hpp"
+#include "pitfall/process.hpp"
 
 #include <cstdlib>
 #include <fstream>

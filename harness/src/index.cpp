@@ -86,6 +86,8 @@ status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const
     for (const auto& s : index.scenarios) {
         names.insert(s.description.name);
         for (const auto& v : s.description.variants) {
+            if (v.helper) // started by another case, never on its own
+                continue;
             variants.insert(v.name);
             for (const auto& b : s.description.backends_of(v)) {
                 case_ref c{&s, &v, b};

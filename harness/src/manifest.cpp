@@ -48,9 +48,9 @@ bool is_identifier(const std::string& text) {
 
 const std::vector<std::string> known_top_keys{
     "name",    "summary",         "failure_class", "seeds",    "labels", "backends",
-    "timeout_seconds", "links",   "params",        "variants", "ratios"};
-const std::vector<std::string> known_variant_keys{"name",     "kind",         "doc",
-                                                  "labels",   "backends",     "needs_device"};
+    "timeout_seconds", "links",   "params",        "variants", "ratios", "compile_checks"};
+const std::vector<std::string> known_variant_keys{"name",   "kind",         "doc",   "labels",
+                                                  "backends", "needs_device", "helper"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -168,10 +168,13 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
         for (const auto& b : spec.backends)
             if (std::find(m.backends.begin(), m.backends.end(), b) == m.backends.end())
                 return r.fail(path + "backends", "'" + b + "' is not among the scenario's backends");
-        if (v.contains("needs_device")) {
-            if (!v["needs_device"].is_boolean())
-                return r.fail(path + "needs_device", "expected true or false");
-            spec.needs_device = v["needs_device"].get<bool>();
+        for (const auto& [key, flag] : {std::pair<const char*, bool*>{"needs_device", &spec.needs_device},
+                                        std::pair<const char*, bool*>{"helper", &spec.helper}}) {
+            if (!v.contains(key))
+                continue;
+            if (!v[key].is_boolean())
+                return r.fail(path + key, "expected true or false");
+            *flag = v[key].get<bool>();
         }
         m.variants.push_back(std::move(spec));
     }
@@ -194,6 +197,23 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
                     return r.fail(path.substr(0, path.size() - 1),
                                   "names unknown variant '" + *variant + "'");
             m.ratios.push_back(std::move(ratio));
+        }
+    }
+    if (doc.contains("compile_checks")) {
+        if (!doc["compile_checks"].is_array())
+            return r.fail("compile_checks", "expected an array of {name, source, diagnostic}");
+        for (std::size_t i = 0; i < doc["compile_checks"].size(); ++i) {
+            const json& v = doc["compile_checks"][i];
+            const std::string path = "compile_checks[" + std::to_string(i) + "].";
+            if (!v.is_object())
+                return r.fail(path.substr(0, path.size() - 1), "expected an object");
+            compile_check_spec check;
+            PITFALL_TRY(r.string(v, path, "name", check.name, true));
+            if (!is_identifier(check.name))
+                return r.fail(path + "name", "'" + check.name + "' must match [a-z][a-z0-9_]*");
+            PITFALL_TRY(r.string(v, path, "source", check.source, true));
+            PITFALL_TRY(r.string(v, path, "diagnostic", check.diagnostic, true));
+            m.compile_checks.push_back(std::move(check));
         }
     }
     return m;

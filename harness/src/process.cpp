@@ -1,4 +1,4 @@
-#include "process.hpp"
+#include "pitfall/process.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace pitfall::runner {
+namespace pitfall {
 
 volatile std::sig_atomic_t interrupt_requested = 0;
 namespace {
@@ -212,4 +212,4 @@ process_outcome run_process(const process_request& request) {
     return out;
 }
 
-} // namespace pitfall::runner
+} // namespace pitfall

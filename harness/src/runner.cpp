@@ -3,7 +3,7 @@
 #include "baseline.hpp"
 #include "fingerprint.hpp"
 #include "pitfall/result_file.hpp"
-#include "process.hpp"
+#include "pitfall/process.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <unistd.h>
 
 namespace pitfall {
 using nlohmann::json;
@@ -138,6 +139,39 @@ json outcome_to_json(const status& s) {
     if (!s.file().empty())
         out["where"] = s.file() + ":" + std::to_string(s.line());
     return out;
+}
+
+status_or<child_run> run_self(const context& ctx, const std::string& variant,
+                              const std::map<std::string, std::string>& env,
+                              const std::vector<std::string>& params, double timeout_seconds) {
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return PITFALL_HOST_ERROR(stage::init, "no_self_exe", "cannot read /proc/self/exe");
+    const char* tmp_root = std::getenv("TMPDIR");
+    std::string dir_template = std::string(tmp_root != nullptr ? tmp_root : "/tmp") + "/pitfall-child-XXXXXX";
+    if (::mkdtemp(dir_template.data()) == nullptr)
+        return PITFALL_HOST_ERROR(stage::init, "no_temp_dir", "cannot create " + dir_template);
+    const std::string result_path = dir_template + "/result.json";
+    const std::string output_path = dir_template + "/output.log";
+    process_request req;
+    req.argv = {std::string(self, static_cast<std::size_t>(n)), "--backend",
+                std::string(to_string(ctx.backend())), "--variant", variant, "--out", result_path};
+    for (const auto& p : params)
+        req.argv.insert(req.argv.end(), {"--param", p});
+    req.env_set = env;
+    req.output_path = output_path;
+    req.timeout_seconds = timeout_seconds;
+    child_run child;
+    child.process = run_process(req);
+    child.output = read_tail(output_path, 8192);
+    child.result_json = read_tail(result_path, 1 << 24);
+    ::unlink(result_path.c_str());
+    ::unlink(output_path.c_str());
+    ::rmdir(dir_template.c_str());
+    if (!child.process.started)
+        return PITFALL_HOST_ERROR(stage::init, "child_not_started", child.process.start_error);
+    return child;
 }
 
 namespace {

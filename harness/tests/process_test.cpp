@@ -1,4 +1,4 @@
-#include "process.hpp"
+#include "pitfall/process.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 namespace {
-using namespace pitfall::runner;
+using namespace pitfall;
 
 // Alive and not a zombie waiting for its (re)parent to reap it.
 bool alive(int pid) {

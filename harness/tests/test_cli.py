@@ -181,6 +181,18 @@ class Baselines(FixtureTest):
         self.assertEqual(rec["verdict"], "NO_BASELINE")
         self.assertEqual(p.returncode, 0)
 
+    def test_a_case_with_a_second_process(self):
+        p, rec = self.run_one("two_processes")
+        self.assertEqual(rec["verdict"], "NO_BASELINE", rec["reason"])  # every check passed
+        checks = {c["name"]: c["passed"] for c in rec["result"]["checks"]}
+        self.assertEqual(checks, {"child_ran": True, "child_saw_env_and_params": True})
+        self.assertGreater(rec["result"]["measurements"]["child_peak_rss_bytes"]["value"], 0)
+
+    def test_helper_variants_are_not_cases(self):
+        p = self.pitfall("run", "--variant", "child_role", "--out", self.run_dir())
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown variant 'child_role'", p.stderr)
+
     def test_memory_bound(self):
         self.write_baseline({"cpu.ok": {"outcome": {"status": "ok"},
                                         "memory": {"tracked_peak_bytes": {"max": 100}}}})
@@ -351,7 +363,8 @@ class Listing(FixtureTest):
         self.assertIn("pitfall.cpu.harness_fixture.segv", p.stdout)
         self.assertIn("cpu,harness_fixture,harness,reproduce,fixture", p.stdout)
         cases = json.loads(self.pitfall("list", "--json").stdout)
-        self.assertEqual(len(cases), 8)  # 7 cpu variants + ok on cuda
+        self.assertEqual(len(cases), 9)  # 8 cpu variants + ok on cuda; child_role is a helper
+        self.assertNotIn("child_role", p.stdout)
         ok_cuda = next(c for c in cases if c["test"] == "pitfall.cuda.harness_fixture.ok")
         self.assertIn("gpu", ok_cuda["labels"])
 

@@ -101,6 +101,13 @@ TEST(Profiles, MostSpecificMatchWins) {
     EXPECT_EQ(h100->chosen->name, "hopper");
     auto ada = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "8.9"}}, "");
     EXPECT_EQ(ada->chosen->name, "any");
+    profiles[2].match["cuda_runtime_version"] = {{"min", 13000}, {"max", 13999}};
+    EXPECT_EQ(choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 13010}}, "")
+                  ->chosen->name,
+              "hopper");
+    EXPECT_EQ(choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 12040}}, "")
+                  ->chosen->name,
+              "any");
     auto forced = choose_profile(profiles, {{"gpu_count", 1}}, "no-gpu");
     EXPECT_EQ(forced->chosen->name, "no-gpu");
     auto unknown = choose_profile(profiles, {{"gpu_count", 1}}, "volta");

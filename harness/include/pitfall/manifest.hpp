@@ -31,6 +31,14 @@ struct variant_spec {
     std::vector<std::string> labels;
     std::vector<std::string> backends; ///< subset of the scenario's; empty = all
     bool needs_device = true;          ///< false: the CUDA case runs even where no GPU answers
+    bool helper = false; ///< a role another case starts with run_self(): no case of its own
+};
+
+/// A source that must NOT compile, and the compiler diagnostic that proves why (a CTest test).
+struct compile_check_spec {
+    std::string name;
+    std::string source;     ///< relative to the scenario folder
+    std::string diagnostic; ///< a regular expression the compiler's output must match
 };
 
 /// A timing ratio between two variants of one backend, computed by the harness per run.
@@ -52,6 +60,7 @@ struct manifest {
     std::vector<param_spec> params;
     std::vector<variant_spec> variants;
     std::vector<ratio_spec> ratios;
+    std::vector<compile_check_spec> compile_checks;
 
     const variant_spec* find_variant(std::string_view variant) const;
     const param_spec* find_param(std::string_view param) const;

@@ -19,8 +19,10 @@
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/process.hpp"
 #include "pitfall/status.hpp"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +95,25 @@ template <class Backend, class Fn> status_or<std::vector<double>> time_samples(c
     }
     return seconds;
 }
+
+/// What a child copy of this scenario program did (see run_self).
+struct child_run {
+    process_outcome process;
+    std::string result_json; ///< the child's result document ("" when it wrote none)
+    std::string output;      ///< the end of its stdout + stderr
+};
+
+/// Starts this scenario program again as a separate process running `variant` (usually a
+/// `"helper": true` variant) on the same backend, with extra environment and `--param k=v`
+/// values, and waits for it (timeout: TERM, then KILL). For cases that need a second real
+/// process (one holds GPU memory while another asks for some) or a process started under a
+/// changed environment (CUDA_VISIBLE_DEVICES, the dynamic loader's library path).
+///
+///   PITFALL_ASSIGN_OR_RETURN(auto b, pitfall::run_self(ctx, "second_process",
+///                                                      {{"CUDA_VISIBLE_DEVICES", "0"}}, {}, 60));
+status_or<child_run> run_self(const context& ctx, const std::string& variant,
+                              const std::map<std::string, std::string>& env,
+                              const std::vector<std::string>& params, double timeout_seconds);
 
 using case_entry = status (*)(context&);
 

@@ -1,6 +1,11 @@
-// Running one child process the way the harness needs: its own process group, argv (never a
-// shell), output to a file, a timeout that ends the whole group (TERM, then KILL), and the
-// exit status or signal plus peak RSS from wait4.
+// pitfall/process.hpp: running one child process the way the harness (and a scenario that needs
+// a second real process) needs: its own process group, argv (never a shell), output to a file,
+// a timeout that ends the whole group (TERM, then KILL), the exit status or signal plus peak RSS
+// from wait4, and death with the parent.
+//
+//   pitfall::process_request req;
+//   req.argv = {"/bin/true"};
+//   const pitfall::process_outcome out = pitfall::run_process(req);   // out.exit_code == 0
 #pragma once
 
 #include "pitfall/status.hpp"
@@ -11,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace pitfall::runner {
+namespace pitfall {
 
 struct process_request {
     std::vector<std::string> argv;              ///< argv[0] is the program's path
@@ -47,4 +52,4 @@ std::string signal_name(int sig);
 /// The last `max_bytes` of a file (for stderr tails in records).
 std::string read_tail(const std::string& path, std::size_t max_bytes);
 
-} // namespace pitfall::runner
+} // namespace pitfall
