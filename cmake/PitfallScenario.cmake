@@ -6,7 +6,8 @@
 # <dir>/scenario.json: adding a scenario touches only its folder.
 #
 # scenario.json keys used here: name, backends, variants[].{name, backends, labels},
-# failure_class, labels, timeout_seconds, links (e.g. ["cudnn"]).
+# failure_class, labels, timeout_seconds, links ("cudnn", "nccl": linked with CUDA only, and
+# PITFALL_HAS_CUDNN / PITFALL_HAS_NCCL defined 1 then).
 # Without CUDA the same scenario.cu is compiled as C++ (through a one-line wrapper .cpp), and
 # its CUDA cases report UNSUPPORTED "built without CUDA".
 
@@ -51,6 +52,16 @@ function(pitfall_scenario_program target dir links)
       endif()
       target_link_libraries(${target} PRIVATE CUDNN::cudnn)
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
+    endif()
+    if("nccl" IN_LIST links)
+      find_library(PITFALL_NCCL_LIBRARY nccl HINTS "${CUDAToolkit_LIBRARY_DIR}" "${CUDAToolkit_LIBRARY_ROOT}/lib")
+      find_path(PITFALL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+      if(NOT PITFALL_NCCL_LIBRARY OR NOT PITFALL_NCCL_INCLUDE_DIR)
+        message(FATAL_ERROR "${manifest}: links NCCL but no libnccl/nccl.h was found beside the CUDA toolkit")
+      endif()
+      target_link_libraries(${target} PRIVATE "${PITFALL_NCCL_LIBRARY}")
+      target_include_directories(${target} PRIVATE "${PITFALL_NCCL_INCLUDE_DIR}")
+      target_compile_definitions(${target} PRIVATE PITFALL_HAS_NCCL=1)
     endif()
   else()
     # thrust's trick: the same .cu, seen by the host compiler through a .cpp that includes it.

@@ -91,6 +91,8 @@ status check_expected_file(const std::string& file, const json& doc, const scena
             for (const auto& [name, ev] : entry["events"].items())
                 PITFALL_TRY(check_outcome(file, field + ".events." + name, ev));
         }
+        if (entry.contains("ran_on") && !entry["ran_on"].is_string())
+            return bad_input(file, field + ".ran_on", "expected a string: the start of the case's ran_on (\"cpu\", \"cuda\")");
         const json& prov = entry.contains("provenance") ? entry["provenance"] : json();
         const std::string kind = prov.is_object() ? prov.value("kind", "") : "";
         if (kind != "observed" && kind != "documented")
@@ -300,8 +302,17 @@ verdict judge(const observation& observed, const json& expected, const std::stri
     // Judged with or without a baseline: the case's own proof of where it ran, and its checks
     // against independent references.
     if (!abnormal && result.is_object()) {
-        if (backend == "cuda" && result.value("ran_on", "").rfind("cpu", 0) == 0)
-            return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + result.value("ran_on", "")};
+        const std::string ran_on = result.value("ran_on", "");
+        // A baseline may expect where a case runs (a silent CPU fallback is the reproduced
+        // failure of device_visibility): then the proof must match it, whichever it says.
+        if (have_baseline && expected.contains("ran_on")) {
+            const std::string want_ran_on = expected["ran_on"].get<std::string>();
+            if (ran_on.rfind(want_ran_on, 0) != 0)
+                return {verdict_kind::fail, "behaviour changed: expected to run on '" + want_ran_on +
+                                                "...', ran on '" + ran_on + "'"};
+        } else if (backend == "cuda" && ran_on.rfind("cpu", 0) == 0) {
+            return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + ran_on};
+        }
         for (const auto& c : result.value("checks", json::array()))
             if (!c.value("passed", true))
                 return {verdict_kind::numeric_mismatch,

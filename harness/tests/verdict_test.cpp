@@ -80,6 +80,15 @@ TEST(Verdict, GpuAskedForCpuUsedFails) {
     EXPECT_NE(v.reason.find("GPU asked for, CPU used"), std::string::npos);
 }
 
+TEST(Verdict, ABaselineCanExpectWhereACaseRan) {
+    json expected = {{"outcome", {{"status", "ok"}}}, {"ran_on", "cpu"}};
+    const json fallback = ok_result({{"ran_on", "cpu: silent fallback"}});
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, fallback), expected, "cuda").kind, verdict_kind::pass);
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result()), expected, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("expected to run on 'cpu...'"), std::string::npos) << v.reason;
+}
+
 TEST(Verdict, NoBaselineWarns) {
     const verdict v = judge(seen({{"status", "ok"}}, ok_result()), json(), "cpu");
     EXPECT_EQ(v.kind, verdict_kind::no_baseline);

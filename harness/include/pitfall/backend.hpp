@@ -38,6 +38,9 @@
 #ifndef PITFALL_HAS_CUDNN // 1 in scenarios whose scenario.json links cuDNN
 #define PITFALL_HAS_CUDNN 0
 #endif
+#ifndef PITFALL_HAS_NCCL // 1 in scenarios whose scenario.json links NCCL
+#define PITFALL_HAS_NCCL 0
+#endif
 
 #if defined(__CUDACC__)
 #define PITFALL_HOST_DEVICE __host__ __device__
