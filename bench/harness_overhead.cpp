@@ -1,7 +1,7 @@
 // What the harness costs per case: the fixture's trivial case (`ok`, one sample) started
 // directly, against the same case through `pitfall run` (index and baselines read, environment
 // probe, process group, timeout watch, result judged and appended to results.jsonl, summary).
-// The difference is the harness's overhead per run of one case; counters give the ratio.
+// The difference of the two medians is the harness's overhead for a run of one case.
 #include "pitfall/process.hpp"
 
 #include <benchmark/benchmark.h>

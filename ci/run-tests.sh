@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# README Quick start, command 2 (and what .ci/run runs): set up, then build and test twice:
-#   ci    - CUDA when a toolkit is here, warnings as errors: unit, CLI, static and scenario tests
-#   asan  - host only (PITFALL_ENABLE_CUDA=OFF) under AddressSanitizer + UBSan: the same tests
+# README Quick start, command 2 (and what .ci/run runs): set up, then build and test three presets:
+#   ci        - CUDA when a toolkit is here, warnings as errors: unit, CLI, static and scenario tests
+#   cpu-only  - PITFALL_ENABLE_CUDA=OFF, the host compiler alone: the same tests
+#   asan      - host only under AddressSanitizer + UBSan: the same tests
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ci/setup.sh
-for preset in ci asan; do
+for preset in ci cpu-only asan; do
   echo "== preset $preset: configure, build, test"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset"

@@ -8,18 +8,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
-          libbenchmark-dev python3 python3-venv)
+          libbenchmark-dev python3 python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
-# python3-venv may be absent while a python3 with venv works (e.g. pyenv): then skip it.
-if [[ " ${missing[*]} " == *" python3-venv "* ]] && python3 -c "import venv, ensurepip" 2>/dev/null; then
-  missing=("${missing[@]/python3-venv}")
-fi
-if [[ " ${missing[*]} " == *" python3 "* ]] && command -v python3 >/dev/null; then
+# A python3 with pip that is not Debian's (e.g. pyenv) serves as well: then skip those two.
+if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  missing=("${missing[@]/python3-pip}")
   missing=("${missing[@]/python3}")
 fi
 read -r -a missing <<<"${missing[*]}"
@@ -45,7 +43,10 @@ if [[ -n "$nvcc_path" ]] && ! command -v cuobjdump >/dev/null && [[ ! -x "$(dirn
   tools="$root/.tools/cuda-tools"
   if [[ ! -x "$tools/nvidia/cu13/bin/cuobjdump" ]]; then
     echo "setup: installing cuobjdump (nvidia-cuda-cuobjdump wheel) into .tools/"
-    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$tools" \
+    # --break-system-packages: Debian's pip refuses installs outside a venv (PEP 668), but
+    # --target writes only into .tools/, never into the system's site-packages.
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+      --break-system-packages --target "$tools" \
       "nvidia-cuda-cuobjdump==13.2.86"
   fi
 fi

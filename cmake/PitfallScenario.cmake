@@ -46,12 +46,13 @@ function(pitfall_scenario_program target dir links)
     set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
     # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
-    if("cudnn" IN_LIST links)
-      if(NOT PITFALL_HAS_CUDNN)
-        message(FATAL_ERROR "${manifest}: links cuDNN but FindCUDNN found none (set CUDNN_ROOT)")
-      endif()
+    if("cudnn" IN_LIST links AND PITFALL_HAS_CUDNN)
       target_link_libraries(${target} PRIVATE CUDNN::cudnn)
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
+    elseif("cudnn" IN_LIST links)
+      # The scenario's cuDNN steps compile out (PITFALL_HAS_CUDNN=0) and say so in its result.
+      message(WARNING "${manifest}: links cuDNN, but FindCUDNN found none: building it without "
+                      "cuDNN (set CUDNN_ROOT to a cuDNN install or wheel folder)")
     endif()
     if("nccl" IN_LIST links)
       find_library(PITFALL_NCCL_LIBRARY nccl HINTS "${CUDAToolkit_LIBRARY_DIR}" "${CUDAToolkit_LIBRARY_ROOT}/lib")
@@ -126,7 +127,9 @@ function(add_failure_scenario dir)
   endif()
   _pitfall_add_compile_checks("${name}" "${dir}" "${json}")
   math(EXPR last "${variant_count} - 1")
-  math(EXPR ctest_timeout "${timeout} + 60")
+  # The harness's own work around a case: the environment probe (<= 30 s), the TERM-to-KILL
+  # grace and judging. CTest must not kill the harness before the harness can say TIMEOUT.
+  math(EXPR ctest_timeout "${timeout} + 90")
   foreach(i RANGE ${last})
     string(JSON variant GET "${json}" variants ${i} name)
     string(JSON helper ERROR_VARIABLE no_helper GET "${json}" variants ${i} helper)
@@ -138,13 +141,15 @@ function(add_failure_scenario dir)
     if(NOT variant_backends)
       set(variant_backends ${backends})
     endif()
+    string(JSON variant_kind GET "${json}" variants ${i} kind)
     foreach(backend IN LISTS variant_backends)
       set(test "pitfall.${backend}.${name}.${variant}")
       add_test(NAME ${test}
                COMMAND pitfall run --scenario ${name} --backend ${backend} --variant ${variant}
                        --out "${PROJECT_BINARY_DIR}/ctest-runs/${backend}.${name}.${variant}"
                        --replace --skip-code 77)
-      set(test_labels ${backend} ${name} ${failure_class} ${labels} ${variant_labels})
+      # The same labels `pitfall list` shows, so `ctest -L X` and `pitfall run --label X` agree.
+      set(test_labels ${backend} ${name} ${failure_class} ${variant_kind} ${labels} ${variant_labels})
       if(backend STREQUAL "cuda")
         list(APPEND test_labels gpu)
       endif()

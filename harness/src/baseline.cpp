@@ -148,7 +148,8 @@ std::optional<std::string> bound_violation(const json& bounds, const json& value
     for (const auto& [name, b] : bounds.items()) {
         if (!values.contains(name))
             return name + " was not recorded";
-        const json& v = value_key != nullptr ? values[name][value_key] : values[name];
+        const json& item = values[name];
+        const json v = value_key != nullptr ? (item.is_object() ? item.value(value_key, json()) : json()) : item;
         if (!v.is_number())
             return name + " is not a number";
         const double x = v.get<double>();
@@ -218,6 +219,7 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
         for (const auto& p : profiles)
             if (p.name == override_name) {
                 choice.chosen = &p;
+                choice.chain = {&p};
                 choice.reason = "chosen with --profile";
                 return choice;
             }
@@ -228,35 +230,40 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
                              "--profile " + override_name + ": no such profile (known: " + known + ")",
                              stage::init);
     }
-    std::size_t best_keys = 0;
-    std::vector<std::string> tied;
     for (const auto& p : profiles) {
         bool all = true;
         for (const auto& [key, want] : p.match.items())
             all = all && summary.contains(key) && value_matches(want, summary[key]);
-        if (!all)
-            continue;
-        const std::size_t keys = p.match.size();
-        if (choice.chosen == nullptr || keys > best_keys) {
-            choice.chosen = &p;
-            best_keys = keys;
-            tied.clear();
-        } else if (keys == best_keys) {
-            tied.push_back(p.name);
-        }
+        if (all)
+            choice.chain.push_back(&p);
     }
-    if (choice.chosen == nullptr) {
+    // Most keys first; stable, so profiles with as many keys stay in name order.
+    std::stable_sort(choice.chain.begin(), choice.chain.end(),
+                     [](const profile* a, const profile* b) { return a->match.size() > b->match.size(); });
+    if (choice.chain.empty()) {
         choice.reason = "no profile under expected/ matches this environment";
         return choice;
     }
-    choice.reason = "matches " + choice.chosen->match.dump() + " (" + std::to_string(best_keys) + " keys)";
-    if (!tied.empty()) {
-        choice.reason += "; as specific: ";
-        for (const auto& t : tied)
-            choice.reason += t + " ";
-        choice.reason += "(first by name wins)";
+    choice.chosen = choice.chain.front();
+    choice.reason = "matches " + choice.chosen->match.dump();
+    if (choice.chain.size() > 1 && choice.chain[1]->match.size() == choice.chosen->match.size())
+        choice.reason += "; " + choice.chain[1]->name + " matches as specifically (first by name wins)";
+    if (choice.chain.size() > 1) {
+        choice.reason += "; then";
+        for (std::size_t i = 1; i < choice.chain.size(); ++i)
+            choice.reason += " " + choice.chain[i]->name;
     }
     return choice;
+}
+
+std::pair<const json*, const profile*> profile_choice::entry_for(const std::string& scenario,
+                                                                const std::string& case_key) const {
+    for (const profile* p : chain) {
+        const auto it = p->cases.find(scenario);
+        if (it != p->cases.end() && it->second.contains(case_key))
+            return {&it->second[case_key], p};
+    }
+    return {nullptr, nullptr};
 }
 
 const char* to_string(verdict_kind v) {
@@ -282,7 +289,7 @@ verdict judge(const observation& observed, const json& expected, const std::stri
     const json& o = observed.outcome;
     const std::string st = o.value("status", "");
     const bool have_baseline = expected.is_object();
-    const json want = have_baseline ? expected["outcome"] : json();
+    const json want = have_baseline ? expected.value("outcome", json::object()) : json();
 
     if (st == "timeout")
         return {verdict_kind::timeout, o.value("detail", "timed out")};
@@ -290,6 +297,11 @@ verdict judge(const observation& observed, const json& expected, const std::stri
         return {verdict_kind::crash, o.value("detail", "did not start")};
     if (st == "unsupported") {
         std::string reason = o.value("reason", "unsupported");
+        // The profile chosen for this environment says the case runs here: that it no longer
+        // can (a driver or library broken) is the regression, not a skip.
+        if (have_baseline && want.value("status", "") != "unsupported")
+            return {verdict_kind::fail, "behaviour changed: expected " + describe_outcome(want) +
+                                            ", now unsupported: " + reason};
         // A different cause (no device instead of no driver) is worth saying; "built without
         // CUDA" has no cause to compare.
         if (have_baseline && want.value("status", "") == "unsupported" && want.contains("error") &&
@@ -336,7 +348,8 @@ verdict judge(const observation& observed, const json& expected, const std::stri
     if (result.is_object()) {
         if (expected.contains("events")) {
             for (const auto& [name, want_event] : expected["events"].items()) {
-                const json have_event = result["events"].contains(name) ? result["events"][name] : json::object();
+                const json events = result.value("events", json::object());
+                const json have_event = events.contains(name) ? events[name] : json::object();
                 if (const auto diff = outcome_difference(want_event, have_event))
                     return {verdict_kind::fail, "event " + name + ": expected " + describe_outcome(want_event) +
                                                     ", observed " + describe_outcome(have_event)};

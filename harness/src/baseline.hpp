@@ -34,12 +34,19 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
                                              const scenario_index& index);
 
 struct profile_choice {
-    const profile* chosen = nullptr; ///< null: no profile matches (every case NO_BASELINE)
+    const profile* chosen = nullptr; ///< the most specific match; null: none (NO_BASELINE)
+    /// Every matching profile, most specific first: a case without an entry in the chosen one is
+    /// judged by the next that has one (CPU baselines in a profile that matches every host).
+    std::vector<const profile*> chain;
     std::string reason;
+
+    /// The entry for "<backend>.<variant>" of a scenario and the profile it came from.
+    std::pair<const nlohmann::json*, const profile*> entry_for(const std::string& scenario,
+                                                               const std::string& case_key) const;
 };
 
-/// The most specific profile whose `match` holds for the fingerprint summary (most keys wins;
-/// a tie goes to the first by name and the reason says so), or the one `--profile` names.
+/// The matching profiles, most specific (most keys) first; ties go by name and the reason says
+/// so. `--profile` names the one profile to use, alone.
 status_or<profile_choice> choose_profile(const std::vector<profile>& profiles,
                                          const nlohmann::json& summary,
                                          const std::string& override_name);

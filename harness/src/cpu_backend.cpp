@@ -47,6 +47,13 @@ status cpu_backend::gemm(transpose ta, transpose tb, int m, int n, int k, double
     return status::ok();
 }
 
+status_or<cpu_backend::blas_info> cpu_backend::blas_handle() {
+    blas_info info;
+    info.config = openblas_get_config();
+    info.threads = openblas_get_num_threads();
+    return info;
+}
+
 std::string cpu_backend::describe_device() {
     std::string model = "unknown cpu";
     std::ifstream cpuinfo("/proc/cpuinfo");

@@ -20,6 +20,11 @@ status from_cuda(cudaError_t err, stage where, const char* expr, const char* fil
 }
 
 status from_cublas(cublasStatus_t err, const char* expr, const char* file, int line) {
+    // After a sticky CUDA fault cuBLAS answers EXECUTION_FAILED or INTERNAL_ERROR; the fault
+    // itself is the outcome worth naming, wherever it surfaced.
+    const cudaError_t pending = cudaPeekAtLastError();
+    if (pending != cudaSuccess && is_sticky_cuda_error(cudaGetErrorName(pending)))
+        return from_cuda(pending, stage::library_call, expr, file, line);
     return status::error(library::cublas, cublasGetStatusName(err),
                          std::string(cublasGetStatusString(err)) + " (from " + expr + ")",
                          stage::library_call, false, file, line);

@@ -4,9 +4,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <sys/utsname.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -37,6 +39,24 @@ std::string trim_quotes(std::string s) {
     return s;
 }
 
+// Distinct (physical id, core id) pairs; the thread count where /proc/cpuinfo has neither.
+unsigned physical_cores() {
+    std::ifstream in("/proc/cpuinfo");
+    std::set<std::pair<std::string, std::string>> cores;
+    std::string physical;
+    for (std::string line; std::getline(in, line);) {
+        const auto colon = line.find(':');
+        if (colon == std::string::npos)
+            continue;
+        const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+        if (line.rfind("physical id", 0) == 0)
+            physical = value;
+        else if (line.rfind("core id", 0) == 0)
+            cores.emplace(physical, value);
+    }
+    return cores.empty() ? std::thread::hardware_concurrency() : static_cast<unsigned>(cores.size());
+}
+
 json container_facts() {
     json c = {{"in_container", false}};
     if (access("/run/.containerenv", F_OK) == 0) {
@@ -61,7 +81,7 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     process_request req;
     req.argv = {probe_program};
     req.output_path = probe_out;
-    req.timeout_seconds = 60;
+    req.timeout_seconds = 30; // CTest gives a case its timeout + 90 s: the probe fits in that
     const auto outcome = run_process(req);
     const std::string text = read_tail(probe_out, 1 << 20);
     json libraries;
@@ -86,10 +106,15 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     std::string cpu_model = first_line_with("/proc/cpuinfo", "model name\t: ");
     fp["host"] = {{"cpu_model", cpu_model},
                   {"cpu_threads", std::thread::hardware_concurrency()},
+                  {"cpu_cores", physical_cores()},
                   {"os", trim_quotes(first_line_with("/etc/os-release", "PRETTY_NAME="))},
                   {"kernel", std::string(uts.sysname) + " " + uts.release},
                   {"machine", uts.machine},
-                  {"harness_compiler", std::string("g++ ") + __VERSION__},
+#if defined(__clang__)
+                  {"harness_compiler", std::string("clang ") + __clang_version__},
+#else
+                  {"harness_compiler", std::string("gcc ") + __VERSION__},
+#endif
                   {"container", container_facts()}};
     json env = json::object();
     for (const char* name : behaviour_env)
@@ -103,13 +128,18 @@ json fingerprint_summary(const json& fp) {
     const json& lib = fp.value("libraries", json::object());
     const json& cuda = lib.value("cuda", json::object());
     const json& cudnn = lib.value("cudnn", json::object());
+    // Only what the probe really learned: a fact it could not read stays out, so no profile
+    // matches on a guess (a probe that failed must not look like "no GPU here").
     json s = {{"built_with_cuda", lib.value("built_with_cuda", false)},
-              {"gpu_count", cuda.value("device_count", 0)},
-              {"cuda_driver_version", cuda.value("driver_version", 0)},
-              {"cuda_runtime_version", cuda.value("runtime_version", 0)},
-              {"cudnn_version", cudnn.value("loaded_version", 0)},
               {"os", fp["host"].value("os", "")},
               {"in_container", fp["host"]["container"].value("in_container", false)}};
+    for (const auto& [key, from, field] :
+         {std::tuple<const char*, const json*, const char*>{"gpu_count", &cuda, "device_count"},
+          {"cuda_driver_version", &cuda, "driver_version"},
+          {"cuda_runtime_version", &cuda, "runtime_version"},
+          {"cudnn_version", &cudnn, "loaded_version"}})
+        if (from->contains(field))
+            s[key] = (*from)[field];
     if (cuda.contains("device_error"))
         s["cuda_error"] = cuda["device_error"].value("error", "");
     const json devices = cuda.value("devices", json::array());

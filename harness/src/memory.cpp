@@ -80,11 +80,15 @@ memory_tracker& memory_tracker::for_backend(backend_kind kind) {
 }
 
 status memory_tracker::reserve(std::uint64_t bytes) {
-    if (m_limit && (bytes > *m_limit || m_current > *m_limit - bytes)) {
+    // UINT64_MAX stands for a size that overflowed: over any budget, and over the unlimited one.
+    if (bytes == UINT64_MAX || (m_limit && (bytes > *m_limit || m_current > *m_limit - bytes))) {
         ++m_failed;
         std::ostringstream message;
-        message << "out of memory: " << bytes << " bytes requested, " << m_current
-                << " held, budget " << *m_limit << " (" << device_memory_limit_env << ")";
+        if (bytes == UINT64_MAX)
+            message << "out of memory: the requested size overflows 64 bits";
+        else
+            message << "out of memory: " << bytes << " bytes requested, " << m_current
+                    << " held, budget " << *m_limit << " (" << device_memory_limit_env << ")";
         if (m_kind == backend_kind::cuda)
             return status::error(library::cuda_runtime, "cudaErrorMemoryAllocation",
                                  message.str(), stage::alloc, false, __FILE__, __LINE__);

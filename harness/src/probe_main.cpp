@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <dlfcn.h>
 #include <link.h>
 
 #if PITFALL_HAS_CUDA
@@ -89,22 +90,47 @@ json cuda_facts() {
 #endif
 
 #if PITFALL_HAS_CUDNN
+// cuDNN is opened at run time, not linked: a missing or broken cuDNN is then a recorded fact,
+// not a probe that cannot start (and so a fingerprint without GPU facts).
+#define PITFALL_STRINGIFY_INNER(x) #x
+#define PITFALL_STRINGIFY(x) PITFALL_STRINGIFY_INNER(x)
 json cudnn_facts() {
-    json cudnn = {{"compiled_version", CUDNN_VERSION},
-                  {"loaded_version", cudnnGetVersion()},
-                  {"cudart_version", cudnnGetCudartVersion()},
-                  {"max_device_version", cudnnGetMaxDeviceVersion()}};
+    json cudnn = {{"compiled_version", CUDNN_VERSION}};
+    const char* soname = "libcudnn.so." PITFALL_STRINGIFY(CUDNN_MAJOR);
+    void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        const char* why = dlerror();
+        cudnn["load_error"] = why != nullptr ? why : soname;
+        return cudnn;
+    }
+    using version_fn = std::size_t (*)();
+    using check_fn = cudnnStatus_t (*)();
+    using name_fn = const char* (*)(cudnnStatus_t);
+    auto symbol = [&](const char* name) { return dlsym(lib, name); };
+    if (auto f = reinterpret_cast<version_fn>(symbol("cudnnGetVersion")))
+        cudnn["loaded_version"] = f();
+    if (auto f = reinterpret_cast<version_fn>(symbol("cudnnGetCudartVersion")))
+        cudnn["cudart_version"] = f();
+    if (auto f = reinterpret_cast<version_fn>(symbol("cudnnGetMaxDeviceVersion")))
+        cudnn["max_device_version"] = f();
+    const auto error_name = reinterpret_cast<name_fn>(symbol("cudnnGetErrorString"));
     // The sub-library checks need no GPU: a mixed install fails them by name.
-    const std::pair<const char*, cudnnStatus_t> checks[] = {
-        {"graph", cudnnGraphVersionCheck()},
-        {"ops", cudnnOpsVersionCheck()},
-        {"cnn", cudnnCnnVersionCheck()},
-        {"adv", cudnnAdvVersionCheck()}};
     json sub = json::object();
-    for (const auto& [name, st] : checks)
-        sub[name] = cudnnGetErrorString(st);
+    for (const char* name : {"cudnnGraphVersionCheck", "cudnnOpsVersionCheck", "cudnnCnnVersionCheck",
+                             "cudnnAdvVersionCheck"}) {
+        const auto check = reinterpret_cast<check_fn>(symbol(name));
+        if (check == nullptr) {
+            sub[name] = "symbol missing";
+            continue;
+        }
+        const cudnnStatus_t st = check();
+        sub[name] = error_name != nullptr ? error_name(st) : std::to_string(static_cast<int>(st));
+    }
     cudnn["sublibrary_checks"] = sub;
-    return cudnn;
+    Dl_info where{};
+    if (auto f = symbol("cudnnGetVersion"); f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr)
+        cudnn["loaded_from"] = where.dli_fname;
+    return cudnn; // left loaded: loaded_libraries below lists it with the rest
 }
 #endif
 } // namespace

@@ -20,9 +20,16 @@ namespace pitfall {
 volatile std::sig_atomic_t interrupt_requested = 0;
 namespace {
 volatile std::sig_atomic_t g_interrupt_signal = 0;
+// Self-pipe: the handler writes a byte, so a poll() that began just before the signal still
+// wakes at once (a flag alone is only seen when the poll times out).
+int g_interrupt_pipe[2] = {-1, -1};
 void on_interrupt(int sig) {
     interrupt_requested = 1;
     g_interrupt_signal = sig;
+    if (g_interrupt_pipe[1] >= 0) {
+        const char byte = 1;
+        (void)!::write(g_interrupt_pipe[1], &byte, 1);
+    }
 }
 using clock_type = std::chrono::steady_clock;
 
@@ -44,6 +51,8 @@ int open_pidfd(pid_t pid) {
 } // namespace
 
 void install_interrupt_handlers() {
+    if (g_interrupt_pipe[0] < 0 && ::pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        g_interrupt_pipe[0] = g_interrupt_pipe[1] = -1; // then the flag alone, checked each round
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -110,6 +119,14 @@ process_outcome run_process(const process_request& request) {
         argv.push_back(a.data());
     argv.push_back(nullptr);
     const std::string output = request.output_path.empty() ? "/dev/null" : request.output_path;
+
+    // An inherited "SIGCHLD ignored" makes the kernel reap children itself: wait4 would then
+    // fail and every exit status read as 0. Children are ours to reap.
+    struct sigaction chld {};
+    if (::sigaction(SIGCHLD, nullptr, &chld) == 0 && chld.sa_handler == SIG_IGN) {
+        chld.sa_handler = SIG_DFL;
+        ::sigaction(SIGCHLD, &chld, nullptr);
+    }
 
     int exec_error_pipe[2];
     if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0) {
@@ -189,11 +206,14 @@ process_outcome run_process(const process_request& request) {
         }
         double wait_for = term_sent ? request.kill_grace_seconds - seconds_since(term_time)
                                     : request.timeout_seconds - elapsed;
-        if (wait_for < 0.001)
-            wait_for = 0.001;
+        // After the KILL a child stuck in a driver call may take a while to go: look again
+        // every 100 ms rather than spin.
+        if (wait_for < (term_sent ? 0.1 : 0.001))
+            wait_for = term_sent ? 0.1 : 0.001;
         if (pidfd >= 0) {
-            struct pollfd pfd {pidfd, POLLIN, 0};
-            ::poll(&pfd, 1, static_cast<int>(wait_for * 1000) + 1);
+            struct pollfd pfds[2] = {{pidfd, POLLIN, 0}, {g_interrupt_pipe[0], POLLIN, 0}};
+            const nfds_t count = g_interrupt_pipe[0] >= 0 && !term_sent ? 2 : 1;
+            ::poll(pfds, count, static_cast<int>(wait_for * 1000) + 1);
         } else {
             std::this_thread::sleep_for(std::chrono::milliseconds(wait_for > 0.01 ? 10 : 1));
         }
@@ -201,9 +221,15 @@ process_outcome run_process(const process_request& request) {
     if (pidfd >= 0)
         ::close(pidfd);
     ::kill(-pid, SIGKILL);
-    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+    pid_t reaped = -1;
+    while ((reaped = ::wait4(pid, &status, 0, &usage)) < 0 && errno == EINTR) {
     }
     out.wall_seconds = seconds_since(started);
+    if (reaped != pid) { // never report an exit status we did not read
+        out.start_error = std::string("wait4: ") + std::strerror(errno);
+        out.started = false;
+        return out;
+    }
     out.peak_rss_bytes = static_cast<long long>(usage.ru_maxrss) * 1024;
     if (WIFEXITED(status))
         out.exit_code = WEXITSTATUS(status);

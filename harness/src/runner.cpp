@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -68,14 +69,16 @@ public:
         if (m_fd < 0)
             return status::error(library::pitfall, "bad_input",
                                  "cannot write " + path + ": " + std::strerror(errno), stage::init);
-        // A line cut short by a kill mid-write must not swallow the next record.
-        std::ifstream in(path, std::ios::binary | std::ios::ate);
-        if (in.tellg() > 0) {
-            in.seekg(-1, std::ios::end);
-            char last = '\n';
-            in.get(last);
-            if (last != '\n')
-                (void)!::write(m_fd, "\n", 1);
+        // A line cut short by a kill mid-write is cut off, back to the last whole record, so
+        // the next record starts a line of its own and every later read sees only whole lines.
+        std::ifstream in(path, std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (!text.empty() && text.back() != '\n') {
+            const auto last_newline = text.rfind('\n');
+            const off_t keep = last_newline == std::string::npos ? 0 : static_cast<off_t>(last_newline + 1);
+            if (::ftruncate(m_fd, keep) != 0)
+                return status::error(library::pitfall, "bad_input",
+                                     "cannot repair " + path + ": " + std::strerror(errno), stage::init);
         }
         return status::ok();
     }
@@ -298,15 +301,67 @@ int list_cases(const common_options& options, bool as_json) {
     return exit_ok;
 }
 
-int run_cases(const run_options& options) {
-    auto index_or = load_index(options.common.index_path);
+int run_cases(const run_options& requested) {
+    auto index_or = load_index(requested.common.index_path);
     if (!index_or.is_ok())
         return report_error(index_or.error());
     const scenario_index& index = index_or.value();
+
+    // A resumed run completes the run as it was asked for: its selection, samples and timeout
+    // scale come from its own header, not from this command line (the profiles are chosen
+    // again from this environment's fingerprint).
+    run_options options = requested;
+    const bool resuming = !options.resume_dir.empty();
+    std::vector<json> earlier;
+    std::set<std::string> earlier_selection;
+    if (resuming) {
+        const auto& f = options.common.filter;
+        if (!f.scenarios.empty() || !f.backends.empty() || !f.variants.empty() || !f.labels.empty() ||
+            options.samples || options.timeout_scale != 1.0) {
+            std::cerr << "pitfall: error: --resume completes a run as it was started: drop --scenario, --backend, "
+                         "--variant, --label, --samples and --timeout-scale\n";
+            return exit_bad_input;
+        }
+        const std::string path = options.resume_dir + "/results.jsonl";
+        std::error_code exists_ec;
+        if (!fs::exists(path, exists_ec)) {
+            std::cerr << "pitfall: error: --resume " << options.resume_dir << ": no results.jsonl there\n";
+            return exit_bad_input;
+        }
+        auto records = read_results(path);
+        if (!records.is_ok())
+            return report_error(records.error());
+        earlier = std::move(records).value();
+        const auto header = std::find_if(earlier.begin(), earlier.end(),
+                                         [](const json& r) { return r.value("record", "") == "run"; });
+        if (header == earlier.end() || !header->contains("selection")) {
+            std::cerr << "pitfall: error: --resume " << path << ": no run header (record \"run\") to resume from\n";
+            return exit_bad_input;
+        }
+        for (const auto& key : (*header)["selection"])
+            earlier_selection.insert(key.get<std::string>());
+        const json saved = header->value("options", json::object());
+        if (saved.contains("samples") && saved["samples"].is_number_integer())
+            options.samples = saved["samples"].get<int>();
+        options.timeout_scale = saved.value("timeout_scale", 1.0);
+    }
+
     auto cases_or = select_cases(index, options.common.filter);
     if (!cases_or.is_ok())
         return report_error(cases_or.error());
-    const auto& cases = cases_or.value();
+    std::vector<case_ref> cases = std::move(cases_or).value();
+    if (resuming) {
+        std::vector<case_ref> kept;
+        for (const auto& c : cases)
+            if (earlier_selection.count(c.key()) != 0)
+                kept.push_back(c);
+        if (kept.size() != earlier_selection.size()) {
+            std::cerr << "pitfall: error: --resume " << options.resume_dir
+                      << ": some of its cases are not in this build's index (" << index.path << ")\n";
+            return exit_bad_input;
+        }
+        cases = std::move(kept);
+    }
     if (cases.empty()) {
         std::cerr << "pitfall: error: the filters select no case (see `pitfall list`)\n";
         return exit_bad_input;
@@ -316,23 +371,12 @@ int run_cases(const run_options& options) {
         return report_error(profiles_or.error());
 
     // The run folder: a new one, or the one being resumed.
-    const bool resuming = !options.resume_dir.empty();
     const std::string dir = resuming ? options.resume_dir
                             : !options.out_dir.empty() ? options.out_dir
                                                        : std::string(PITFALL_DEFAULT_RUNS) + "/" + timestamp_folder();
     const std::string results_path = dir + "/results.jsonl";
-    std::vector<json> earlier;
     std::error_code ec;
-    if (resuming) {
-        if (!fs::exists(results_path, ec)) {
-            std::cerr << "pitfall: error: --resume " << dir << ": no results.jsonl there\n";
-            return exit_bad_input;
-        }
-        auto records = read_results(results_path);
-        if (!records.is_ok())
-            return report_error(records.error());
-        earlier = std::move(records).value();
-    } else if (fs::exists(results_path, ec)) {
+    if (!resuming && fs::exists(results_path, ec)) {
         if (!options.replace) {
             std::cerr << "pitfall: error: --out " << dir
                       << " already holds a run (use --resume to complete it, --replace to start it afresh)\n";
@@ -351,18 +395,13 @@ int run_cases(const run_options& options) {
     }
 
     std::map<std::string, json> finished; // case key -> its judged record
-    std::string earlier_profile;
-    for (const auto& r : earlier) {
+    for (const auto& r : earlier)
         if (r.value("record", "") == "case")
             finished[r.value("case", "")] = r;
-        if (r.value("record", "") == "run" && r.contains("profile") && r["profile"].is_object())
-            earlier_profile = r["profile"].value("name", "");
-    }
 
     const json fingerprint = take_fingerprint(options.probe_program, dir + "/logs");
     const json summary_facts = fingerprint_summary(fingerprint);
-    const std::string profile_wanted = !options.profile_override.empty() ? options.profile_override : earlier_profile;
-    auto choice_or = choose_profile(profiles_or.value(), summary_facts, profile_wanted);
+    auto choice_or = choose_profile(profiles_or.value(), summary_facts, options.profile_override);
     if (!choice_or.is_ok())
         return report_error(choice_or.error());
     const profile_choice choice = choice_or.value();
@@ -386,7 +425,9 @@ int run_cases(const run_options& options) {
                 {"fingerprint", fingerprint},
                 {"fingerprint_summary", summary_facts},
                 {"profile", profile_json},
-                {"selection", selection}});
+                {"selection", selection},
+                {"options", {{"samples", options.samples ? json(*options.samples) : json(nullptr)},
+                             {"timeout_scale", options.timeout_scale}}}});
     (void)write_file_atomically(dir + "/fingerprint.json", fingerprint.dump(2) + "\n");
 
     std::cout << "pitfall: " << cases.size() << " cases -> " << dir << '\n'
@@ -429,8 +470,12 @@ int run_cases(const run_options& options) {
             req.argv.insert(req.argv.end(), {"--param", "samples=" + std::to_string(*options.samples)});
         req.output_path = log_path;
         req.timeout_seconds = c.scenario->description.timeout_seconds * options.timeout_scale;
-        if (!visible.empty())
+        if (!visible.empty()) {
+            // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
+            // is fastest first. Make CUDA count the same way.
             req.env_set["CUDA_VISIBLE_DEVICES"] = visible;
+            req.env_set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+        }
         const process_outcome p = run_process(req);
         if (p.interrupted) {
             log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
@@ -441,13 +486,9 @@ int run_cases(const run_options& options) {
         const std::string log_text = read_tail(log_path, 16 * 1024);
         const observation o = observe(c, p, result_path, log_text, req.timeout_seconds);
         static const json no_entry;
-        const json* expected = &no_entry;
-        if (choice.chosen != nullptr) {
-            const auto it = choice.chosen->cases.find(c.scenario->description.name);
-            const std::string entry_key = c.backend + "." + c.variant->name;
-            if (it != choice.chosen->cases.end() && it->second.contains(entry_key))
-                expected = &it->second[entry_key];
-        }
+        const auto [entry, judged_by] =
+            choice.entry_for(c.scenario->description.name, c.backend + "." + c.variant->name);
+        const json* expected = entry != nullptr ? entry : &no_entry;
         const verdict v = judge(o, *expected, c.backend);
         json process = {{"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
                         {"signal", p.signal ? json(signal_name(*p.signal)) : json(nullptr)},
@@ -468,7 +509,8 @@ int run_cases(const run_options& options) {
                        {"observed", o.outcome},
                        {"process", process},
                        {"result", o.result},
-                       {"baseline", {{"profile", profile_json["name"]}, {"entry", *expected}}},
+                       {"baseline", {{"profile", judged_by != nullptr ? json(judged_by->name) : json(nullptr)},
+                                     {"entry", *expected}}},
                        {"log", "logs/" + key + ".log"},
                        {"output_tail", log_text.size() > 2000 ? log_text.substr(log_text.size() - 2000) : log_text},
                        {"finished_at", now_iso8601()}};

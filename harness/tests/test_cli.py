@@ -210,9 +210,13 @@ class Baselines(FixtureTest):
         # the reason; on a GPU machine it runs for real and this test does not apply.
         p, rec = self.run_one("ok", backend="cuda")
         fp = records(self.run_dir("ok"), "run")[0]["fingerprint_summary"]
-        if fp["gpu_count"] == 0:
+        if fp.get("gpu_count", 0) > 0:
+            self.assertEqual(rec["verdict"], "NO_BASELINE")  # it ran, on the GPU
+            self.assertTrue(rec["result"]["ran_on"].startswith("cuda:"), rec["result"]["ran_on"])
+        else:
             self.assertEqual(rec["verdict"], "UNSUPPORTED")
             self.assertRegex(rec["reason"], r"cudaErrorInsufficientDriver|cudaErrorNoDevice|built without CUDA")
+            self.assertEqual(p.returncode, 0)
 
 
 class Interruption(FixtureTest):
@@ -246,7 +250,7 @@ class Interruption(FixtureTest):
         finished = by_case(out)
         self.assertIn("cpu.harness_fixture.ok", finished)
         self.assertEqual(finished["cpu.harness_fixture.ok"]["verdict"], "PASS")
-        p = self.pitfall("run", "--resume", out, "--variant", "ok,unsupported", "--backend", "cpu")
+        p = self.pitfall("run", "--resume", out)  # the run's own selection, not all cases
         self.assertIn(p.returncode, (0,), p.stdout + p.stderr)
         self.assertIn("resuming: 1 cases already finished", p.stdout)
         after = records(out)
@@ -255,6 +259,46 @@ class Interruption(FixtureTest):
         summary = json.load(open(os.path.join(out, "summary.json")))
         self.assertTrue(summary["complete"])
         self.assertEqual(summary["cases_finished"], 2)
+
+    def test_a_record_cut_short_is_dropped_and_resume_can_repeat(self):
+        out = self.run_dir()
+        self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
+                                      "--samples", "1").returncode, 0)
+        path = os.path.join(out, "results.jsonl")
+        with open(path) as f:
+            lines = f.readlines()
+        self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
+        with open(path, "w") as f:  # a kill in the middle of writing the last record
+            f.writelines(lines[:-1])
+            f.write(lines[-1][: len(lines[-1]) // 2])
+        for attempt in (1, 2):  # the second resume must read a clean file too
+            p = self.pitfall("run", "--resume", out)
+            self.assertEqual(p.returncode, 0, f"resume {attempt}: {p.stdout}{p.stderr}")
+        self.assertEqual(sorted(by_case(out)), ["cpu.harness_fixture.ok", "cpu.harness_fixture.unsupported"])
+        self.assertEqual(records(out, "run")[0]["options"]["samples"], 1)
+
+    def test_resume_refuses_a_new_selection(self):
+        out = self.run_dir()
+        self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out)
+        p = self.pitfall("run", "--resume", out, "--variant", "segv")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--resume completes a run as it was started", p.stderr)
+
+    def test_sigterm_also_exits_130(self):
+        out = self.run_dir()
+        proc = subprocess.Popen([BIN, "run", "--variant", "hang", "--backend", "cpu", "--out", out,
+                                 "--index", INDEX, "--expected", self.expected, "--timeout-scale", "20"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.path.join(out, "logs", "cpu.harness_fixture.hang.log")):
+            self.assertLess(time.monotonic(), deadline, "the hang case never started")
+            time.sleep(0.05)
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+        self.assertEqual(proc.returncode, 130)
+        self.assertLess(time.monotonic() - started, 5)  # at once, not at the case's timeout
 
     def test_sigint_ends_the_running_case_and_exits_130(self):
         out = self.run_dir()

@@ -89,6 +89,28 @@ TEST(Verdict, ABaselineCanExpectWhereACaseRan) {
     EXPECT_NE(v.reason.find("expected to run on 'cpu...'"), std::string::npos) << v.reason;
 }
 
+TEST(Verdict, UnsupportedWhereTheBaselineRunsIsBehaviourChanged) {
+    const json seen_unsupported = {{"status", "unsupported"}, {"error", "cudaErrorInsufficientDriver"},
+                                   {"reason", "cudaErrorInsufficientDriver: no driver"}};
+    const verdict v = judge(seen(seen_unsupported), {{"outcome", {{"status", "ok"}}}}, "cuda");
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("now unsupported"), std::string::npos) << v.reason;
+}
+
+TEST(Verdict, ExpectedEventsAreCompared) {
+    const json refused = {{"status", "error"}, {"library", "cudnn"}, {"error", "CUDNN_STATUS_NOT_SUPPORTED"}};
+    json expected = {{"outcome", {{"status", "ok"}}}, {"events", {{"cudnn_double", refused}}}};
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", refused}}}})), expected, "cuda")
+                  .kind,
+              verdict_kind::pass);
+    const verdict accepted = judge(
+        seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", {{"status", "ok"}}}}}})), expected, "cuda");
+    EXPECT_EQ(accepted.kind, verdict_kind::fail);
+    EXPECT_NE(accepted.reason.find("event cudnn_double"), std::string::npos) << accepted.reason;
+    const verdict missing = judge(seen({{"status", "ok"}}, ok_result()), expected, "cuda");
+    EXPECT_EQ(missing.kind, verdict_kind::fail);
+}
+
 TEST(Verdict, NoBaselineWarns) {
     const verdict v = judge(seen({{"status", "ok"}}, ok_result()), json(), "cpu");
     EXPECT_EQ(v.kind, verdict_kind::no_baseline);
@@ -106,6 +128,8 @@ TEST(Profiles, MostSpecificMatchWins) {
     auto none = choose_profile(profiles, {{"gpu_count", 0}}, "");
     ASSERT_TRUE(none.is_ok());
     EXPECT_EQ(none->chosen->name, "no-gpu");
+    ASSERT_EQ(none->chain.size(), 2u); // then "any", for the cases no-gpu has no entry for
+    EXPECT_EQ(none->chain[1]->name, "any");
     auto h100 = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}}, "");
     EXPECT_EQ(h100->chosen->name, "hopper");
     auto ada = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "8.9"}}, "");

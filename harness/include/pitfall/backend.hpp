@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -96,6 +97,8 @@ struct cpu_backend {
     static void deallocate_bytes(void* data, std::size_t bytes);
 
     template <class T> static status_or<buffer<T, cpu_backend>> allocate(std::size_t count) {
+        if (count > SIZE_MAX / sizeof(T)) // count * sizeof(T) would wrap to a small buffer
+            return memory_tracker::for_backend(kind).reserve(UINT64_MAX);
         auto raw = allocate_bytes(count * sizeof(T));
         if (!raw.is_ok())
             return raw.error();
@@ -140,6 +143,14 @@ struct cpu_backend {
     private:
         std::chrono::steady_clock::time_point m_start;
     };
+
+    /// What the BLAS behind gemm() is (OpenBLAS's own config string and thread count): the
+    /// CPU's counterpart of cuda_backend::blas_handle().
+    struct blas_info {
+        std::string config;
+        int threads = 0;
+    };
+    static status_or<blas_info> blas_handle();
 
     /// "cpu: <model>, N threads".
     static std::string describe_device();

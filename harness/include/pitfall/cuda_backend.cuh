@@ -35,6 +35,8 @@ struct cuda_backend {
     static void deallocate_bytes(void* data, std::size_t bytes);
 
     template <class T> static status_or<buffer<T, cuda_backend>> allocate(std::size_t count) {
+        if (count > SIZE_MAX / sizeof(T)) // count * sizeof(T) would wrap to a small buffer
+            return memory_tracker::for_backend(kind).reserve(UINT64_MAX);
         auto raw = allocate_bytes(count * sizeof(T));
         if (!raw.is_ok())
             return raw.error();

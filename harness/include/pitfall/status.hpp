@@ -83,7 +83,12 @@ public:
     // return needs a constructor taking T&&).
     status_or(const T& value) : m_value(value) {}                     // NOLINT: implicit on purpose
     status_or(T&& value) : m_value(std::move(value)) {}               // NOLINT: implicit on purpose
-    status_or(status failure) : m_status(std::move(failure)) {}       // NOLINT: implicit on purpose
+    // A status_or holds a value or an error: "ok, but no value" would let PITFALL_ASSIGN_OR_RETURN
+    // pass an ok status upward as if the value existed, so it becomes an error here.
+    status_or(status failure) // NOLINT: implicit on purpose
+        : m_status(failure.is_ok() ? status::error(library::pitfall, "ok_without_value",
+                                                   "status_or built from an ok status", stage::none)
+                                   : std::move(failure)) {}
 
     bool is_ok() const { return m_value.has_value(); }
     const status& error() const { return m_status; }
