@@ -5,12 +5,13 @@
 
 namespace pitfall {
 namespace {
-constexpr std::array<std::pair<library, std::string_view>, 8> library_names{{
+constexpr std::array<std::pair<library, std::string_view>, 9> library_names{{
     {library::none, "none"},
     {library::cuda_runtime, "cuda_runtime"},
     {library::cuda_driver, "cuda_driver"},
     {library::cublas, "cublas"},
     {library::cudnn, "cudnn"},
+    {library::nccl, "nccl"},
     {library::openblas, "openblas"},
     {library::host, "host"},
     {library::pitfall, "pitfall"},

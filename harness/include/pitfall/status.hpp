@@ -18,7 +18,7 @@
 namespace pitfall {
 
 /// The library (or layer) that reported an error.
-enum class library { none, cuda_runtime, cuda_driver, cublas, cudnn, openblas, host, pitfall };
+enum class library { none, cuda_runtime, cuda_driver, cublas, cudnn, nccl, openblas, host, pitfall };
 
 /// Where in a case's life the error happened.
 enum class stage { none, init, alloc, copy, launch, synchronize, library_call, compute, check };
