@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 using namespace pitfall::runner;
 
@@ -99,7 +101,15 @@ int main(int argc, char** argv) {
     const char* env_expected = std::getenv("PITFALL_EXPECTED");
     common.index_path = env_index != nullptr ? env_index : PITFALL_DEFAULT_INDEX;
     common.expected_dir = env_expected != nullptr ? env_expected : PITFALL_DEFAULT_EXPECTED;
+    // The probe beside this binary (a relocated build folder works), else where it was built.
     options.probe_program = PITFALL_DEFAULT_PROBE;
+    char self[4096] = {};
+    if (const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1); n > 0) {
+        const std::string beside = std::string(self, static_cast<std::size_t>(n));
+        const std::string candidate = beside.substr(0, beside.rfind('/') + 1) + "pitfall-probe";
+        if (::access(candidate.c_str(), X_OK) == 0)
+            options.probe_program = candidate;
+    }
     bool as_json = false;
 
     for (std::size_t i = 1; i < args.size(); ++i) {
