@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pitfall needs and this machine lacks; does nothing when all is there.
-#   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark
+#   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark,
+#   python3-jsonschema (the baseline schema test), diffutils (`pitfall bless` prints a diff)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
 # container image, see containers/); without them pitfall builds host-only.
@@ -8,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
-          libbenchmark-dev python3 python3-pip)
+          libbenchmark-dev python3 python3-pip python3-jsonschema diffutils)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -17,10 +18,12 @@ for p in "${packages[@]}"; do
 done
 # A python3 with pip that is not Debian's (e.g. pyenv) serves as well: then skip those two.
 if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-  missing=("${missing[@]/python3-pip}")
-  missing=("${missing[@]/python3}")
+  kept=()
+  for p in "${missing[@]}"; do
+    [[ "$p" == python3 || "$p" == python3-pip ]] || kept+=("$p")
+  done
+  missing=("${kept[@]}")
 fi
-read -r -a missing <<<"${missing[*]}"
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   sudo_cmd=()

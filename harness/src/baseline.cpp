@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -33,15 +35,51 @@ status_or<json> read_json(const std::string& path) {
 const std::set<std::string> outcome_statuses{"ok",     "error",      "unsupported",
                                              "signal", "exit",       "load_error"};
 
+// A bound: {"min", "max"} (either or both), {"equals": x}, or {"value": x, "rel_tol": r} /
+// {"value": x, "abs_tol": a}.
+status check_bound(const std::string& file, const std::string& field, const json& b) {
+    static const std::set<std::string> keys{"min", "max", "equals", "value", "rel_tol", "abs_tol"};
+    if (!b.is_object() || b.empty())
+        return bad_input(file, field, "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
+    for (const auto& [k, v] : b.items()) {
+        if (keys.count(k) == 0)
+            return bad_input(file, field + "." + k, "unknown key (min, max, equals, value, rel_tol, abs_tol)");
+        if (!v.is_number())
+            return bad_input(file, field + "." + k, "expected a number");
+    }
+    const bool range = b.contains("min") || b.contains("max");
+    const bool equals = b.contains("equals");
+    const bool value = b.contains("value");
+    if (static_cast<int>(range) + static_cast<int>(equals) + static_cast<int>(value) != 1)
+        return bad_input(file, field, "use one form: {min, max}, {equals} or {value, rel_tol | abs_tol}");
+    if (value != (b.contains("rel_tol") || b.contains("abs_tol")))
+        return bad_input(file, field, "{value} needs rel_tol or abs_tol (and only with value)");
+    for (const char* tol : {"rel_tol", "abs_tol"})
+        if (b.contains(tol) && b[tol].get<double>() < 0)
+            return bad_input(file, field + "." + tol, "a tolerance is >= 0");
+    return status::ok();
+}
+
 status check_bounds(const std::string& file, const std::string& field, const json& bounds) {
     if (!bounds.is_object())
-        return bad_input(file, field, "expected an object of {name: {min, max}}");
-    for (const auto& [name, b] : bounds.items()) {
-        if (!b.is_object() || (!b.contains("min") && !b.contains("max")))
-            return bad_input(file, field + "." + name, "expected {\"min\": x} and/or {\"max\": y}");
-        for (const auto& [k, v] : b.items())
-            if ((k != "min" && k != "max") || !v.is_number())
-                return bad_input(file, field + "." + name + "." + k, "expected min/max numbers");
+        return bad_input(file, field, "expected an object of {name: bound}");
+    for (const auto& [name, b] : bounds.items())
+        PITFALL_TRY(check_bound(file, field + "." + name, b));
+    return status::ok();
+}
+
+status check_timings(const std::string& file, const std::string& field, const json& timings) {
+    if (!timings.is_object())
+        return bad_input(file, field, "expected an object of {series: {unit, samples}}");
+    for (const auto& [name, t] : timings.items()) {
+        const std::string f = field + "." + name;
+        if (!t.is_object() || !t.contains("samples") || !t["samples"].is_array())
+            return bad_input(file, f + ".samples", "expected an array of raw samples");
+        for (const auto& x : t["samples"])
+            if (!x.is_number() || x.get<double>() < 0)
+                return bad_input(file, f + ".samples", "expected non-negative numbers");
+        if (t.contains("unit") && !t["unit"].is_string())
+            return bad_input(file, f + ".unit", "expected a string");
     }
     return status::ok();
 }
@@ -93,13 +131,50 @@ status check_expected_file(const std::string& file, const json& doc, const scena
         }
         if (entry.contains("ran_on") && !entry["ran_on"].is_string())
             return bad_input(file, field + ".ran_on", "expected a string: the start of the case's ran_on (\"cpu\", \"cuda\")");
+        if (entry.contains("timings"))
+            PITFALL_TRY(check_timings(file, field + ".timings", entry["timings"]));
+        static const std::set<std::string> entry_keys{"outcome", "events",  "measurements", "memory",
+                                                      "timings", "ran_on",  "provenance",   "note"};
+        for (const auto& [k, value] : entry.items())
+            if (entry_keys.count(k) == 0)
+                return bad_input(file, field + "." + k,
+                                 "unknown key (outcome, events, measurements, memory, timings, ran_on, provenance, note)");
         const json& prov = entry.contains("provenance") ? entry["provenance"] : json();
         const std::string kind = prov.is_object() ? prov.value("kind", "") : "";
         if (kind != "observed" && kind != "documented")
             return bad_input(file, field + ".provenance.kind", "expected \"observed\" or \"documented\"");
         if (kind == "documented" && !prov.contains("source"))
             return bad_input(file, field + ".provenance.source", "a documented baseline names its source");
+        if (kind == "observed") {
+            if (!prov.contains("date") || !prov["date"].is_string())
+                return bad_input(file, field + ".provenance.date", "an observed baseline says when (YYYY-MM-DD)");
+            if (!prov.contains("fingerprint") || !(prov["fingerprint"].is_string() || prov["fingerprint"].is_object()))
+                return bad_input(file, field + ".provenance.fingerprint",
+                                 "an observed baseline says where (the run's fingerprint summary)");
+        }
+        if (prov.contains("fingerprint_id") && !prov["fingerprint_id"].is_string())
+            return bad_input(file, field + ".provenance.fingerprint_id", "expected a string");
+        if (entry.contains("timings") && !prov.contains("fingerprint_id"))
+            return bad_input(file, field + ".provenance.fingerprint_id",
+                             "timings need the fingerprint id they were measured under");
     }
+    if (doc.contains("ratios")) {
+        if (!doc["ratios"].is_object())
+            return bad_input(file, "ratios", "expected an object of {\"<backend>.<ratio>\": {min, max}}");
+        for (const auto& [key, b] : doc["ratios"].items()) {
+            const auto dot = key.find('.');
+            const std::string name = dot == std::string::npos ? "" : key.substr(dot + 1);
+            const auto& ratios = scenario.description.ratios;
+            if (dot == std::string::npos || (key.substr(0, dot) != "cpu" && key.substr(0, dot) != "cuda") ||
+                std::none_of(ratios.begin(), ratios.end(), [&](const ratio_spec& r) { return r.name == name; }))
+                return bad_input(file, "ratios." + key,
+                                 "no such ratio (expected <backend>.<ratio> of " + scenario.description.name + ")");
+            PITFALL_TRY(check_bound(file, "ratios." + key, b));
+        }
+    }
+    for (const auto& [k, v] : doc.items())
+        if (k != "schema" && k != "scenario" && k != "cases" && k != "ratios" && k != "note")
+            return bad_input(file, k, "unknown key (schema, scenario, cases, ratios, note)");
     return status::ok();
 }
 
@@ -143,8 +218,8 @@ std::optional<std::string> outcome_difference(const json& want, const json& have
     return std::nullopt;
 }
 
-std::optional<std::string> bound_violation(const json& bounds, const json& values,
-                                           const char* value_key) {
+// Every bound of `bounds` against `values` (an object of numbers, or of {"value": x} items).
+std::optional<std::string> bounds_violation(const json& bounds, const json& values, const char* value_key) {
     for (const auto& [name, b] : bounds.items()) {
         if (!values.contains(name))
             return name + " was not recorded";
@@ -152,18 +227,102 @@ std::optional<std::string> bound_violation(const json& bounds, const json& value
         const json v = value_key != nullptr ? (item.is_object() ? item.value(value_key, json()) : json()) : item;
         if (!v.is_number())
             return name + " is not a number";
-        const double x = v.get<double>();
-        std::ostringstream why;
-        if (b.contains("min") && x < b["min"].get<double>())
-            why << name << " = " << x << " below min " << b["min"].get<double>();
-        else if (b.contains("max") && x > b["max"].get<double>())
-            why << name << " = " << x << " above max " << b["max"].get<double>();
-        if (!why.str().empty())
-            return why.str();
+        if (auto why = bound_violation(name, b, v.get<double>()))
+            return why;
     }
     return std::nullopt;
 }
+
+std::string format_number(double x) {
+    std::ostringstream out;
+    out << std::setprecision(6) << x;
+    return out.str();
+}
+
+// Judges each timed series the baseline holds, with the rank test and the bootstrap interval,
+// when the baseline was measured under this run's fingerprint; elsewhere it says why not.
+void judge_timings(const json& expected, const json& result, const judge_context& context, verdict& v) {
+    if (!expected.contains("timings") || !result.is_object())
+        return;
+    const json prov = expected.value("provenance", json::object());
+    const std::string baseline_id = prov.value("fingerprint_id", "");
+    const json observed = result.value("samples", json::object());
+    for (const auto& [name, t] : expected["timings"].items()) {
+        json out;
+        if (baseline_id.empty() || baseline_id != context.fingerprint_id) {
+            out = {{"verdict", "NOT_COMPARED"},
+                   {"reason", "absolute times are compared only under the fingerprint they were blessed under (" +
+                                  (baseline_id.empty() ? std::string("none recorded") : baseline_id) + "; this run " +
+                                  (context.fingerprint_id.empty() ? std::string("none") : context.fingerprint_id) + ")"}};
+        } else if (!observed.contains(name) || !observed[name].contains("values")) {
+            out = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
+        } else {
+            try {
+                const auto j = stats::judge_timing(t["samples"].get<std::vector<double>>(),
+                                                   observed[name]["values"].get<std::vector<double>>(), context.timing);
+                out = {{"verdict", stats::to_string(j.verdict)},
+                       {"reason", j.reason},
+                       {"ratio", {{"point", j.ratio.point}, {"low", j.ratio.low}, {"high", j.ratio.high}}},
+                       {"tolerance", j.tolerance},
+                       {"noise", j.noise},
+                       {"p", j.test.p_two_sided}};
+            } catch (const std::invalid_argument& e) {
+                out = {{"verdict", "NOT_COMPARED"}, {"reason", e.what()}};
+            }
+        }
+        v.timings[name] = out;
+    }
+    // The worst series decides: a regression fails, an ambiguous one warns.
+    std::string worst_name;
+    verdict_kind worst = verdict_kind::pass;
+    for (const auto& [name, t] : v.timings.items()) {
+        const std::string tv = t.value("verdict", "");
+        if (tv == "PERF_REGRESSION" && worst != verdict_kind::perf_regression) {
+            worst = verdict_kind::perf_regression;
+            worst_name = name;
+        } else if (tv == "AMBIGUOUS" && worst == verdict_kind::pass) {
+            worst = verdict_kind::ambiguous;
+            worst_name = name;
+        }
+    }
+    if (worst != verdict_kind::pass) {
+        v.kind = worst;
+        v.reason = worst_name + ": " + v.timings[worst_name].value("reason", "");
+    } else {
+        for (const auto& [name, t] : v.timings.items())
+            if (t.value("verdict", "") == "FASTER")
+                v.reason += "; " + name + " faster: " + t.value("reason", "");
+    }
+}
+
+verdict judge_against(const observation& observed, const json& expected, const std::string& backend,
+                      const judge_context& context);
 } // namespace
+
+std::optional<std::string> bound_violation(const std::string& name, const json& b, double x) {
+    std::string why;
+    if (b.contains("equals")) {
+        if (x != b["equals"].get<double>())
+            why = name + " = " + format_number(x) + ", expected exactly " + format_number(b["equals"].get<double>());
+    } else if (b.contains("value")) {
+        const double want = b["value"].get<double>();
+        const double tol = b.contains("rel_tol") ? b["rel_tol"].get<double>() * std::fabs(want)
+                                                 : b.value("abs_tol", 0.0);
+        if (!(std::fabs(x - want) <= tol))
+            why = name + " = " + format_number(x) + ", expected " + format_number(want) + " +- " + format_number(tol) +
+                  (b.contains("rel_tol") ? " (" + format_number(b["rel_tol"].get<double>() * 100) + "%)" : "") +
+                  (x > want ? " (" + format_number(want != 0 ? (x / want - 1) * 100 : 0) + "% more)" : "");
+    } else if (b.contains("min") && !(x >= b["min"].get<double>())) {
+        why = name + " = " + format_number(x) + " below min " + format_number(b["min"].get<double>());
+    } else if (b.contains("max") && !(x <= b["max"].get<double>())) {
+        why = name + " = " + format_number(x) + " above max " + format_number(b["max"].get<double>());
+    }
+    return why.empty() ? std::nullopt : std::optional<std::string>(why);
+}
+
+status validate_expected(const std::string& file, const json& doc, const scenario_entry& scenario) {
+    return check_expected_file(file, doc, scenario);
+}
 
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
                                              const scenario_index& index) {
@@ -183,6 +342,9 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
             return bad_input(profile_file, "schema", "expected \"pitfall.profile/1\"");
         if (!doc.contains("match") || !doc["match"].is_object())
             return bad_input(profile_file, "match", "missing (an object of fingerprint keys)");
+        for (const auto& [k, v] : doc.items())
+            if (k != "schema" && k != "name" && k != "description" && k != "match")
+                return bad_input(profile_file, k, "unknown key (schema, name, description, match)");
         profile p;
         p.name = dir.filename().string();
         if (doc.value("name", p.name) != p.name)
@@ -206,6 +368,8 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
                 return bad_input(file.string(), "scenario", "must equal the file name '" + scenario_name + "'");
             PITFALL_TRY(check_expected_file(file.string(), expected, *it));
             p.cases[scenario_name] = expected["cases"];
+            if (expected.contains("ratios"))
+                p.ratios[scenario_name] = expected["ratios"];
         }
         profiles.push_back(std::move(p));
     }
@@ -266,6 +430,16 @@ std::pair<const json*, const profile*> profile_choice::entry_for(const std::stri
     return {nullptr, nullptr};
 }
 
+std::pair<const json*, const profile*> profile_choice::ratio_bounds_for(const std::string& scenario,
+                                                                       const std::string& key) const {
+    for (const profile* p : chain) {
+        const auto it = p->ratios.find(scenario);
+        if (it != p->ratios.end() && it->second.contains(key))
+            return {&it->second[key], p};
+    }
+    return {nullptr, nullptr};
+}
+
 const char* to_string(verdict_kind v) {
     switch (v) {
     case verdict_kind::pass: return "PASS";
@@ -274,6 +448,8 @@ const char* to_string(verdict_kind v) {
     case verdict_kind::mem_regression: return "MEM_REGRESSION";
     case verdict_kind::crash: return "CRASH";
     case verdict_kind::timeout: return "TIMEOUT";
+    case verdict_kind::perf_regression: return "PERF_REGRESSION";
+    case verdict_kind::ambiguous: return "AMBIGUOUS";
     case verdict_kind::unsupported: return "UNSUPPORTED";
     case verdict_kind::no_baseline: return "NO_BASELINE";
     }
@@ -282,10 +458,22 @@ const char* to_string(verdict_kind v) {
 
 bool is_failing(verdict_kind v) {
     return v == verdict_kind::fail || v == verdict_kind::numeric_mismatch ||
-           v == verdict_kind::mem_regression || v == verdict_kind::crash || v == verdict_kind::timeout;
+           v == verdict_kind::mem_regression || v == verdict_kind::perf_regression || v == verdict_kind::crash ||
+           v == verdict_kind::timeout;
 }
 
-verdict judge(const observation& observed, const json& expected, const std::string& backend) {
+verdict judge(const observation& observed, const json& expected, const std::string& backend,
+              const judge_context& context) {
+    verdict v = judge_against(observed, expected, backend, context);
+    if (is_failing(v.kind) && expected.is_object() &&
+        expected.value("provenance", json::object()).value("kind", "") == "documented")
+        v.reason += " (documented, not observed: bless it if the hardware is right)";
+    return v;
+}
+
+namespace {
+verdict judge_against(const observation& observed, const json& expected, const std::string& backend,
+                      const judge_context& context) {
     const json& o = observed.outcome;
     const std::string st = o.value("status", "");
     const bool have_baseline = expected.is_object();
@@ -356,13 +544,76 @@ verdict judge(const observation& observed, const json& expected, const std::stri
             }
         }
         if (expected.contains("measurements"))
-            if (const auto why = bound_violation(expected["measurements"], result.value("measurements", json::object()), "value"))
+            if (const auto why = bounds_violation(expected["measurements"], result.value("measurements", json::object()), "value"))
                 return {verdict_kind::numeric_mismatch, *why};
-        if (expected.contains("memory"))
-            if (const auto why = bound_violation(expected["memory"], result.value("memory", json::object()), nullptr))
+        if (expected.contains("memory")) {
+            // The process's peak RSS is the harness's measurement, not the scenario's.
+            json memory = result.value("memory", json::object());
+            if (observed.peak_rss_bytes)
+                memory["peak_rss_bytes"] = *observed.peak_rss_bytes;
+            if (const auto why = bounds_violation(expected["memory"], memory, nullptr))
                 return {verdict_kind::mem_regression, *why};
+        }
     }
-    return {verdict_kind::pass, "as expected: " + describe_outcome(o)};
+    verdict v{verdict_kind::pass, "as expected: " + describe_outcome(o)};
+    judge_timings(expected, result, context, v);
+    return v;
+}
+} // namespace
+
+json entry_from_record(const json& record, const json& previous, const json& fingerprint_summary,
+                       const std::string& fingerprint_id, const std::string& date, double rss_tolerance) {
+    json entry = previous.is_object() ? previous : json::object();
+    const json& observed = record.value("observed", json::object());
+    json outcome = json::object();
+    for (const char* field : {"status", "library", "error", "stage", "sticky", "signal", "exit_code"})
+        if (observed.contains(field) && !observed[field].is_null())
+            outcome[field] = observed[field];
+    if (outcome.value("status", "") == "unsupported") // the cause, not the wording of the reason
+        outcome.erase("stage");
+    entry["outcome"] = outcome;
+    const json& result = record.value("result", json());
+    entry.erase("events");
+    entry.erase("timings");
+    entry.erase("memory");
+    if (result.is_object()) {
+        json events = json::object();
+        const json observed_events = result.value("events", json::object());
+        for (const auto& [name, ev] : observed_events.items()) {
+            json e = json::object();
+            for (const char* field : {"status", "library", "error", "stage", "sticky"})
+                if (ev.contains(field))
+                    e[field] = ev[field];
+            events[name] = e;
+        }
+        if (!events.empty())
+            entry["events"] = events;
+        json memory = json::object();
+        const json mem = result.value("memory", json::object());
+        if (mem.contains("tracked_peak_bytes") && mem["tracked_peak_bytes"].is_number())
+            memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
+        json timings = json::object();
+        const json observed_samples = result.value("samples", json::object());
+        for (const auto& [name, series] : observed_samples.items())
+            if (series.contains("values") && series["values"].is_array() && !series["values"].empty())
+                timings[name] = {{"unit", series.value("unit", "s")}, {"samples", series["values"]}};
+        if (!timings.empty())
+            entry["timings"] = timings;
+        const json process = record.value("process", json::object());
+        if (process.contains("peak_rss_bytes") && process["peak_rss_bytes"].is_number() &&
+            process["peak_rss_bytes"].get<double>() > 0)
+            memory["peak_rss_bytes"] = {{"value", process["peak_rss_bytes"]}, {"rel_tol", rss_tolerance}};
+        if (!memory.empty())
+            entry["memory"] = memory;
+    }
+    entry["provenance"] = {{"kind", "observed"},
+                           {"date", date},
+                           {"fingerprint", fingerprint_summary},
+                           {"fingerprint_id", fingerprint_id},
+                           {"run", record.value("case", "")}};
+    if (previous.is_object() && previous.contains("provenance") && previous["provenance"].contains("source"))
+        entry["provenance"]["source"] = previous["provenance"]["source"];
+    return entry;
 }
 
 } // namespace pitfall::runner

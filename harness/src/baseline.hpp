@@ -4,10 +4,15 @@
 //   expected/<profile>/profile.json      {"schema": "pitfall.profile/1", "name", "description",
 //                                         "match": {"gpu_count": 0, ...}}
 //   expected/<profile>/<scenario>.json   {"schema": "pitfall.expected/1", "scenario",
-//                                         "cases": {"cpu.reproduce": {outcome, checks...}}}
+//                                         "cases": {"cpu.reproduce": {outcome, events,
+//                                         measurements, memory, timings, provenance}},
+//                                         "ratios": {"cpu.<ratio>": {min, max}}}
+// The format is documented by reports/schema/expected.schema.json and profile.schema.json;
+// load_profiles() enforces it, naming file and field.
 #pragma once
 
 #include "index.hpp"
+#include "stats.hpp"
 #include "pitfall/status.hpp"
 
 #include <nlohmann/json.hpp>
@@ -26,12 +31,18 @@ struct profile {
     nlohmann::json match; ///< key -> value (or array of accepted values) of the fingerprint summary
     /// scenario name -> its "cases" object, validated against the index.
     std::map<std::string, nlohmann::json> cases;
+    /// scenario name -> its "ratios" object ("<backend>.<ratio>" -> {min, max}).
+    std::map<std::string, nlohmann::json> ratios;
 };
 
 /// Reads every profile under `expected_dir`, validating each file against the index: an unknown
 /// case, outcome status or bound is an error naming the file and field.
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
                                              const scenario_index& index);
+
+/// Checks one expected/<profile>/<scenario>.json document (what load_profiles checks), naming
+/// file and field.
+status validate_expected(const std::string& file, const nlohmann::json& doc, const scenario_entry& scenario);
 
 struct profile_choice {
     const profile* chosen = nullptr; ///< the most specific match; null: none (NO_BASELINE)
@@ -43,6 +54,9 @@ struct profile_choice {
     /// The entry for "<backend>.<variant>" of a scenario and the profile it came from.
     std::pair<const nlohmann::json*, const profile*> entry_for(const std::string& scenario,
                                                                const std::string& case_key) const;
+    /// The bounds of "<backend>.<ratio>" of a scenario, most specific profile first.
+    std::pair<const nlohmann::json*, const profile*> ratio_bounds_for(const std::string& scenario,
+                                                                      const std::string& key) const;
 };
 
 /// The matching profiles, most specific (most keys) first; ties go by name and the reason says
@@ -58,16 +72,31 @@ enum class verdict_kind {
     mem_regression,
     crash,
     timeout,
+    perf_regression,
+    ambiguous,
     unsupported,
     no_baseline
 };
 const char* to_string(verdict_kind v);
-/// FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH and TIMEOUT fail a run; the rest do not.
+/// FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH and TIMEOUT fail a run;
+/// PASS, AMBIGUOUS (a timing neither clearly the same nor clearly slower: a warning),
+/// UNSUPPORTED and NO_BASELINE do not.
 bool is_failing(verdict_kind v);
 
 struct verdict {
     verdict_kind kind = verdict_kind::no_baseline;
     std::string reason;
+    /// Per timed series: {"verdict": SAME|FASTER|PERF_REGRESSION|AMBIGUOUS|NOT_COMPARED,
+    /// "reason", "ratio": {point, low, high}, "tolerance", "p"}; empty when nothing was timed.
+    nlohmann::json timings = nlohmann::json::object();
+};
+
+/// What judging needs besides the two documents.
+struct judge_context {
+    /// The run's fingerprint id (see fingerprint_id()): absolute times are compared only with a
+    /// baseline blessed under the same one.
+    std::string fingerprint_id;
+    stats::timing_options timing;
 };
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|
@@ -75,9 +104,26 @@ struct verdict {
 struct observation {
     nlohmann::json outcome;
     nlohmann::json result; ///< the scenario's result document, or null
+    std::optional<double> peak_rss_bytes; ///< the case process's, from wait4
 };
 
-/// Compares an observation with the case's baseline entry (null: none).
-verdict judge(const observation& observed, const nlohmann::json& expected, const std::string& backend);
+/// Compares an observation with the case's baseline entry (null: none): outcome, events,
+/// checks, measurements, memory, then timings. A failing verdict against a documented entry
+/// says so ("documented, not observed: bless it if the hardware is right").
+verdict judge(const observation& observed, const nlohmann::json& expected, const std::string& backend,
+              const judge_context& context = {});
+
+/// Whether a value meets a bound: {"min", "max"}, {"equals"}, {"value", "rel_tol"/"abs_tol"}.
+/// Returns why not ("x = 5 above max 4"), or nullopt.
+std::optional<std::string> bound_violation(const std::string& name, const nlohmann::json& bound, double x);
+
+/// A case's baseline entry made from a judged run record: outcome, events, ran_on where a
+/// baseline already pinned it, tracked device bytes exactly, peak RSS within `rss_tolerance`,
+/// the timed series, and provenance {observed, date, fingerprint summary, fingerprint_id}.
+/// Fields of `previous` it does not produce (hand-written measurement bounds, ran_on) are kept.
+nlohmann::json entry_from_record(const nlohmann::json& record, const nlohmann::json& previous,
+                                 const nlohmann::json& fingerprint_summary,
+                                 const std::string& fingerprint_id, const std::string& date,
+                                 double rss_tolerance = 0.25);
 
 } // namespace pitfall::runner

@@ -2,6 +2,7 @@
 
 #include "pitfall/process.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -147,7 +148,27 @@ json fingerprint_summary(const json& fp) {
         s["device_name"] = devices[0].value("name", "");
         s["compute_capability"] = devices[0].value("compute_capability", "");
     }
+    if (s.contains("cuda_driver_version") && s["cuda_driver_version"].is_number_integer())
+        s["cuda_driver_major"] = s["cuda_driver_version"].get<long long>() / 1000;
+    // Host-only: nothing here can run a CUDA case (no CUDA build, no driver, or no device).
+    s["host_only"] = !s["built_with_cuda"].get<bool>() || s.value("gpu_count", 0) == 0;
+    const json host = fp.value("host", json::object());
+    s["cpu_model"] = host.value("cpu_model", "");
+    s["cpu_threads"] = host.value("cpu_threads", 0);
     return s;
+}
+
+std::string fingerprint_id(const json& summary) {
+    // FNV-1a over the summary's canonical text (nlohmann orders keys): the same machine, stack
+    // and build flavour give the same id; any fact that changes speed changes it.
+    std::uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char c : summary.dump()) {
+        h ^= c;
+        h *= 1099511628211ULL;
+    }
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+    return text;
 }
 
 } // namespace pitfall::runner

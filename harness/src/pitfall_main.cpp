@@ -21,6 +21,11 @@ baselines in expected/.
 commands:
   list [--json] [filters]        every case with its labels
   run [filters] [options]        run cases, record and judge them
+  compare RUN_A RUN_B [--json] [--timing-floor F]
+                                 case by case, what changed from run A to run B (outcome, time,
+                                 memory, numerics) and the verdict each change would get
+  bless RUN [--scenario S] [--case KEY] [--profile P] [--dry-run]
+                                 write a run's observations into expected/ (prints the diff)
   help                           this text
   version                        the version
 
@@ -34,7 +39,21 @@ run options:
   --profile P        judge against expected/P instead of the profile the fingerprint picks
   --samples N        timed repetitions per case (odd; default: each scenario's, 9)
   --timeout-scale X  multiply every case's timeout (slow machines, sanitizers)
+  --timing-floor F   smallest relative slowdown that can be PERF_REGRESSION (default 0.10)
   --skip-code N      exit N when every selected case is UNSUPPORTED (CTest SKIP_RETURN_CODE)
+
+compare: run B is judged against run A's observations as if A were the baseline: outcomes by
+  name, tracked device bytes exactly, peak RSS within 25%, checks; times (Mann-Whitney U and a
+  bootstrap interval of the median ratio) only when both runs share a fingerprint id.
+
+bless options:
+  --scenario S       only this scenario's cases (repeatable)
+  --case KEY         only this case (cpu.float64_inputs.reproduce; repeatable); a crashed or
+                     timed-out case is blessed only when named so (an expected SIGSEGV)
+  --profile P        write into expected/P (default: the profile that judged each case)
+  --dry-run          print the diff, write nothing
+  Each entry is marked observed with the run's fingerprint and today's date; files are written
+  whole and renamed into place. A run made with PITFALL_INJECT is refused.
 
 global options:
   --index FILE       scenario index (default: the build's pitfall-index.json; env PITFALL_INDEX)
@@ -43,12 +62,19 @@ global options:
 A run folder holds results.jsonl (one judged case a line, written as each finishes),
 summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log.
 
-verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH, TIMEOUT (these four and FAIL
-fail the run), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
+verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH, TIMEOUT (these
+fail the run), AMBIGUOUS (a timing neither clearly the same nor clearly slower, measured again
+once: a warning), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
+
+environment:
+  PITFALL_INJECT     fault injection for testing the verdicts: kind:case:argument, comma-
+                     separated; slowdown:<case>:1.2, extra_device_bytes:<case>:4M,
+                     outcome:<case>:cudaErrorLaunchFailure (<case> = cpu.float64_inputs.remedy
+                     or *). Inert unless set; injected results say so and cannot be blessed.
 
 exit status:
   0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)
-  1    some case did not
+  1    some case did not (compare: some change would fail)
   2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder)
   130  interrupted: running cases were ended, finished cases kept (--resume completes it)
 )";
@@ -74,6 +100,18 @@ bool parse_int(const std::string& text, int& out) {
         return false;
     }
 }
+bool parse_fraction(const std::string& text, double& out) {
+    try {
+        std::size_t used = 0;
+        const double x = std::stod(text, &used);
+        if (used != text.size() || !(x >= 0 && x < 1))
+            return false;
+        out = x;
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
 } // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +128,76 @@ int main(int argc, char** argv) {
     if (command == "version" || command == "--version") {
         std::cout << "pitfall " << PITFALL_VERSION << '\n';
         return exit_ok;
+    }
+    if (command == "compare") {
+        compare_options c;
+        c.argv.assign(argv, argv + argc);
+        std::vector<std::string> runs;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            if (args[i] == "--help" || args[i] == "-h") {
+                std::cout << usage_text;
+                return exit_ok;
+            }
+            if (args[i] == "--json")
+                c.as_json = true;
+            else if (args[i] == "--timing-floor" && i + 1 < args.size()) {
+                if (!parse_fraction(args[++i], c.timing_floor))
+                    return usage_error("--timing-floor " + args[i] + ": expected a fraction in [0, 1) (0.10 = 10%)");
+            } else if ((args[i] == "--index" || args[i] == "--expected") && i + 1 < args.size())
+                ++i; // global options: accepted everywhere, unused here (the runs carry their facts)
+            else if (args[i].rfind("--", 0) == 0)
+                return usage_error("unknown option '" + args[i] + "' for `pitfall compare`");
+            else
+                runs.push_back(args[i]);
+        }
+        if (runs.size() != 2)
+            return usage_error("compare needs two run folders: pitfall compare RUN_A RUN_B");
+        c.run_a = runs[0];
+        c.run_b = runs[1];
+        return compare_runs(c);
+    }
+    if (command == "bless") {
+        bless_options b;
+        const char* env_index = std::getenv("PITFALL_INDEX");
+        const char* env_expected = std::getenv("PITFALL_EXPECTED");
+        b.common.index_path = env_index != nullptr ? env_index : PITFALL_DEFAULT_INDEX;
+        b.common.expected_dir = env_expected != nullptr ? env_expected : PITFALL_DEFAULT_EXPECTED;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            const std::string& flag = args[i];
+            if (flag == "--help" || flag == "-h") {
+                std::cout << usage_text;
+                return exit_ok;
+            }
+            if (flag == "--dry-run") {
+                b.dry_run = true;
+                continue;
+            }
+            if (flag.rfind("--", 0) != 0) {
+                if (!b.run_dir.empty())
+                    return usage_error("bless takes one run folder ('" + b.run_dir + "' and '" + flag + "')");
+                b.run_dir = flag;
+                continue;
+            }
+            if (flag != "--scenario" && flag != "--case" && flag != "--profile" && flag != "--index" &&
+                flag != "--expected")
+                return usage_error("unknown option '" + flag + "' for `pitfall bless`");
+            if (i + 1 >= args.size())
+                return usage_error(flag + " needs a value");
+            const std::string value = args[++i];
+            if (flag == "--scenario")
+                split_into(value, b.scenarios);
+            else if (flag == "--case")
+                split_into(value, b.cases);
+            else if (flag == "--profile")
+                b.profile = value;
+            else if (flag == "--index")
+                b.common.index_path = value;
+            else
+                b.common.expected_dir = value;
+        }
+        if (b.run_dir.empty())
+            return usage_error("bless needs a run folder: pitfall bless RUN");
+        return bless_run(b);
     }
     if (command != "list" && command != "run")
         return usage_error("unknown command '" + command + "'");
@@ -130,6 +238,7 @@ int main(int argc, char** argv) {
                                  flag == "--label" || flag == "--index" || flag == "--expected" ||
                                  (command == "run" && (flag == "--out" || flag == "--resume" || flag == "--profile" ||
                                                        flag == "--samples" || flag == "--timeout-scale" ||
+                                                       flag == "--timing-floor" ||
                                                        flag == "--skip-code"));
         if (!takes_value)
             return usage_error("unknown option '" + flag + "' for `pitfall " + command + "`");
@@ -164,6 +273,9 @@ int main(int argc, char** argv) {
             if (!parse_int(value, n) || n < 0 || n > 255)
                 return usage_error("--skip-code " + value + ": expected 0..255");
             options.skip_code = n;
+        } else if (flag == "--timing-floor") {
+            if (!parse_fraction(value, options.timing_floor))
+                return usage_error("--timing-floor " + value + ": expected a fraction in [0, 1) (0.10 = 10%)");
         } else if (flag == "--timeout-scale") {
             try {
                 std::size_t used = 0;

@@ -2,6 +2,7 @@
 
 #include "baseline.hpp"
 #include "fingerprint.hpp"
+#include "pitfall/inject.hpp"
 #include "pitfall/result_file.hpp"
 #include "pitfall/process.hpp"
 
@@ -104,30 +105,6 @@ private:
     int m_fd = -1;
 };
 
-/// The records of an existing results.jsonl; an unreadable last line (a kill mid-write) is
-/// skipped, any other malformed line is bad input naming the line.
-status_or<std::vector<json>> read_results(const std::string& path) {
-    std::ifstream in(path);
-    if (!in)
-        return status::error(library::pitfall, "bad_input", "cannot read " + path, stage::init);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty())
-            lines.push_back(line);
-    std::vector<json> records;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        try {
-            records.push_back(json::parse(lines[i]));
-        } catch (const json::parse_error&) {
-            if (i + 1 == lines.size())
-                break;
-            return status::error(library::pitfall, "bad_input",
-                                 path + ": line " + std::to_string(i + 1) + " is not JSON", stage::init);
-        }
-    }
-    return records;
-}
-
 // The dynamic loader's own words for a library it could not find, before main ran.
 std::optional<std::string> missing_library(const std::string& log) {
     // "<program>: error while loading shared libraries: libcudnn.so.9: cannot open shared object file"
@@ -215,7 +192,11 @@ double median(std::vector<double> v) {
 }
 
 // Ratios between variants declared in scenario.json, from the medians measured in this run.
-json compute_ratios(const scenario_index& index, const std::map<std::string, json>& finished) {
+// A ratio the chosen profiles bound ("ratios" in expected/<profile>/<scenario>.json) is judged:
+// PASS inside the bounds, PERF_REGRESSION outside (it fails the run); unbounded ones are
+// reported only.
+json compute_ratios(const scenario_index& index, const std::map<std::string, json>& finished,
+                    const profile_choice& choice) {
     json out = json::array();
     for (const auto& s : index.scenarios) {
         for (const auto& r : s.description.ratios) {
@@ -245,6 +226,16 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, jso
                                {"median_numerator", a},
                                {"median_denominator", b},
                                {"ratio", a / b}});
+                const auto [bound, from] = choice.ratio_bounds_for(s.description.name, std::string(backend) + "." + r.name);
+                if (bound != nullptr) {
+                    const auto why = bound_violation(r.name, *bound, a / b);
+                    out.back()["bound"] = *bound;
+                    out.back()["profile"] = from->name;
+                    out.back()["verdict"] = why ? "PERF_REGRESSION" : "PASS";
+                    out.back()["failing"] = why.has_value();
+                    if (why)
+                        out.back()["reason"] = *why;
+                }
             }
         }
     }
@@ -265,6 +256,31 @@ std::string child_cuda_visible_devices() {
 }
 
 } // namespace
+
+/// The records of an existing results.jsonl; an unreadable last line (a kill mid-write) is
+/// skipped, any other malformed line is bad input naming the line.
+status_or<std::vector<json>> read_results(const std::string& path) {
+    std::ifstream in(path);
+    if (!in)
+        return status::error(library::pitfall, "bad_input", "cannot read " + path, stage::init);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty())
+            lines.push_back(line);
+    std::vector<json> records;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        try {
+            records.push_back(json::parse(lines[i]));
+        } catch (const json::parse_error&) {
+            if (i + 1 == lines.size())
+                break;
+            return status::error(library::pitfall, "bad_input",
+                                 path + ": line " + std::to_string(i + 1) + " is not JSON", stage::init);
+        }
+    }
+    return records;
+}
+
 
 int list_cases(const common_options& options, bool as_json) {
     auto index = load_index(options.index_path);
@@ -401,6 +417,10 @@ int run_cases(const run_options& requested) {
 
     const json fingerprint = take_fingerprint(options.probe_program, dir + "/logs");
     const json summary_facts = fingerprint_summary(fingerprint);
+    const std::string fp_id = fingerprint_id(summary_facts);
+    judge_context judging;
+    judging.fingerprint_id = fp_id;
+    judging.timing.floor = options.timing_floor;
     auto choice_or = choose_profile(profiles_or.value(), summary_facts, options.profile_override);
     if (!choice_or.is_ok())
         return report_error(choice_or.error());
@@ -424,10 +444,12 @@ int run_cases(const run_options& requested) {
                 {"build", index.build},
                 {"fingerprint", fingerprint},
                 {"fingerprint_summary", summary_facts},
+                {"fingerprint_id", fp_id},
                 {"profile", profile_json},
                 {"selection", selection},
                 {"options", {{"samples", options.samples ? json(*options.samples) : json(nullptr)},
-                             {"timeout_scale", options.timeout_scale}}}});
+                             {"timeout_scale", options.timeout_scale},
+                             {"timing_floor", options.timing_floor}}}});
     (void)write_file_atomically(dir + "/fingerprint.json", fingerprint.dump(2) + "\n");
 
     std::cout << "pitfall: " << cases.size() << " cases -> " << dir << '\n'
@@ -435,6 +457,9 @@ int run_cases(const run_options& requested) {
               << choice.reason << ")\n";
     if (resuming)
         std::cout << "resuming: " << finished.size() << " cases already finished\n";
+    if (const char* injecting = std::getenv(inject::env_name); injecting != nullptr && *injecting != '\0')
+        std::cout << "warning: " << inject::env_name << "=" << injecting
+                  << " is set: the cases it names report injected faults, not real ones\n";
 
     std::size_t name_width = 4;
     for (const auto& c : cases)
@@ -476,20 +501,43 @@ int run_cases(const run_options& requested) {
             req.env_set["CUDA_VISIBLE_DEVICES"] = visible;
             req.env_set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
         }
-        const process_outcome p = run_process(req);
+        process_outcome p = run_process(req);
         if (p.interrupted) {
             log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
             std::cout << " INTERRUPTED\n";
             interrupted = true;
             break;
         }
-        const std::string log_text = read_tail(log_path, 16 * 1024);
-        const observation o = observe(c, p, result_path, log_text, req.timeout_seconds);
+        std::string log_text = read_tail(log_path, 16 * 1024);
+        observation o = observe(c, p, result_path, log_text, req.timeout_seconds);
+        o.peak_rss_bytes = static_cast<double>(p.peak_rss_bytes);
         static const json no_entry;
         const auto [entry, judged_by] =
             choice.entry_for(c.scenario->description.name, c.backend + "." + c.variant->name);
         const json* expected = entry != nullptr ? entry : &no_entry;
-        const verdict v = judge(o, *expected, c.backend);
+        verdict v = judge(o, *expected, c.backend, judging);
+        json first_attempt;
+        if (v.kind == verdict_kind::ambiguous) {
+            // Neither clearly the same nor clearly slower: measure once more, then warn.
+            first_attempt = {{"verdict", to_string(v.kind)}, {"reason", v.reason}, {"timings", v.timings},
+                             {"wall_seconds", p.wall_seconds}};
+            std::cout << " AMBIGUOUS, measuring again..." << std::flush;
+            ::unlink(result_path.c_str());
+            const process_outcome again = run_process(req);
+            if (again.interrupted) {
+                log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
+                std::cout << " INTERRUPTED\n";
+                interrupted = true;
+                break;
+            }
+            p = again;
+            log_text = read_tail(log_path, 16 * 1024);
+            o = observe(c, p, result_path, log_text, req.timeout_seconds);
+            o.peak_rss_bytes = static_cast<double>(p.peak_rss_bytes);
+            v = judge(o, *expected, c.backend, judging);
+            if (v.kind == verdict_kind::ambiguous)
+                v.reason = "measured twice, still ambiguous (a warning, not a failure): " + v.reason;
+        }
         json process = {{"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
                         {"signal", p.signal ? json(signal_name(*p.signal)) : json(nullptr)},
                         {"timed_out", p.timed_out},
@@ -509,6 +557,8 @@ int run_cases(const run_options& requested) {
                        {"observed", o.outcome},
                        {"process", process},
                        {"result", o.result},
+                       {"timings", v.timings},
+                       {"first_attempt", first_attempt},
                        {"baseline", {{"profile", judged_by != nullptr ? json(judged_by->name) : json(nullptr)},
                                      {"entry", *expected}}},
                        {"log", "logs/" + key + ".log"},
@@ -524,7 +574,7 @@ int run_cases(const run_options& requested) {
         std::cout << std::left << std::setw(17) << to_string(v.kind) << std::right << std::fixed
                   << std::setprecision(2) << std::setw(7) << p.wall_seconds << " s   ETA "
                   << format_duration(spent / static_cast<double>(ran) * static_cast<double>(remaining)) << '\n';
-        if (is_failing(v.kind) || v.kind == verdict_kind::no_baseline)
+        if (is_failing(v.kind) || v.kind == verdict_kind::no_baseline || v.kind == verdict_kind::ambiguous)
             std::cout << "      " << v.reason << '\n';
     }
 
@@ -560,7 +610,9 @@ int run_cases(const run_options& requested) {
                                  {"reason", r.value("reason", "")},
                                  {"wall_seconds", r["process"].value("wall_seconds", 0.0)}});
     }
-    const json ratios = compute_ratios(index, finished);
+    const json ratios = compute_ratios(index, finished, choice);
+    for (const auto& r : ratios)
+        any_failing = any_failing || r.value("failing", false);
     int code = interrupted ? exit_interrupted : any_failing ? exit_failed : exit_ok;
     if (!interrupted && !any_failing && all_unsupported && options.skip_code)
         code = *options.skip_code;
@@ -582,6 +634,8 @@ int run_cases(const run_options& requested) {
     for (const auto& r : ratios)
         std::cout << "ratio " << r["backend"].get<std::string>() << '.' << r["scenario"].get<std::string>() << '.'
                   << r["name"].get<std::string>() << " = " << std::setprecision(3) << r["ratio"].get<double>()
+                  << (r.contains("verdict") ? "  " + r["verdict"].get<std::string>() + " (bound " + r["bound"].dump() + ")"
+                                            : std::string())
                   << '\n';
     std::cout << '\n';
     bool first = true;

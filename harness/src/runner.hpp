@@ -3,6 +3,8 @@
 
 #include "index.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,10 +35,39 @@ struct run_options {
     std::optional<int> samples;    ///< --samples N passed to every case
     std::optional<int> skip_code;  ///< exit with this when every selected case is UNSUPPORTED
     double timeout_scale = 1.0;
+    /// The smallest relative change of a median time that can be a regression (see README,
+    /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
+    /// with nothing changed, which no run's own samples can see.
+    double timing_floor = 0.10;
     std::vector<std::string> argv; ///< recorded in the run header
+};
+
+struct compare_options {
+    std::string run_a; ///< the reference run folder
+    std::string run_b; ///< the candidate
+    bool as_json = false;
+    double timing_floor = 0.10;
+    std::vector<std::string> argv;
+};
+
+struct bless_options {
+    common_options common;
+    std::string run_dir;
+    std::vector<std::string> scenarios; ///< empty: every scenario in the run
+    std::vector<std::string> cases;     ///< named cases: only these, and crashed/timed-out ones allowed
+    std::string profile;                ///< empty: the profile that judged each case
+    bool dry_run = false;               ///< print the diff, write nothing
 };
 
 int list_cases(const common_options& options, bool as_json);
 int run_cases(const run_options& options);
+/// `pitfall compare A B`: exit 0 when no change would fail, 1 when one would, 2 on bad input.
+int compare_runs(const compare_options& options);
+/// `pitfall bless RUN`: exit 0 written (or nothing to write), 2 refused or bad input.
+int bless_run(const bless_options& options);
+
+/// The records of a run's results.jsonl; an unreadable last line (a kill mid-write) is
+/// skipped, any other malformed line is bad input naming the line.
+status_or<std::vector<nlohmann::json>> read_results(const std::string& path);
 
 } // namespace pitfall::runner

@@ -1,4 +1,5 @@
 // The scenario side of the process protocol: arguments, parameters, probe, result file.
+#include "pitfall/inject.hpp"
 #include "pitfall/manifest.hpp"
 #include "pitfall/result_file.hpp"
 #include "pitfall/scenario.hpp"
@@ -78,6 +79,16 @@ void context::record(const std::string& name, double value, const std::string& u
 }
 void context::record_samples(const std::string& name, const std::vector<double>& values,
                              const std::string& unit) {
+    // PITFALL_INJECT slowdown: every series in seconds, however the scenario timed it
+    // (time_samples, or its own clock around an epoch), reads `factor` x longer.
+    const double slowdown = inject::active().slowdown;
+    if (slowdown > 1.0 && unit == "s") {
+        std::vector<double> slowed = values;
+        for (double& x : slowed)
+            x *= slowdown;
+        m_impl->samples_recorded[name] = {{"unit", unit}, {"values", slowed}};
+        return;
+    }
     m_impl->samples_recorded[name] = {{"unit", unit}, {"values", values}};
 }
 void context::record_event(const std::string& name, const status& observed) {
@@ -109,12 +120,14 @@ std::string context::result_json(const status& outcome) const {
         {"info", m_impl->info},
         {"checks", m_impl->checks},
         {"memory",
-         {{"tracked_peak_bytes", mem.peak()},
+         {{"tracked_peak_bytes", mem.peak() + inject::active().extra_device_bytes},
           {"tracked_current_bytes", mem.current()},
           {"limit_bytes", limit},
           {"allocations", mem.allocations()},
           {"failed_allocations", mem.failed()}}},
     };
+    if (!inject::active().empty())
+        doc["injected"] = inject::active().applied;
     return doc.dump(2);
 }
 
@@ -322,6 +335,13 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
     if (auto limit = device_memory_limit_from_env(); !limit.is_ok())
         return usage_error(limit.error().message());
 
+    if (const char* injections = std::getenv(inject::env_name); injections != nullptr) {
+        auto plan = inject::parse(injections, backend_name + "." + m.name + "." + variant_name);
+        if (!plan.is_ok())
+            return usage_error(plan.error().message());
+        inject::set_active(plan.value());
+    }
+
     context ctx(m.name, variant_name, *backend, params.dump());
     auto finish = [&](const status& outcome) {
         if (auto written = write_file_atomically(out_path, ctx.result_json(outcome));
@@ -364,6 +384,8 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
 #endif
     if (outcome.lib() == library::pitfall && outcome.name() == "bad_parameter")
         return usage_error(outcome.message());
+    if (!inject::active().outcome_error.empty())
+        outcome = inject::injected_outcome(outcome, inject::active().outcome_error);
     return finish(outcome);
 }
 

@@ -219,6 +219,195 @@ class Baselines(FixtureTest):
             self.assertEqual(p.returncode, 0)
 
 
+class Verdicts(FixtureTest):
+    """Bless a run, then break it on purpose with PITFALL_INJECT: each verdict must catch its fault."""
+
+    STEP = {"PITFALL_FIXTURE_STEP_US": "2000"}  # 2 ms a step: timing noise well below the faults
+
+    def run_ok(self, name, inject=None, extra=()):
+        env = dict(os.environ, **self.STEP)
+        if inject:
+            env["PITFALL_INJECT"] = inject
+        out = self.run_dir(name)
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out, *extra, env=env)
+        return p, by_case(out)["cpu.harness_fixture.ok"]
+
+    def bless(self, run, *args):
+        return self.pitfall("bless", self.run_dir(run), *args)
+
+    def blessed_entry(self):
+        with open(os.path.join(self.expected, "any", "harness_fixture.json")) as f:
+            return json.load(f)["cases"]["cpu.ok"]
+
+    def test_bless_writes_an_observed_entry_and_the_next_run_passes(self):
+        p, rec = self.run_ok("a", extra=("--samples", "15"))
+        self.assertEqual(rec["verdict"], "NO_BASELINE")
+        b = self.bless("a")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertIn("+++ b/", b.stdout)  # the reviewable diff
+        entry = self.blessed_entry()
+        self.assertEqual(entry["outcome"], {"status": "ok"})
+        self.assertEqual(entry["provenance"]["kind"], "observed")
+        self.assertRegex(entry["provenance"]["date"], r"^\d{4}-\d{2}-\d{2}$")
+        self.assertRegex(entry["provenance"]["fingerprint_id"], r"^[0-9a-f]{16}$")
+        self.assertEqual(len(entry["timings"]["step_seconds"]["samples"]), 15)
+        self.assertEqual(entry["memory"]["tracked_peak_bytes"], {"equals": 8192})
+        p, rec = self.run_ok("b", extra=("--samples", "15"))
+        self.assertIn(rec["verdict"], ("PASS", "AMBIGUOUS"), rec["reason"])
+        self.assertIn(rec["timings"]["step_seconds"]["verdict"], ("SAME", "FASTER", "AMBIGUOUS"))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        # Blessing the same observations again changes nothing but dates and samples.
+        d = self.bless("b", "--dry-run")
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertIn("dry run: nothing written", d.stdout)
+
+    def test_slowdown_is_a_perf_regression(self):
+        self.run_ok("a", extra=("--samples", "15"))
+        self.assertEqual(self.bless("a").returncode, 0)
+        p, rec = self.run_ok("slow", inject="slowdown:cpu.harness_fixture.ok:1.5", extra=("--samples", "15"))
+        self.assertEqual(rec["verdict"], "PERF_REGRESSION", rec["reason"])
+        self.assertEqual(rec["result"]["injected"], ["slowdown x1.5"])
+        self.assertGreater(rec["timings"]["step_seconds"]["ratio"]["low"], 1.2)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("PITFALL_INJECT", p.stdout)  # the run says it was injected
+
+    def test_injection_aimed_elsewhere_is_inert(self):
+        self.run_ok("a")
+        self.assertEqual(self.bless("a").returncode, 0)
+        p, rec = self.run_ok("b", inject="outcome:cpu.harness_fixture.oom:std::bad_alloc")
+        self.assertNotIn("injected", rec["result"])
+        self.assertEqual(rec["result"]["outcome"]["status"], "ok")
+
+    def test_outcome_and_memory_faults(self):
+        self.run_ok("a")
+        self.assertEqual(self.bless("a").returncode, 0)
+        p, rec = self.run_ok("err", inject="outcome:cpu.harness_fixture.ok:cudaErrorLaunchFailure")
+        self.assertEqual(rec["verdict"], "FAIL")
+        self.assertIn("cudaErrorLaunchFailure", rec["reason"])
+        self.assertEqual(rec["observed"]["library"], "cuda_runtime")
+        self.assertEqual(p.returncode, 1)
+        p, rec = self.run_ok("mem", inject="extra_device_bytes:cpu.harness_fixture.ok:819")  # +10%
+        self.assertEqual(rec["verdict"], "MEM_REGRESSION", rec["reason"])
+        self.assertIn("tracked_peak_bytes = 9011, expected exactly 8192", rec["reason"])
+        self.assertEqual(p.returncode, 1)
+
+    def test_malformed_injection_names_the_variable(self):
+        p, rec = self.run_ok("bad", inject="slowdown:cpu.harness_fixture.ok:fast")
+        self.assertEqual(rec["verdict"], "CRASH")
+        self.assertIn("PITFALL_INJECT", rec["output_tail"])
+
+    def test_documented_baseline_contradicted_says_so(self):
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
+               "cases": {"cpu.ok": {"outcome": {"status": "error", "error": "cudaErrorNoDevice"},
+                                    "provenance": {"kind": "documented", "source": "a guide"}}}}
+        self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+        p, rec = self.run_ok("a")
+        self.assertEqual(rec["verdict"], "FAIL")
+        self.assertIn("documented, not observed: bless it if the hardware is right", rec["reason"])
+
+    def test_bless_refuses_crashes_unless_named(self):
+        out = self.run_dir("segv")
+        self.pitfall("run", "--variant", "segv", "--out", out)
+        b = self.pitfall("bless", out)
+        self.assertEqual(b.returncode, 2)
+        self.assertIn("refusing", b.stderr)
+        self.assertIn("cpu.harness_fixture.segv", b.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.expected, "any", "harness_fixture.json")))
+        b = self.pitfall("bless", out, "--case", "cpu.harness_fixture.segv")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(os.path.join(self.expected, "any", "harness_fixture.json")) as f:
+            self.assertEqual(json.load(f)["cases"]["cpu.segv"]["outcome"], {"status": "signal", "signal": "SIGSEGV"})
+        p = self.pitfall("run", "--variant", "segv", "--out", self.run_dir("again"))
+        self.assertEqual(p.returncode, 0, p.stdout)
+
+    def test_bless_refuses_injected_runs_and_unknown_profiles(self):
+        self.run_ok("inj", inject="slowdown:*:1.1")
+        b = self.bless("inj")
+        self.assertEqual(b.returncode, 2)
+        self.assertIn("PITFALL_INJECT", b.stderr)
+        self.run_ok("a")
+        b = self.bless("a", "--profile", "nonesuch")
+        self.assertEqual(b.returncode, 2)
+        self.assertIn("nonesuch", b.stderr)
+
+    def test_ratio_bounds_gate_the_run(self):
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
+               "cases": {"cpu.ok": {"outcome": {"status": "ok"},
+                                    "provenance": {"kind": "documented", "source": "test"}}},
+               "ratios": {"cpu.ok_over_ok": {"min": 2}}}
+        self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+        p, rec = self.run_ok("a")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("PERF_REGRESSION", p.stdout)
+        with open(os.path.join(self.run_dir("a"), "summary.json")) as f:
+            ratio = json.load(f)["ratios"][0]
+        self.assertEqual((ratio["verdict"], ratio["failing"]), ("PERF_REGRESSION", True))
+
+    def test_compare_two_runs(self):
+        self.run_ok("a", extra=("--samples", "15"))
+        self.run_ok("b", extra=("--samples", "15"))
+        c = self.pitfall("compare", self.run_dir("a"), self.run_dir("b"))
+        self.assertEqual(c.returncode, 0, c.stdout)
+        self.assertIn("same fingerprint", c.stdout)
+        self.run_ok("slow", inject="slowdown:*:1.5,outcome:*:std::bad_alloc", extra=("--samples", "15"))
+        c = self.pitfall("compare", self.run_dir("a"), self.run_dir("slow"), "--json")
+        self.assertEqual(c.returncode, 1, c.stdout)
+        report = json.loads(c.stdout)
+        row = {r["case"]: r for r in report["cases"]}["cpu.harness_fixture.ok"]
+        self.assertEqual(row["verdict"], "FAIL")
+        self.assertEqual(row["outcome"], {"a": "ok", "b": "std::bad_alloc@compute"})
+        c = self.pitfall("compare", self.run_dir("a"), os.path.join(self.tmp, "nothing"))
+        self.assertEqual(c.returncode, 2)
+        self.assertIn("not a run folder", c.stderr)
+
+
+class Schema(FixtureTest):
+    """reports/schema/expected.schema.json and the harness agree: every real baseline passes
+    both, and each broken copy is refused by both, the harness naming file and field."""
+
+    SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
+    REAL_EXPECTED = os.environ.get("PITFALL_REAL_EXPECTED", "")
+
+    def validator(self, name):
+        import jsonschema  # python3-jsonschema, installed by ci/setup.sh
+        with open(os.path.join(self.SCHEMA_DIR, name)) as f:
+            schema = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        return jsonschema.Draft202012Validator(schema)
+
+    def test_every_real_baseline_matches_the_schema(self):
+        expected, profile = self.validator("expected.schema.json"), self.validator("profile.schema.json")
+        checked = 0
+        for folder in sorted(os.listdir(self.REAL_EXPECTED)):
+            for name in sorted(os.listdir(os.path.join(self.REAL_EXPECTED, folder))):
+                with open(os.path.join(self.REAL_EXPECTED, folder, name)) as f:
+                    doc = json.load(f)
+                errors = [f"{'.'.join(map(str, e.path))}: {e.message}"
+                          for e in (profile if name == "profile.json" else expected).iter_errors(doc)]
+                self.assertEqual(errors, [], f"{folder}/{name}")
+                checked += 1
+        self.assertGreater(checked, 20)
+
+    def test_broken_baselines_are_refused_by_both(self):
+        expected = self.validator("expected.schema.json")
+        good = {"outcome": {"status": "ok"}, "provenance": {"kind": "documented", "source": "test"}}
+        broken = {
+            "cases.cpu.ok.provenance.date": dict(good, provenance={"kind": "observed", "fingerprint": "x"}),
+            "cases.cpu.ok.memory.tracked_peak_bytes": dict(good, memory={"tracked_peak_bytes": {"equals": 1, "max": 2}}),
+            "cases.cpu.ok.colour": dict(good, colour="red"),
+            "cases.cpu.ok.provenance.fingerprint_id": dict(good, timings={"step_seconds": {"samples": [1.0]}}),
+            "cases.cpu.ok.outcome.status": dict(good, outcome={"status": "fine"}),
+        }
+        for field, entry in broken.items():
+            doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
+            self.assertTrue(list(expected.iter_errors(doc)), f"the schema accepts a broken {field}")
+            self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+            p = self.pitfall("run", "--variant", "ok", "--out", self.run_dir(), "--replace")
+            self.assertEqual(p.returncode, 2, field)
+            self.assertIn("harness_fixture.json", p.stderr)
+            self.assertIn(f"field '{field}'", p.stderr)
+
+
 class Interruption(FixtureTest):
     baseline = {"cpu.ok": {"outcome": {"status": "ok"}}}
 

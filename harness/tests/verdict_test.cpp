@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 namespace {
 using namespace pitfall;
 using namespace pitfall::runner;
@@ -15,7 +18,7 @@ json ok_result(json extra = json::object()) {
     r.update(extra);
     return r;
 }
-observation seen(json outcome, json result = json()) { return {std::move(outcome), std::move(result)}; }
+observation seen(json outcome, json result = json()) { return {std::move(outcome), std::move(result), std::nullopt}; }
 const json oom = {{"status", "error"}, {"library", "cuda_runtime"}, {"error", "cudaErrorMemoryAllocation"},
                   {"stage", "alloc"}, {"sticky", false}};
 
@@ -147,4 +150,77 @@ TEST(Profiles, MostSpecificMatchWins) {
     ASSERT_FALSE(unknown.is_ok());
     EXPECT_NE(unknown.error().message().find("known: any, no-gpu, hopper"), std::string::npos);
 }
+TEST(Verdict, BoundForms) {
+    EXPECT_FALSE(bound_violation("x", {{"min", 1}, {"max", 2}}, 1.5));
+    EXPECT_EQ(*bound_violation("x", {{"max", 2}}, 3), "x = 3 above max 2");
+    EXPECT_FALSE(bound_violation("b", {{"equals", 8192}}, 8192));
+    EXPECT_EQ(*bound_violation("b", {{"equals", 8192}}, 9011), "b = 9011, expected exactly 8192");
+    EXPECT_FALSE(bound_violation("rss", {{"value", 100}, {"rel_tol", 0.25}}, 125));
+    EXPECT_TRUE(bound_violation("rss", {{"value", 100}, {"rel_tol", 0.25}}, 126));
+    EXPECT_TRUE(bound_violation("rss", {{"value", 100}, {"rel_tol", 0.25}}, 74));
+    EXPECT_FALSE(bound_violation("e", {{"value", 0}, {"abs_tol", 1e-6}}, 5e-7));
+    EXPECT_TRUE(bound_violation("nan", {{"min", 0}}, std::nan("")));
+}
+
+TEST(Verdict, PeakRssIsJudgedFromTheProcess) {
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"memory", {{"peak_rss_bytes", {{"value", 1e6}, {"rel_tol", 0.1}}}}}};
+    observation o = seen({{"status", "ok"}}, ok_result());
+    o.peak_rss_bytes = 1.05e6;
+    EXPECT_EQ(judge(o, expected, "cpu").kind, verdict_kind::pass);
+    o.peak_rss_bytes = 1.2e6;
+    const verdict v = judge(o, expected, "cpu");
+    EXPECT_EQ(v.kind, verdict_kind::mem_regression);
+    EXPECT_NE(v.reason.find("peak_rss_bytes"), std::string::npos) << v.reason;
+}
+
+std::vector<double> around(double centre, std::size_t n) {
+    std::vector<double> v;
+    for (std::size_t i = 0; i < n; ++i) // +-1% spread, deterministic
+        v.push_back(centre * (1.0 + 0.01 * (static_cast<double>(i % 5) - 2.0) / 2.0));
+    return v;
+}
+
+TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
+    json result = ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+                     {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
+    judge_context same;
+    same.fingerprint_id = "00000000000000aa";
+    const verdict slow = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
+    EXPECT_EQ(slow.kind, verdict_kind::perf_regression) << slow.reason;
+    EXPECT_TRUE(is_failing(slow.kind));
+    judge_context elsewhere;
+    elsewhere.fingerprint_id = "00000000000000bb";
+    const verdict other = judge(seen({{"status", "ok"}}, result), expected, "cuda", elsewhere);
+    EXPECT_EQ(other.kind, verdict_kind::pass) << other.reason;
+    EXPECT_EQ(other.timings["step"]["verdict"], "NOT_COMPARED");
+    result["samples"]["step"]["values"] = around(1.0, 15);
+    const verdict same_speed = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
+    EXPECT_EQ(same_speed.kind, verdict_kind::pass) << same_speed.reason;
+    EXPECT_EQ(same_speed.timings["step"]["verdict"], "SAME");
+    EXPECT_FALSE(is_failing(verdict_kind::ambiguous));
+}
+
+TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
+    json record = {{"case", "cpu.s.v"},
+                   {"observed", oom},
+                   {"process", {{"peak_rss_bytes", 5000000}}},
+                   {"result", ok_result({{"outcome", oom},
+                                         {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
+    json previous = {{"outcome", {{"status", "ok"}}},
+                     {"measurements", {{"loss", {{"max", 1}}}}},
+                     {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
+    const json e = entry_from_record(record, previous, {{"gpu_count", 0}}, "0123456789abcdef", "2026-11-23");
+    EXPECT_EQ(e["outcome"]["error"], "cudaErrorMemoryAllocation");
+    EXPECT_EQ(e["measurements"], previous["measurements"]);
+    EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);
+    EXPECT_EQ(e["memory"]["peak_rss_bytes"]["rel_tol"], 0.25);
+    EXPECT_EQ(e["timings"]["step"]["samples"].size(), 3u);
+    EXPECT_EQ(e["provenance"]["kind"], "observed");
+    EXPECT_EQ(e["provenance"]["fingerprint_id"], "0123456789abcdef");
+    EXPECT_EQ(e["provenance"]["source"], "guide");
+}
+
 } // namespace
