@@ -594,8 +594,11 @@ json entry_from_record(const json& record, const json& previous, const json& fin
             memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
         json timings = json::object();
         const json observed_samples = result.value("samples", json::object());
+        // Times only: a series of fractions or counts (device_idle_fraction) is the scenario's
+        // finding, judged by its own bounds, not a speed.
         for (const auto& [name, series] : observed_samples.items())
-            if (series.contains("values") && series["values"].is_array() && !series["values"].empty())
+            if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
+                !series["values"].empty())
                 timings[name] = {{"unit", series.value("unit", "s")}, {"samples", series["values"]}};
         if (!timings.empty())
             entry["timings"] = timings;

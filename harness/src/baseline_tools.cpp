@@ -249,26 +249,70 @@ int compare_runs(const compare_options& options) {
     return code;
 }
 
+// The median of a record's first series of times (by name); NaN when it timed nothing.
+double record_median(const json& record) {
+    const json& result = record.value("result", json());
+    if (!result.is_object())
+        return std::nan("");
+    const json samples = result.value("samples", json::object());
+    for (const auto& [name, series] : samples.items())
+        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
+            !series["values"].empty())
+            return median_of(series["values"]);
+    return std::nan("");
+}
+
 int bless_run(const bless_options& options) {
     auto fail = [](const std::string& what) {
         std::cerr << "pitfall: error: " << what << '\n';
         return exit_bad_input;
     };
-    auto run_or = load_run(options.run_dir);
-    if (!run_or.is_ok())
-        return fail(run_or.error().message());
-    const loaded_run& run = run_or.value();
+    std::vector<loaded_run> runs;
+    for (const auto& dir : options.run_dirs) {
+        auto run_or = load_run(dir);
+        if (!run_or.is_ok())
+            return fail(run_or.error().message());
+        runs.push_back(std::move(run_or.value()));
+        if (runs.back().fingerprint_id().empty())
+            return fail(dir + ": the run records no fingerprint id (made by an older pitfall): run it again");
+        if (runs.back().fingerprint_id() != runs.front().fingerprint_id())
+            return fail(dir + ": another machine or stack than " + runs.front().dir + " (fingerprint " +
+                        runs.back().fingerprint_id() + " vs " + runs.front().fingerprint_id() +
+                        "): bless them separately");
+    }
+    // One run stands for all: each case's record is the median one across the runs.
+    loaded_run run = runs.back();
+    run.dir = options.run_dirs.size() == 1 ? options.run_dirs[0]
+                                           : options.run_dirs[0] + " (+" + std::to_string(runs.size() - 1) + " more)";
+    for (const auto& key : run.order) {
+        std::vector<const json*> seen;
+        for (const auto& r : runs)
+            if (const auto it = r.cases.find(key); it != r.cases.end())
+                seen.push_back(&it->second);
+        std::vector<std::pair<double, const json*>> timed;
+        for (const json* rec : seen)
+            if (const double m = record_median(*rec); std::isfinite(m))
+                timed.emplace_back(m, rec);
+        if (timed.size() == seen.size() && timed.size() > 1) {
+            std::sort(timed.begin(), timed.end(),
+                      [](const auto& x, const auto& y) { return x.first < y.first; });
+            run.cases[key] = *timed[(timed.size() - 1) / 2].second;
+        }
+        for (const json* rec : seen) { // an injected or crashed run among them taints the choice
+            const std::string v = rec->value("verdict", "");
+            if (record_injected(*rec) || v == "CRASH" || v == "TIMEOUT")
+                run.cases[key] = *rec;
+        }
+    }
     auto index_or = load_index(options.common.index_path);
     if (!index_or.is_ok())
         return fail(index_or.error().message());
     const scenario_index& index = index_or.value();
-    if (run.fingerprint_id().empty())
-        return fail(options.run_dir + ": the run records no fingerprint id (made by an older pitfall): run it again");
 
     std::set<std::string> named(options.cases.begin(), options.cases.end());
     for (const auto& key : named)
         if (run.cases.count(key) == 0)
-            return fail("--case " + key + ": not in " + options.run_dir);
+            return fail("--case " + key + ": not in " + run.dir);
     std::set<std::string> scenario_filter(options.scenarios.begin(), options.scenarios.end());
 
     // What to bless, and what must be refused before anything is written.
@@ -301,7 +345,7 @@ int bless_run(const bless_options& options) {
         return exit_bad_input;
     }
     if (chosen.empty())
-        return fail("nothing to bless in " + options.run_dir + " with these filters");
+        return fail("nothing to bless in " + run.dir + " with these filters");
 
     // Group by target file: expected/<profile>/<scenario>.json.
     std::map<std::pair<std::string, std::string>, std::vector<const json*>> by_file;

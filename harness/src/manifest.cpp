@@ -129,8 +129,8 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
             const std::string path = "params." + key;
             if (!is_identifier(key))
                 return r.fail(path, "parameter names must match [a-z][a-z0-9_]*");
-            if (key == "samples" || key == "warmup")
-                return r.fail(path, "'samples' and 'warmup' are built in");
+            if (key == "samples" || key == "warmup" || key == "warmup_seconds")
+                return r.fail(path, "'samples', 'warmup' and 'warmup_seconds' are built in");
             if (!value.is_object() || !value.contains("default"))
                 return r.fail(path, "expected an object with a 'default'");
             const json& def = value["default"];

@@ -24,8 +24,10 @@ commands:
   compare RUN_A RUN_B [--json] [--timing-floor F]
                                  case by case, what changed from run A to run B (outcome, time,
                                  memory, numerics) and the verdict each change would get
-  bless RUN [--scenario S] [--case KEY] [--profile P] [--dry-run]
-                                 write a run's observations into expected/ (prints the diff)
+  bless RUN [RUN...] [--scenario S] [--case KEY] [--profile P] [--dry-run]
+                                 write a run's observations into expected/ (prints the diff);
+                                 with several runs of one machine, each case from the run
+                                 whose median time is the median of them
   help                           this text
   version                        the version
 
@@ -173,9 +175,7 @@ int main(int argc, char** argv) {
                 continue;
             }
             if (flag.rfind("--", 0) != 0) {
-                if (!b.run_dir.empty())
-                    return usage_error("bless takes one run folder ('" + b.run_dir + "' and '" + flag + "')");
-                b.run_dir = flag;
+                b.run_dirs.push_back(flag);
                 continue;
             }
             if (flag != "--scenario" && flag != "--case" && flag != "--profile" && flag != "--index" &&
@@ -195,8 +195,8 @@ int main(int argc, char** argv) {
             else
                 b.common.expected_dir = value;
         }
-        if (b.run_dir.empty())
-            return usage_error("bless needs a run folder: pitfall bless RUN");
+        if (b.run_dirs.empty())
+            return usage_error("bless needs a run folder: pitfall bless RUN [RUN...]");
         return bless_run(b);
     }
     if (command != "list" && command != "run")

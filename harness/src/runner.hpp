@@ -52,7 +52,10 @@ struct compare_options {
 
 struct bless_options {
     common_options common;
-    std::string run_dir;
+    /// One run, or several runs of the same cases on the same machine: each case is blessed
+    /// from the run whose median time is the median of them (a baseline from one unlucky
+    /// process would make every later run look fast, or slow).
+    std::vector<std::string> run_dirs;
     std::vector<std::string> scenarios; ///< empty: every scenario in the run
     std::vector<std::string> cases;     ///< named cases: only these, and crashed/timed-out ones allowed
     std::string profile;                ///< empty: the profile that judged each case

@@ -22,6 +22,7 @@ struct context::impl {
     json params; // resolved: every declared parameter with its value
     int samples = 9;
     int warmup = 1;
+    double warmup_seconds = 0.25;
     json measurements = json::object();
     json samples_recorded = json::object();
     json events = json::object();
@@ -39,6 +40,7 @@ context::context(std::string scenario, std::string variant, backend_kind backend
     m_impl->params = json::parse(params_json);
     m_impl->samples = m_impl->params.value("samples", 9);
     m_impl->warmup = m_impl->params.value("warmup", 1);
+    m_impl->warmup_seconds = m_impl->params.value("warmup_seconds", 0.25);
 }
 context::~context() = default;
 
@@ -47,6 +49,7 @@ const std::string& context::variant() const { return m_impl->variant; }
 backend_kind context::backend() const { return m_impl->backend; }
 int context::sample_count() const { return m_impl->samples; }
 int context::warmup_count() const { return m_impl->warmup; }
+double context::warmup_seconds() const { return m_impl->warmup_seconds; }
 
 namespace {
 status bad_parameter(const std::string& name, const std::string& what) {
@@ -211,7 +214,8 @@ void print_list(const manifest& m) {
     }
     std::cout << "\nparameters (--param key=value):\n"
               << "  samples = 9   timed repetitions (odd)\n"
-              << "  warmup = 1    untimed repetitions first\n";
+              << "  warmup = 1    untimed repetitions first\n"
+              << "  warmup_seconds = 0.25   and at least this long warming up\n";
     for (const auto& p : m.params)
         std::cout << "  " << p.name << " = " << p.default_value.dump() << "   " << p.doc << '\n';
 }
@@ -309,6 +313,7 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
     json params = json::object();
     params["samples"] = 9;
     params["warmup"] = 1;
+    params["warmup_seconds"] = 0.25;
     for (const auto& p : m.params)
         params[p.name] = p.default_value;
     for (const auto& [key, text] : raw_params) {
@@ -322,6 +327,15 @@ int scenario_main(int argc, char** argv, const char* manifest_json, case_entry c
             if (key == "warmup" && n < 0)
                 return usage_error("--param warmup: must be >= 0");
             params[key] = n;
+            continue;
+        }
+        if (key == "warmup_seconds") {
+            auto v = typed_value(param_spec{key, json(0.25), ""}, text);
+            if (!v.is_ok())
+                return usage_error(v.error().message());
+            if (!(v.value().get<double>() >= 0))
+                return usage_error("--param warmup_seconds: must be >= 0");
+            params[key] = v.value();
             continue;
         }
         const param_spec* spec = m.find_param(key);

@@ -408,6 +408,44 @@ class Schema(FixtureTest):
             self.assertIn(f"field '{field}'", p.stderr)
 
 
+class BrokenBaseline(unittest.TestCase):
+    """A baseline broken on purpose, in a temporary copy of expected/, turns the case's own
+    CTest test red; the intact copy keeps it green. Run by CTest with PITFALL_CTEST and
+    PITFALL_BUILD_DIR set."""
+
+    CASE = "pitfall.cpu.float64_inputs.reproduce"
+
+    def ctest(self, expected):
+        env = dict(os.environ, PITFALL_EXPECTED=expected)
+        return subprocess.run([os.environ["PITFALL_CTEST"], "--test-dir", os.environ["PITFALL_BUILD_DIR"],
+                               "-R", "^" + self.CASE.replace(".", r"\.") + "$", "--output-on-failure"],
+                              capture_output=True, text=True, env=env, timeout=280)
+
+    def test_breaking_a_baseline_turns_the_test_red(self):
+        self.assertTrue(os.environ.get("PITFALL_CTEST") and os.environ.get("PITFALL_BUILD_DIR"), "run through CTest")
+        tmp = tempfile.mkdtemp(prefix="pitfall-broken-")
+        try:
+            expected = os.path.join(tmp, "expected")
+            shutil.copytree(os.environ["PITFALL_REAL_EXPECTED"], expected)
+            ok = self.ctest(expected)
+            self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+            self.assertIn("100% tests passed, 0 tests failed out of 1", ok.stdout)
+            path = os.path.join(expected, "host", "float64_inputs.json")
+            with open(path) as f:
+                doc = json.load(f)
+            # The case trains in float64 and succeeds; the broken baseline says it runs out of memory.
+            doc["cases"]["cpu.reproduce"]["outcome"] = {"status": "error", "library": "host",
+                                                        "error": "std::bad_alloc", "stage": "alloc"}
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            red = self.ctest(expected)
+            self.assertNotEqual(red.returncode, 0, red.stdout)
+            self.assertIn("0% tests passed, 1 tests failed out of 1", red.stdout)
+            self.assertIn("FAIL              behaviour changed: expected std::bad_alloc", red.stdout)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class Interruption(FixtureTest):
     baseline = {"cpu.ok": {"outcome": {"status": "ok"}}}
 

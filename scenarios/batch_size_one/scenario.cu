@@ -351,11 +351,10 @@ pitfall::status_or<std::vector<double>> time_repeated(int warmup, int repetition
 template <class Backend, class FitFn, class BaseFn>
 pitfall::status_or<std::pair<std::vector<double>, std::vector<double>>>
 time_interleaved(const pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
-    for (int i = 0; i < ctx.warmup_count(); ++i) {
+    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, [&]() -> pitfall::status {
         PITFALL_TRY(fit());
-        PITFALL_TRY(base());
-        PITFALL_TRY(Backend::synchronize());
-    }
+        return base();
+    }));
     std::pair<std::vector<double>, std::vector<double>> out;
     typename Backend::timer clock;
     for (int i = 0; i < ctx.sample_count(); ++i) {

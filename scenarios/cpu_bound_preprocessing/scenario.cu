@@ -802,9 +802,11 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
     PITFALL_TRY(pipeline.prepare(cfg));
     kernel_clock<Backend> clock;
 
-    // Timed epochs: warmup first (untimed), then `samples` epochs over all rows.
-    for (int i = 0; i < ctx.warmup_count(); ++i)
+    // Timed epochs: the SDK's warm-up first (untimed, count and time), then `samples` epochs.
+    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, [&]() -> status {
         PITFALL_TRY(pipeline.epoch(cfg, data, cfg.rows, model, clock));
+        return status::ok();
+    }));
     std::vector<double> wall, idle, kernel, prep, wait, overlap;
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_ASSIGN_OR_RETURN(const epoch_stats st,

@@ -22,6 +22,7 @@
 #include "pitfall/process.hpp"
 #include "pitfall/status.hpp"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,9 +49,12 @@ public:
     status_or<double> param_double(const std::string& name) const;
     status_or<std::string> param_string(const std::string& name) const;
 
-    /// Timed repetitions (built-in parameters `samples`, odd and >= 1, default 9; `warmup`).
+    /// Timed repetitions (built-in parameters `samples`, odd and >= 1, default 9; `warmup`,
+    /// untimed repetitions first, default 1; `warmup_seconds`, at least that long warming up,
+    /// default 0.25).
     int sample_count() const;
     int warmup_count() const;
+    double warmup_seconds() const;
 
     /// A single measured number ("final_loss", "samples_per_second").
     void record(const std::string& name, double value, const std::string& unit = "");
@@ -77,13 +81,24 @@ private:
     std::unique_ptr<impl> m_impl;
 };
 
-/// Warm-up then `ctx.sample_count()` timed calls of `fn` (returns status); seconds per call.
-/// CPU: steady clock around synchronous work. CUDA: events around the work on the stream.
-template <class Backend, class Fn> status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
-    for (int i = 0; i < ctx.warmup_count(); ++i) {
+/// Untimed calls of `fn` until both `warmup` calls and `warmup_seconds` have passed. Time, not
+/// a count: a fresh process runs its first ~0.1 s up to 30% slower on shared machines (clock
+/// ramp, page faults, memory placement), and a median taken in that phase moves a whole run.
+template <class Backend, class Fn> status warm_up(const context& ctx, Fn&& fn) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto enough = std::chrono::duration<double>(ctx.warmup_seconds());
+    for (int i = 0; i < ctx.warmup_count() || std::chrono::steady_clock::now() - start < enough; ++i) {
         PITFALL_TRY(fn());
         PITFALL_TRY(Backend::synchronize());
     }
+    return status::ok();
+}
+
+/// Warm-up (warm_up) then `ctx.sample_count()` timed calls of `fn` (returns status); seconds
+/// per call. CPU: steady clock around synchronous work. CUDA: events around the work on the
+/// stream.
+template <class Backend, class Fn> status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
+    PITFALL_TRY(warm_up<Backend>(ctx, fn));
     std::vector<double> seconds;
     seconds.reserve(static_cast<std::size_t>(ctx.sample_count()));
     typename Backend::timer clock;
