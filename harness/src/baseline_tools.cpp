@@ -176,7 +176,8 @@ int compare_runs(const compare_options& options) {
         const json sb = o.result.is_object() ? o.result.value("samples", json::object()) : json::object();
         json medians = json::object();
         for (const auto& [name, series] : sa.items())
-            if (sb.contains(name) && series.contains("values") && sb[name].contains("values") &&
+            if (series.value("unit", "s") == "s" && sb.contains(name) && series.contains("values") &&
+                sb[name].contains("values") &&
                 !series["values"].empty() && !sb[name]["values"].empty())
                 medians[name] = {{"a", median_of(series["values"])}, {"b", median_of(sb[name]["values"])}};
         row["medians"] = medians;
@@ -216,7 +217,7 @@ int compare_runs(const compare_options& options) {
     for (const auto& r : rows)
         width = std::max(width, r["case"].get<std::string>().size() + 2);
     std::cout << '\n' << std::left << std::setw(static_cast<int>(width)) << "CASE" << std::setw(34) << "OUTCOME A -> B"
-              << std::setw(26) << "MEDIAN TIME A -> B" << std::setw(17) << "VERDICT" << "DETAIL\n";
+              << std::setw(30) << "MEDIAN TIME A -> B" << std::setw(17) << "VERDICT" << "DETAIL\n";
     for (const auto& r : rows) {
         std::string outcome = "-", time = "-";
         if (r.contains("outcome")) {
@@ -224,7 +225,7 @@ int compare_runs(const compare_options& options) {
             outcome = oa == ob ? oa + " (same)" : oa + " -> " + ob;
         }
         if (r.contains("medians") && !r["medians"].empty()) {
-            const auto& [name, m] = *r["medians"].items().begin();
+            const json& m = r["medians"].begin().value();
             const double ma = m["a"].get<double>(), mb = m["b"].get<double>();
             time = fixed(ma * 1e3, 2) + " -> " + fixed(mb * 1e3, 2) + " ms";
             if (ma > 0)
@@ -236,7 +237,7 @@ int compare_runs(const compare_options& options) {
         if (outcome.size() > 32)
             outcome = outcome.substr(0, 29) + "...";
         std::cout << std::left << std::setw(static_cast<int>(width)) << r["case"].get<std::string>() << std::setw(34)
-                  << outcome << std::setw(26) << time << std::setw(17) << r["verdict"].get<std::string>() << reason
+                  << outcome << std::setw(30) << time << std::setw(17) << r["verdict"].get<std::string>() << reason
                   << '\n';
     }
     std::cout << '\n';
