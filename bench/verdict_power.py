@@ -11,14 +11,14 @@ each fault PITFALL_INJECT can plant:
   outcome     the case ends with cudaErrorLaunchFailure: caught when FAIL
   memory      the tracked device peak 10% higher: caught when MEM_REGRESSION
 
-As in any run, the harness measures a case that comes out AMBIGUOUS once more, and a
-PERF_REGRESSION must reproduce in a second process before it stands.
+As in any run, a case whose timing comes out AMBIGUOUS or PERF_REGRESSION is measured in up to
+two more processes, and the least disturbed one (lowest median) is judged.
 Then the same null/slowdown pair for other sample counts: how detection power and false alarms
 trade against run time. Prints a table; `--check` exits 1 unless the targets hold: slowdown caught >= 95%, false
 alarms <= 5% (both adjustable), outcome and memory caught every time.
 
     bench/verdict_power.py                          # 20 trials, samples 9, sweep 9,15,25
-    bench/verdict_power.py --trials 3 --sweep '' --check --min-caught 0.66 --max-false-alarms 0.34
+    bench/verdict_power.py --trials 3 --sweep '' --slowdown 1.5 --check --min-caught 0.66 --max-false-alarms 0.34
                                                     # what CI runs (pitfall.verdicts.power_quick)
 
 Exit: 0 done (and, with --check, targets met); 1 a target missed; 2 bad usage or a run that
@@ -110,7 +110,7 @@ def trial(pipe, samples, kinds):
         started = time.monotonic()
         r = pipe.run(samples, injections[kind])
         shutil.rmtree(r["_dir"], ignore_errors=True)
-        verdicts[kind] = (r["verdict"], bool(r.get("first_attempt")),
+        verdicts[kind] = (r["verdict"], len(r.get("attempts") or []) > 1,
                           time.monotonic() - started, r.get("reason", ""))
         if pipe.args.verbose:
             series = (r.get("result") or {}).get("samples", {})

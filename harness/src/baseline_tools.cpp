@@ -154,7 +154,13 @@ int compare_runs(const compare_options& options) {
         const json previous = ra.value("baseline", json::object()).value("entry", json());
         json entry = entry_from_record(ra, previous.is_object() ? previous : json(), a.fingerprint_summary(),
                                        a.fingerprint_id(), today_utc());
-        entry.erase("ran_on"); // where it ran is the baseline's business; compare is about change
+        // Where A ran is part of what B must match ("cpu" for a reproduced silent fallback).
+        const json& result_a = ra.value("result", json());
+        const std::string ran_on_a = result_a.is_object() ? result_a.value("ran_on", "") : "";
+        if (const auto colon = ran_on_a.find_first_of(":"); colon != std::string::npos)
+            entry["ran_on"] = ran_on_a.substr(0, colon);
+        else
+            entry.erase("ran_on");
         observation o;
         o.outcome = rb.value("observed", json::object());
         o.result = rb.value("result", json());
@@ -281,7 +287,9 @@ int bless_run(const bless_options& options) {
                         runs.back().fingerprint_id() + " vs " + runs.front().fingerprint_id() +
                         "): bless them separately");
     }
-    // One run stands for all: each case's record is the median one across the runs.
+    // One run stands for all: each case's record is the one with the lowest median time. On a
+    // shared machine interference only ever adds time, so the fastest of several runs is the
+    // least disturbed one, not a lucky one.
     loaded_run run = runs.back();
     run.dir = options.run_dirs.size() == 1 ? options.run_dirs[0]
                                            : options.run_dirs[0] + " (+" + std::to_string(runs.size() - 1) + " more)";
@@ -297,7 +305,7 @@ int bless_run(const bless_options& options) {
         if (timed.size() == seen.size() && timed.size() > 1) {
             std::sort(timed.begin(), timed.end(),
                       [](const auto& x, const auto& y) { return x.first < y.first; });
-            run.cases[key] = *timed[(timed.size() - 1) / 2].second;
+            run.cases[key] = *timed.front().second;
         }
         for (const json* rec : seen) { // an injected or crashed run among them taints the choice
             const std::string v = rec->value("verdict", "");

@@ -27,7 +27,7 @@ commands:
   bless RUN [RUN...] [--scenario S] [--case KEY] [--profile P] [--dry-run]
                                  write a run's observations into expected/ (prints the diff);
                                  with several runs of one machine, each case from the run
-                                 whose median time is the median of them
+                                 with the lowest median time (the least disturbed)
   help                           this text
   version                        the version
 
@@ -65,8 +65,8 @@ A run folder holds results.jsonl (one judged case a line, written as each finish
 summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log.
 
 verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH, TIMEOUT (these
-fail the run), AMBIGUOUS (a timing neither clearly the same nor clearly slower, measured again
-once: a warning), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
+fail the run; a timing verdict is taken on the fastest of up to three processes), AMBIGUOUS (a
+timing neither clearly the same nor clearly slower: a warning), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
 
 environment:
   PITFALL_INJECT     fault injection for testing the verdicts: kind:case:argument, comma-

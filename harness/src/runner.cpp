@@ -20,6 +20,7 @@
 #include <iterator>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -240,6 +241,18 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, jso
         }
     }
     return out;
+}
+
+// The median of a result's first series in seconds (by name); NaN when it timed nothing.
+double first_time_median(const json& result) {
+    if (!result.is_object())
+        return std::nan("");
+    const json samples = result.value("samples", json::object());
+    for (const auto& [name, series] : samples.items())
+        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
+            !series["values"].empty())
+            return median(series["values"].get<std::vector<double>>());
+    return std::nan("");
 }
 
 std::string child_cuda_visible_devices() {
@@ -516,39 +529,69 @@ int run_cases(const run_options& requested) {
             choice.entry_for(c.scenario->description.name, c.backend + "." + c.variant->name);
         const json* expected = entry != nullptr ? entry : &no_entry;
         verdict v = judge(o, *expected, c.backend, judging);
-        json first_attempt;
+        json attempts = json::array();
         if (v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression) {
-            // A second process, before any timing verdict stands: separate processes on a shared
-            // machine differ by more than one process's samples show (one run in ten comes out
-            // 20-30% slower as a whole with nothing changed). AMBIGUOUS is measured again; a
-            // PERF_REGRESSION must reproduce in the second process to fail the run.
-            const bool confirming = v.kind == verdict_kind::perf_regression;
-            first_attempt = {{"verdict", to_string(v.kind)}, {"reason", v.reason}, {"timings", v.timings},
-                             {"wall_seconds", p.wall_seconds}};
-            std::cout << (confirming ? " PERF_REGRESSION? confirming..." : " AMBIGUOUS, measuring again...")
-                      << std::flush;
-            ::unlink(result_path.c_str());
-            const process_outcome again = run_process(req);
-            if (again.interrupted) {
+            // Up to two more processes before a timing verdict stands. Separate processes on a
+            // shared machine differ by more than one process's samples show, and interference
+            // only ever adds time: like the baseline (the fastest of the runs blessed), the
+            // candidate is the least disturbed of its processes, the one with the lowest median.
+            // Its verdict stands: a PERF_REGRESSION fails the run only when even that process is
+            // slower beyond tolerance; AMBIGUOUS warns.
+            struct attempt {
+                process_outcome p;
+                observation o;
+                verdict v;
+                std::string log_text;
+            };
+            std::vector<attempt> tried{{p, o, v, log_text}};
+            while (tried.size() < 3 && (tried.back().v.kind == verdict_kind::ambiguous ||
+                                        tried.back().v.kind == verdict_kind::perf_regression)) {
+                std::cout << ' ' << to_string(tried.back().v.kind) << "? measuring again..." << std::flush;
+                ::unlink(result_path.c_str());
+                attempt next;
+                next.p = run_process(req);
+                if (next.p.interrupted)
+                    break;
+                next.log_text = read_tail(log_path, 16 * 1024);
+                next.o = observe(c, next.p, result_path, next.log_text, req.timeout_seconds);
+                next.o.peak_rss_bytes = static_cast<double>(next.p.peak_rss_bytes);
+                next.v = judge(next.o, *expected, c.backend, judging);
+                tried.push_back(std::move(next));
+            }
+            if (interrupt_requested != 0 && tried.size() < 3 &&
+                (tried.back().v.kind == verdict_kind::ambiguous || tried.back().v.kind == verdict_kind::perf_regression)) {
                 log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
                 std::cout << " INTERRUPTED\n";
                 interrupted = true;
                 break;
             }
-            p = again;
-            log_text = read_tail(log_path, 16 * 1024);
-            o = observe(c, p, result_path, log_text, req.timeout_seconds);
-            o.peak_rss_bytes = static_cast<double>(p.peak_rss_bytes);
-            v = judge(o, *expected, c.backend, judging);
-            if (confirming && v.kind == verdict_kind::perf_regression)
-                v.reason = "confirmed in a second process: " + v.reason;
-            else if (confirming && !is_failing(v.kind))
-                v = {verdict_kind::ambiguous,
-                     "slower in one process, not in a second (a warning, not a failure): first " +
-                         first_attempt["reason"].get<std::string>() + "; then " + v.reason,
-                     v.timings};
-            else if (v.kind == verdict_kind::ambiguous)
-                v.reason = "measured twice, still ambiguous (a warning, not a failure): " + v.reason;
+            std::size_t best = 0;
+            double best_median = std::numeric_limits<double>::infinity();
+            for (std::size_t i = 0; i < tried.size(); ++i) {
+                const double m = first_time_median(tried[i].o.result);
+                attempts.push_back({{"verdict", to_string(tried[i].v.kind)},
+                                    {"reason", tried[i].v.reason},
+                                    {"median_seconds", std::isfinite(m) ? json(m) : json(nullptr)},
+                                    {"wall_seconds", tried[i].p.wall_seconds}});
+                // An attempt that failed otherwise (a crash, another outcome) is the verdict.
+                if (is_failing(tried[i].v.kind) && tried[i].v.kind != verdict_kind::perf_regression) {
+                    best = i;
+                    break;
+                }
+                if (m < best_median) {
+                    best_median = m;
+                    best = i;
+                }
+            }
+            p = tried[best].p;
+            o = tried[best].o;
+            v = tried[best].v;
+            log_text = tried[best].log_text;
+            v.reason = "least disturbed of " + std::to_string(tried.size()) + " processes: " + v.reason;
+            if (v.kind == verdict_kind::ambiguous)
+                v.reason += " (a warning, not a failure)";
+            if (o.result.is_object()) // the kept result is the one judged
+                (void)write_file_atomically(result_path, o.result.dump(2) + "\n");
         }
         json process = {{"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
                         {"signal", p.signal ? json(signal_name(*p.signal)) : json(nullptr)},
@@ -570,7 +613,7 @@ int run_cases(const run_options& requested) {
                        {"process", process},
                        {"result", o.result},
                        {"timings", v.timings},
-                       {"first_attempt", first_attempt},
+                       {"attempts", attempts},
                        {"baseline", {{"profile", judged_by != nullptr ? json(judged_by->name) : json(nullptr)},
                                      {"entry", *expected}}},
                        {"log", "logs/" + key + ".log"},

@@ -53,8 +53,9 @@ struct compare_options {
 struct bless_options {
     common_options common;
     /// One run, or several runs of the same cases on the same machine: each case is blessed
-    /// from the run whose median time is the median of them (a baseline from one unlucky
-    /// process would make every later run look fast, or slow).
+    /// from the run with the lowest median time (interference only adds time, so that is the
+    /// least disturbed run; a baseline from one unlucky process would make every later run
+    /// look fast).
     std::vector<std::string> run_dirs;
     std::vector<std::string> scenarios; ///< empty: every scenario in the run
     std::vector<std::string> cases;     ///< named cases: only these, and crashed/timed-out ones allowed
