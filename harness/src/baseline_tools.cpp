@@ -62,15 +62,6 @@ status_or<loaded_run> load_run(const std::string& dir) {
     return run;
 }
 
-std::string today_utc() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    std::ostringstream out;
-    out << std::put_time(&tm, "%Y-%m-%d");
-    return out.str();
-}
-
 std::string outcome_words(const json& o) {
     const std::string st = o.value("status", "?");
     if (st == "error")
@@ -88,14 +79,7 @@ std::string fixed(double x, int digits) {
     return out.str();
 }
 
-double median_of(const json& values) {
-    std::vector<double> v = values.get<std::vector<double>>();
-    if (v.empty())
-        return std::nan("");
-    std::sort(v.begin(), v.end());
-    const std::size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
+double median_of(const json& values) { return median(values.get<std::vector<double>>()); }
 
 std::string find_in_path(const std::string& program) {
     const char* path = std::getenv("PATH");
@@ -153,7 +137,7 @@ int compare_runs(const compare_options& options) {
         // bounds (measurements) carried over from the entry that judged A.
         const json previous = ra.value("baseline", json::object()).value("entry", json());
         json entry = entry_from_record(ra, previous.is_object() ? previous : json(), a.fingerprint_summary(),
-                                       a.fingerprint_id(), today_utc());
+                                       a.fingerprint_id(), utc_now("%Y-%m-%d"));
         // Where A ran is part of what B must match ("cpu" for a reproduced silent fallback).
         const json& result_a = ra.value("result", json());
         const std::string ran_on_a = result_a.is_object() ? result_a.value("ran_on", "") : "";
@@ -256,19 +240,6 @@ int compare_runs(const compare_options& options) {
     return code;
 }
 
-// The median of a record's first series of times (by name); NaN when it timed nothing.
-double record_median(const json& record) {
-    const json& result = record.value("result", json());
-    if (!result.is_object())
-        return std::nan("");
-    const json samples = result.value("samples", json::object());
-    for (const auto& [name, series] : samples.items())
-        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
-            !series["values"].empty())
-            return median_of(series["values"]);
-    return std::nan("");
-}
-
 int bless_run(const bless_options& options) {
     auto fail = [](const std::string& what) {
         std::cerr << "pitfall: error: " << what << '\n';
@@ -300,7 +271,7 @@ int bless_run(const bless_options& options) {
                 seen.push_back(&it->second);
         std::vector<std::pair<double, const json*>> timed;
         for (const json* rec : seen)
-            if (const double m = record_median(*rec); std::isfinite(m))
+            if (const double m = first_time_median(rec->value("result", json())); std::isfinite(m))
                 timed.emplace_back(m, rec);
         if (timed.size() == seen.size() && timed.size() > 1) {
             std::sort(timed.begin(), timed.end(),
@@ -372,7 +343,7 @@ int bless_run(const bless_options& options) {
         by_file[{target, r->value("scenario", "")}].push_back(r);
     }
 
-    const std::string date = today_utc();
+    const std::string date = utc_now("%Y-%m-%d");
     struct pending {
         std::string path, text;
     };

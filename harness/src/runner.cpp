@@ -30,6 +30,34 @@ namespace pitfall::runner {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+std::string utc_now(const char* format) {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::ostringstream out;
+    out << std::put_time(&tm, format);
+    return out.str();
+}
+
+double median(std::vector<double> v) {
+    if (v.empty())
+        return std::nan("");
+    std::sort(v.begin(), v.end());
+    const std::size_t mid = v.size() / 2;
+    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+double first_time_median(const json& result) {
+    if (!result.is_object())
+        return std::nan("");
+    const json samples = result.value("samples", json::object());
+    for (const auto& [name, series] : samples.items())
+        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
+            !series["values"].empty())
+            return median(series["values"].get<std::vector<double>>());
+    return std::nan("");
+}
+
 namespace {
 
 int report_error(const status& s) {
@@ -37,23 +65,9 @@ int report_error(const status& s) {
     return exit_bad_input;
 }
 
-std::string now_iso8601() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    std::ostringstream out;
-    out << std::put_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
-    return out.str();
-}
+std::string now_iso8601() { return utc_now("%Y-%m-%dT%H:%M:%SZ"); }
 
-std::string timestamp_folder() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    std::ostringstream out;
-    out << std::put_time(&tm, "%Y%m%d-%H%M%S");
-    return out.str();
-}
+std::string timestamp_folder() { return utc_now("%Y%m%d-%H%M%S"); }
 
 std::string format_duration(double seconds) {
     const long s = std::lround(seconds);
@@ -184,13 +198,6 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     return o;
 }
 
-double median(std::vector<double> v) {
-    if (v.empty())
-        return std::nan("");
-    std::sort(v.begin(), v.end());
-    const std::size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
 
 // Ratios between variants declared in scenario.json, from the medians measured in this run.
 // A ratio the chosen profiles bound ("ratios" in expected/<profile>/<scenario>.json) is judged:
@@ -243,17 +250,6 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, jso
     return out;
 }
 
-// The median of a result's first series in seconds (by name); NaN when it timed nothing.
-double first_time_median(const json& result) {
-    if (!result.is_object())
-        return std::nan("");
-    const json samples = result.value("samples", json::object());
-    for (const auto& [name, series] : samples.items())
-        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
-            !series["values"].empty())
-            return median(series["values"].get<std::vector<double>>());
-    return std::nan("");
-}
 
 std::string child_cuda_visible_devices() {
     // Under `ctest --resource-spec-file`, the GPU a test was given: pin the case to it.

@@ -70,6 +70,14 @@ int compare_runs(const compare_options& options);
 /// `pitfall bless RUN`: exit 0 written (or nothing to write), 2 refused or bad input.
 int bless_run(const bless_options& options);
 
+/// The current UTC time with a strftime format ("%Y-%m-%d").
+std::string utc_now(const char* format);
+/// The median of `v`; NaN when empty.
+double median(std::vector<double> v);
+/// The median of a result document's first series in seconds (by name): the figure the
+/// least-disturbed choices compare; NaN when the case timed nothing.
+double first_time_median(const nlohmann::json& result);
+
 /// The records of a run's results.jsonl; an unreadable last line (a kill mid-write) is
 /// skipped, any other malformed line is bad input naming the line.
 status_or<std::vector<nlohmann::json>> read_results(const std::string& path);
