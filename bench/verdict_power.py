@@ -3,7 +3,7 @@
 
 Each trial runs one real CPU case through the real pipeline: `pitfall run` three times (the
 reference), `pitfall bless` of those runs into a scratch expected/ folder (each case from the
-median run), then `pitfall run` again judged against that baseline, once unchanged and once for
+fastest run), then `pitfall run` again judged against that baseline, once unchanged and once for
 each fault PITFALL_INJECT can plant:
 
   null        nothing changed: any failing verdict is a false alarm
@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--sweep", default="9,15,25", help="sample counts for the power/time table ('' skips it)")
     ap.add_argument("--slowdown", type=float, default=1.2)
     ap.add_argument("--reference-runs", type=int, default=3,
-                    help="runs blessed together as each trial's baseline (bless takes the median one)")
+                    help="runs blessed together as each trial's baseline (bless keeps the fastest, the least disturbed)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets hold")
     ap.add_argument("--min-caught", type=float, default=0.95,
                     help="--check: the fraction of slowdowns that must be caught (default %(default)s)")
