@@ -351,10 +351,11 @@ pitfall::status_or<std::vector<double>> time_repeated(int warmup, int repetition
 template <class Backend, class FitFn, class BaseFn>
 pitfall::status_or<std::pair<std::vector<double>, std::vector<double>>>
 time_interleaved(const pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
-    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, [&]() -> pitfall::status {
+    auto both = [&]() -> pitfall::status {
         PITFALL_TRY(fit());
         return base();
-    }));
+    };
+    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, both));
     std::pair<std::vector<double>, std::vector<double>> out;
     typename Backend::timer clock;
     for (int i = 0; i < ctx.sample_count(); ++i) {

@@ -803,10 +803,11 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
     kernel_clock<Backend> clock;
 
     // Timed epochs: the SDK's warm-up first (untimed, count and time), then `samples` epochs.
-    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, [&]() -> status {
+    auto untimed_epoch = [&]() -> status {
         PITFALL_TRY(pipeline.epoch(cfg, data, cfg.rows, model, clock));
         return status::ok();
-    }));
+    };
+    PITFALL_TRY(pitfall::warm_up<Backend>(ctx, untimed_epoch));
     std::vector<double> wall, idle, kernel, prep, wait, overlap;
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_ASSIGN_OR_RETURN(const epoch_stats st,
