@@ -18,7 +18,8 @@ trade against run time. Prints a table; `--check` exits 1 unless the targets hol
 alarms <= 5% (both adjustable), outcome and memory caught every time.
 
     bench/verdict_power.py                          # 20 trials, samples 9, sweep 9,15,25
-    bench/verdict_power.py --trials 3 --sweep '' --slowdown 1.5 --check --min-caught 0.66 --max-false-alarms 0.34
+    bench/verdict_power.py --trials 3 --sweep '' --slowdown 1.5 --timing-floor 0.25 --check \
+        --min-caught 0.66 --max-false-alarms 0.34
                                                     # what CI runs (pitfall.verdicts.power_quick)
 
 Exit: 0 done (and, with --check, targets met); 1 a target missed; 2 bad usage or a run that
@@ -69,7 +70,8 @@ class Pipeline:
         env.pop("PITFALL_INJECT", None)
         if inject:
             env["PITFALL_INJECT"] = inject
-        self.pitfall("run", *self.filters, "--samples", str(samples), "--out", out, env=env)
+        self.pitfall("run", *self.filters, "--samples", str(samples), "--timing-floor", str(self.args.timing_floor),
+                     "--out", out, env=env)
         with open(os.path.join(out, "results.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         case = [r for r in records if r.get("record") == "case"][-1]
@@ -134,6 +136,8 @@ def main():
     ap.add_argument("--samples", type=int, default=9, help="samples a side for the main table (odd, >= 9)")
     ap.add_argument("--sweep", default="9,15,25", help="sample counts for the power/time table ('' skips it)")
     ap.add_argument("--slowdown", type=float, default=1.2)
+    ap.add_argument("--timing-floor", type=float, default=0.10,
+                    help="pitfall run --timing-floor: the smallest slowdown that can fail (default %(default)s)")
     ap.add_argument("--reference-runs", type=int, default=3,
                     help="runs blessed together as each trial's baseline (bless keeps the fastest, the least disturbed)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets hold")
@@ -149,6 +153,8 @@ def main():
             fail(f"{flag} {path}: not found (build first: cmake --preset default && cmake --build --preset default)")
     if args.trials < 1:
         fail("--trials must be >= 1")
+    if not 0 <= args.timing_floor < 1:
+        fail("--timing-floor must be in [0, 1)")
     if args.reference_runs < 1:
         fail("--reference-runs must be >= 1")
     if args.samples < 9 or args.samples % 2 == 0:
@@ -186,7 +192,8 @@ def main():
 
         n = args.trials
         print(f"\nverdict power on {args.case}, {n} trials, {args.samples} samples a side, "
-              f"slowdown x{args.slowdown}, baseline blessed from {args.reference_runs} runs\n")
+              f"slowdown x{args.slowdown}, timing floor {args.timing_floor:.0%}, "
+              f"baseline blessed from {args.reference_runs} runs\n")
         print(f"{'change':10s} {'target':28s} {'result':>9s}  {'remeasured':>10s}  verdicts")
         alarms_pct, caught_pct = round(args.max_false_alarms * 100), round(args.min_caught * 100)
         rows = [("null", f"false alarms <= {alarms_pct}%", tallies["null"]["failing"],
