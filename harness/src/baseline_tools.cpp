@@ -230,13 +230,7 @@ int compare_runs(const compare_options& options) {
                   << outcome << std::setw(30) << time << std::setw(17) << r["verdict"].get<std::string>() << reason
                   << '\n';
     }
-    std::cout << '\n';
-    bool first = true;
-    for (const auto& [name, n] : counts) {
-        std::cout << (first ? "" : ", ") << n << ' ' << name;
-        first = false;
-    }
-    std::cout << '\n';
+    std::cout << '\n' << counts_line(counts) << '\n';
     return code;
 }
 

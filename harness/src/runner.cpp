@@ -30,6 +30,13 @@ namespace pitfall::runner {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+std::string counts_line(const std::map<std::string, int>& counts) {
+    std::string line;
+    for (const auto& [name, n] : counts)
+        line += (line.empty() ? "" : ", ") + std::to_string(n) + ' ' + name;
+    return line;
+}
+
 std::string utc_now(const char* format) {
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
@@ -688,13 +695,7 @@ int run_cases(const run_options& requested) {
                   << (r.contains("verdict") ? "  " + r["verdict"].get<std::string>() + " (bound " + r["bound"].dump() + ")"
                                             : std::string())
                   << '\n';
-    std::cout << '\n';
-    bool first = true;
-    for (const auto& [name, n] : counts) {
-        std::cout << (first ? "" : ", ") << n << ' ' << name;
-        first = false;
-    }
-    std::cout << (interrupted ? "  (interrupted: --resume " + dir + " completes it)" : std::string()) << '\n'
+    std::cout << '\n' << counts_line(counts) << (interrupted ? "  (interrupted: --resume " + dir + " completes it)" : std::string()) << '\n'
               << "results: " << results_path << "\nsummary: " << dir << "/summary.json\n";
     return code;
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ int compare_runs(const compare_options& options);
 /// `pitfall bless RUN`: exit 0 written (or nothing to write), 2 refused or bad input.
 int bless_run(const bless_options& options);
 
+/// "2 AMBIGUOUS, 45 PASS": verdict counts, for the last line of run and compare.
+std::string counts_line(const std::map<std::string, int>& counts);
 /// The current UTC time with a strftime format ("%Y-%m-%d").
 std::string utc_now(const char* format);
 /// The median of `v`; NaN when empty.

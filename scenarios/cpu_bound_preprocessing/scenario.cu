@@ -236,25 +236,6 @@ struct lane {
 #endif
 };
 
-#if PITFALL_HAS_CUDA
-template <class F> __global__ void stream_for_each_kernel(std::size_t n, F f) {
-    // The SDK's grid-stride loop, on a chosen stream.
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
-        f(i);
-}
-
-template <class F> status launch_on_stream(cudaStream_t stream, std::size_t n, F f) {
-    if (n == 0)
-        return status::ok();
-    constexpr unsigned block = 256;
-    const std::size_t wanted = (n + block - 1) / block;
-    const unsigned grid = static_cast<unsigned>(wanted < 65535u ? wanted : 65535u);
-    stream_for_each_kernel<<<grid, block, 0, stream>>>(n, f);
-    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGetLastError());
-    return status::ok();
-}
-#endif
 
 template <class Backend, class F> status elementwise(const lane& where, std::size_t n, F f) {
     if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
@@ -262,7 +243,7 @@ template <class Backend, class F> status elementwise(const lane& where, std::siz
         return Backend::for_each(n, f);
     } else {
 #if PITFALL_HAS_CUDA
-        return launch_on_stream(where.stream, n, f);
+        return Backend::for_each(where.stream, n, f);
 #endif
     }
 }

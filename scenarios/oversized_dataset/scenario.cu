@@ -807,23 +807,6 @@ status stream_on_cpu(device_memory<pitfall::cpu_backend>& memory, const dataset_
 // The GPU pipeline: pinned staging (cudaHostAlloc: the only memory cudaMemcpyAsync copies
 // without a hidden synchronous bounce), two non-blocking streams, one event per slot.
 // ---------------------------------------------------------------------------------------------
-template <class F> __global__ void stream_kernel(std::size_t n, F f) {
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
-        f(i);
-}
-
-/// for_each on a given stream (the SDK's for_each uses the legacy default stream, which would
-/// serialise the two slots).
-template <class F> status launch_on(cudaStream_t stream, std::size_t n, F f) {
-    constexpr unsigned block = 256;
-    const std::size_t wanted = (n + block - 1) / block;
-    const unsigned grid = static_cast<unsigned>(wanted < 65535u ? wanted : 65535u);
-    stream_kernel<<<grid, block, 0, stream>>>(n, f);
-    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGetLastError());
-    return status::ok();
-}
-
 /// The CUDA objects of the pipeline, released on every path.
 struct stream_resources {
     void* pinned[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}}; // [slot][x, y]
@@ -915,7 +898,7 @@ status stream_on_gpu(pitfall::context& ctx, device_memory<pitfall::cuda_backend>
                          cudaMemcpyAsync(d_y[s].data(), res.pinned[s][1], rows * sizeof(float),
                                          cudaMemcpyHostToDevice, res.streams[s]));
         const std::size_t groups = (rows + rows_per_group - 1) / rows_per_group;
-        PITFALL_TRY(launch_on(res.streams[s], (features + 1) * groups,
+        PITFALL_TRY(pitfall::cuda_backend::for_each(res.streams[s], (features + 1) * groups,
                               column_sums{d_x[s].data(), d_y[s].data(), d_sums[s].data(), rows,
                                           features, rows_per_group}));
         PITFALL_CUDA_TRY(stage::launch, cudaEventRecord(res.consumed[s], res.streams[s]));

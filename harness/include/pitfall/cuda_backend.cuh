@@ -54,7 +54,11 @@ struct cuda_backend {
     }
 
 #if defined(__CUDACC__)
-    template <class F> static status for_each(std::size_t n, F f);
+    /// f(i) for i in [0, n) on the legacy default stream.
+    template <class F> static status for_each(std::size_t n, F f) { return for_each(cudaStream_t{}, n, f); }
+    /// The same on `stream` (a pipeline that overlaps copies and kernels on its own streams;
+    /// the default stream would serialise them).
+    template <class F> static status for_each(cudaStream_t stream, std::size_t n, F f);
 #endif
     static status synchronize();
 
@@ -100,13 +104,13 @@ template <class F> __global__ void for_each_kernel(std::size_t n, F f) {
 }
 } // namespace detail
 
-template <class F> status cuda_backend::for_each(std::size_t n, F f) {
+template <class F> status cuda_backend::for_each(cudaStream_t stream, std::size_t n, F f) {
     if (n == 0)
         return status::ok();
     constexpr unsigned block = 256;
     const std::size_t wanted = (n + block - 1) / block;
     const unsigned grid = static_cast<unsigned>(wanted < 65535u ? wanted : 65535u);
-    detail::for_each_kernel<<<grid, block>>>(n, f);
+    detail::for_each_kernel<<<grid, block, 0, stream>>>(n, f);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return detail::from_cuda(err, stage::launch, "for_each_kernel<<<>>>", __FILE__, __LINE__);
