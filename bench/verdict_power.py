@@ -12,13 +12,15 @@ each fault PITFALL_INJECT can plant:
   memory      the tracked device peak 10% higher: caught when MEM_REGRESSION
 
 As in any run, a case whose timing comes out AMBIGUOUS or PERF_REGRESSION is measured in up to
-two more processes, and the least disturbed one (lowest median) is judged.
+two more processes (after pauses of --remeasure-pause and twice that, with three times the
+samples), and the least disturbed one (lowest median) is judged. The reference runs are taken
+--reference-pause seconds apart, as a person blessing a baseline would.
 Then the same null/slowdown pair for other sample counts: how detection power and false alarms
 trade against run time. Prints a table; `--check` exits 1 unless the targets hold: slowdown caught >= 95%, false
 alarms <= 5% (both adjustable), outcome and memory caught every time.
 
-    bench/verdict_power.py                          # 20 trials, samples 9, sweep 9,15,25
-    bench/verdict_power.py --trials 3 --sweep '' --slowdown 1.5 --timing-floor 0.25 --check \
+    bench/verdict_power.py                          # 20 trials of 9 samples; 5 each of 15 and 25
+    bench/verdict_power.py --trials 3 --sweep '' --slowdown 2.0 --timing-floor 0.5 --check \
         --min-caught 0.66 --max-false-alarms 0.34
                                                     # what CI runs (pitfall.verdicts.power_quick)
 
@@ -71,7 +73,7 @@ class Pipeline:
         if inject:
             env["PITFALL_INJECT"] = inject
         self.pitfall("run", *self.filters, "--samples", str(samples), "--timing-floor", str(self.args.timing_floor),
-                     "--out", out, env=env)
+                     "--remeasure-pause", str(self.args.remeasure_pause), "--out", out, env=env)
         with open(os.path.join(out, "results.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         case = [r for r in records if r.get("record") == "case"][-1]
@@ -89,7 +91,11 @@ class Pipeline:
 
 def trial(pipe, samples, kinds):
     """One reference run, blessed, then each kind of change judged against it."""
-    references = [pipe.run(samples) for _ in range(pipe.args.reference_runs)]
+    references = []
+    for i in range(pipe.args.reference_runs):
+        if i:  # as a person blesses: runs a little apart, not all inside one episode of interference
+            time.sleep(pipe.args.reference_pause)
+        references.append(pipe.run(samples))
     for reference in references:
         if reference["verdict"] in ("CRASH", "TIMEOUT", "UNSUPPORTED"):
             fail(f"{pipe.args.case}: the reference run is {reference['verdict']}: {reference['reason']}")
@@ -134,12 +140,19 @@ def main():
                     help="a CPU case with timed samples and tracked memory (default: %(default)s)")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--samples", type=int, default=9, help="samples a side for the main table (odd, >= 9)")
-    ap.add_argument("--sweep", default="9,15,25", help="sample counts for the power/time table ('' skips it)")
+    ap.add_argument("--sweep", default="15,25",
+                    help="more sample counts for the power/time table, beside --samples ('' skips it)")
+    ap.add_argument("--sweep-trials", type=int, default=5,
+                    help="trials per sample count in that table (default 5: the whole script stays within 10 minutes)")
     ap.add_argument("--slowdown", type=float, default=1.2)
     ap.add_argument("--timing-floor", type=float, default=0.10,
                     help="pitfall run --timing-floor: the smallest slowdown that can fail (default %(default)s)")
     ap.add_argument("--reference-runs", type=int, default=3,
                     help="runs blessed together as each trial's baseline (bless keeps the fastest, the least disturbed)")
+    ap.add_argument("--reference-pause", type=float, default=1.0,
+                    help="seconds between the reference runs (default 1)")
+    ap.add_argument("--remeasure-pause", type=float, default=2.0,
+                    help="passed to pitfall run: seconds before re-measuring an uncertain timing (default 2)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets hold")
     ap.add_argument("--min-caught", type=float, default=0.95,
                     help="--check: the fraction of slowdowns that must be caught (default %(default)s)")
@@ -151,10 +164,12 @@ def main():
     for path, flag in ((args.pitfall, "--pitfall"), (args.index, "--index")):
         if not os.path.exists(path):
             fail(f"{flag} {path}: not found (build first: cmake --preset default && cmake --build --preset default)")
-    if args.trials < 1:
-        fail("--trials must be >= 1")
+    if args.trials < 1 or args.sweep_trials < 1:
+        fail("--trials and --sweep-trials must be >= 1")
     if not 0 <= args.timing_floor < 1:
         fail("--timing-floor must be in [0, 1)")
+    if args.reference_pause < 0 or args.remeasure_pause < 0:
+        fail("--reference-pause and --remeasure-pause are seconds >= 0")
     if args.reference_runs < 1:
         fail("--reference-runs must be >= 1")
     if args.samples < 9 or args.samples % 2 == 0:
@@ -211,10 +226,18 @@ def main():
         figures["targets_met"] = met
 
         if sweep:
-            print(f"\nsamples vs detection ({n} trials each): slowdown x{args.slowdown} and null")
+            print(f"\nsamples vs detection: slowdown x{args.slowdown} and null "
+                  f"({n} trials for {args.samples} samples, from the table above; {args.sweep_trials} for the others)")
             print(f"{'samples':>7s} {'caught':>9s} {'false alarms':>13s} {'ambiguous':>10s} {'s per run':>10s}")
-            figures["sweep"] = []
-            for samples in sweep:
+            main_row = {"samples": args.samples, "caught": tallies["slowdown"]["caught"],
+                        "false_alarms": tallies["null"]["failing"],
+                        "ambiguous": tallies["null"]["ambiguous"] + tallies["slowdown"]["ambiguous"],
+                        "seconds_per_run": (tallies["null"]["seconds"] + tallies["slowdown"]["seconds"]) / (2 * n)}
+            figures["sweep"] = [main_row]
+            print(f"{args.samples:7d} {main_row['caught']:4d}/{n:<4d} {main_row['false_alarms']:6d}/{n:<6d} "
+                  f"{main_row['ambiguous']:10d} {main_row['seconds_per_run']:10.2f}")
+            n = args.sweep_trials
+            for samples in [x for x in sweep if x != args.samples]:
                 caught = alarms = ambiguous = 0
                 seconds = 0.0
                 for t in range(n):

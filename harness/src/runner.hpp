@@ -40,6 +40,9 @@ struct run_options {
     /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
     /// with nothing changed, which no run's own samples can see.
     double timing_floor = 0.10;
+    /// Seconds before the second process of a case whose timing came out AMBIGUOUS or
+    /// PERF_REGRESSION (twice that before the third): interference comes in episodes of seconds.
+    double remeasure_pause = 2.0;
     std::vector<std::string> argv; ///< recorded in the run header
 };
 
