@@ -3,6 +3,7 @@
 #   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark,
 #   python3-jsonschema (the baseline schema test), diffutils (`pitfall bless` prints a diff)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
+#   .tools/python: junitparser (the report tests' JUnit reader), from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
 # container image, see containers/); without them pitfall builds host-only.
 set -euo pipefail
@@ -52,5 +53,12 @@ if [[ -n "$nvcc_path" ]] && ! command -v cuobjdump >/dev/null && [[ ! -x "$(dirn
       --break-system-packages --target "$tools" \
       "nvidia-cuda-cuobjdump==13.2.86"
   fi
+fi
+# junitparser reads junit.xml in the report tests as a CI system would (not a Debian package).
+python_tools="$root/.tools/python"
+if ! PYTHONPATH="$python_tools" python3 -c "import junitparser" 2>/dev/null; then
+  echo "setup: installing junitparser into .tools/python"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --break-system-packages --target "$python_tools" "junitparser==5.0.3"
 fi
 echo "setup: ready"

@@ -1,4 +1,5 @@
 // The `pitfall` command: list and run failure scenarios, each case in its own process.
+#include "report.hpp"
 #include "runner.hpp"
 
 #include <cstdlib>
@@ -28,6 +29,9 @@ commands:
                                  write a run's observations into expected/ (prints the diff);
                                  with several runs of one machine, each case from the run
                                  with the lowest median time (the least disturbed)
+  report RUN [--format html|junit|markdown|json] [--out FILE]
+                                 render a run folder's results.jsonl (default: HTML on
+                                 standard output); `run` writes all four into the run folder
   help                           this text
   version                        the version
 
@@ -42,6 +46,8 @@ run options:
   --samples N        timed repetitions per case (odd; default: each scenario's, 9)
   --timeout-scale X  multiply every case's timeout (slow machines, sanitizers)
   --timing-floor F   smallest relative slowdown that can be PERF_REGRESSION (default 0.10)
+  --remeasure-pause S  seconds before re-measuring an AMBIGUOUS or PERF_REGRESSION timing in a
+                     new process (twice that before the third; default 2)
   --skip-code N      exit N when every selected case is UNSUPPORTED (CTest SKIP_RETURN_CODE)
 
 compare: run B is judged against run A's observations as if A were the baseline: outcomes by
@@ -62,7 +68,8 @@ global options:
   --expected DIR     baselines (default: the source tree's expected/; env PITFALL_EXPECTED)
 
 A run folder holds results.jsonl (one judged case a line, written as each finishes),
-summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log.
+summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log, and the reports rendered
+from results.jsonl at the end: report.json, junit.xml, summary.md and report.html.
 
 verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH, TIMEOUT (these
 fail the run; a timing verdict is taken on the fastest of up to three processes), AMBIGUOUS (a
@@ -158,6 +165,33 @@ int main(int argc, char** argv) {
         c.run_b = runs[1];
         return compare_runs(c);
     }
+    if (command == "report") {
+        report_options r;
+        std::vector<std::string> runs;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            const std::string& flag = args[i];
+            if (flag == "--help" || flag == "-h") {
+                std::cout << usage_text;
+                return exit_ok;
+            }
+            if (flag == "--format" || flag == "--out") {
+                if (i + 1 >= args.size())
+                    return usage_error(flag + " needs a value");
+                (flag == "--format" ? r.format : r.out) = args[++i];
+            } else if ((flag == "--index" || flag == "--expected") && i + 1 < args.size())
+                ++i; // global options: accepted everywhere, unused here (the run carries its facts)
+            else if (flag.rfind("--", 0) == 0)
+                return usage_error("unknown option '" + flag + "' for `pitfall report`");
+            else
+                runs.push_back(flag);
+        }
+        if (runs.size() != 1)
+            return usage_error("report needs one run folder: pitfall report RUN [--format F] [--out FILE]");
+        if (r.format != "html" && r.format != "junit" && r.format != "markdown" && r.format != "json")
+            return usage_error("--format " + r.format + ": expected html, junit, markdown or json");
+        r.run_dir = runs[0];
+        return report_run(r);
+    }
     if (command == "bless") {
         bless_options b;
         const char* env_index = std::getenv("PITFALL_INDEX");
@@ -238,7 +272,7 @@ int main(int argc, char** argv) {
                                  flag == "--label" || flag == "--index" || flag == "--expected" ||
                                  (command == "run" && (flag == "--out" || flag == "--resume" || flag == "--profile" ||
                                                        flag == "--samples" || flag == "--timeout-scale" ||
-                                                       flag == "--timing-floor" ||
+                                                       flag == "--timing-floor" || flag == "--remeasure-pause" ||
                                                        flag == "--skip-code"));
         if (!takes_value)
             return usage_error("unknown option '" + flag + "' for `pitfall " + command + "`");
@@ -276,6 +310,15 @@ int main(int argc, char** argv) {
         } else if (flag == "--timing-floor") {
             if (!parse_fraction(value, options.timing_floor))
                 return usage_error("--timing-floor " + value + ": expected a fraction in [0, 1) (0.10 = 10%)");
+        } else if (flag == "--remeasure-pause") {
+            try {
+                std::size_t used = 0;
+                options.remeasure_pause = std::stod(value, &used);
+                if (used != value.size() || !(options.remeasure_pause >= 0) || options.remeasure_pause > 600)
+                    throw std::invalid_argument(value);
+            } catch (const std::exception&) {
+                return usage_error("--remeasure-pause " + value + ": expected seconds in [0, 600]");
+            }
         } else if (flag == "--timeout-scale") {
             try {
                 std::size_t used = 0;

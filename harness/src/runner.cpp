@@ -2,6 +2,7 @@
 
 #include "baseline.hpp"
 #include "fingerprint.hpp"
+#include "report.hpp"
 #include "pitfall/inject.hpp"
 #include "pitfall/result_file.hpp"
 #include "pitfall/process.hpp"
@@ -24,6 +25,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -73,6 +75,44 @@ int report_error(const status& s) {
 }
 
 std::string now_iso8601() { return utc_now("%Y-%m-%dT%H:%M:%SZ"); }
+
+/// The most samples any timed series (unit "s") of a result holds; 0 when none.
+std::size_t samples_taken(const json& result) {
+    std::size_t taken = 0;
+    const json series_by_name = result.is_object() ? result.value("samples", json::object()) : json::object();
+    for (const auto& [name, series] : series_by_name.items())
+        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array())
+            taken = std::max(taken, series["values"].size());
+    return taken;
+}
+
+/// The request for measuring a case again after an AMBIGUOUS or PERF_REGRESSION timing: three
+/// times the samples of the first attempt (odd), so that an episode of interference a few
+/// samples long moves the median less and the interval narrows, and twice the time allowed.
+process_request remeasure_request(process_request req, const json& first_result) {
+    const std::size_t taken = samples_taken(first_result);
+    if (taken == 0)
+        return req;
+    const std::string samples = "samples=" + std::to_string(3 * taken + (taken % 2 == 0 ? 1 : 0));
+    bool replaced = false;
+    for (std::size_t i = 0; i + 1 < req.argv.size(); ++i)
+        if (req.argv[i] == "--param" && req.argv[i + 1].rfind("samples=", 0) == 0) {
+            req.argv[i + 1] = samples;
+            replaced = true;
+        }
+    if (!replaced)
+        req.argv.insert(req.argv.end(), {"--param", samples});
+    req.timeout_seconds *= 2;
+    return req;
+}
+
+/// Waits `seconds` in short steps; false when Ctrl-C (or TERM) came meanwhile.
+bool pause_unless_interrupted(double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (interrupt_requested == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return interrupt_requested == 0;
+}
 
 std::string timestamp_folder() { return utc_now("%Y%m%d-%H%M%S"); }
 
@@ -465,7 +505,8 @@ int run_cases(const run_options& requested) {
                 {"selection", selection},
                 {"options", {{"samples", options.samples ? json(*options.samples) : json(nullptr)},
                              {"timeout_scale", options.timeout_scale},
-                             {"timing_floor", options.timing_floor}}}});
+                             {"timing_floor", options.timing_floor},
+                             {"remeasure_pause_seconds", options.remeasure_pause}}}});
     (void)write_file_atomically(dir + "/fingerprint.json", fingerprint.dump(2) + "\n");
 
     std::cout << "pitfall: " << cases.size() << " cases -> " << dir << '\n'
@@ -534,10 +575,11 @@ int run_cases(const run_options& requested) {
         verdict v = judge(o, *expected, c.backend, judging);
         json attempts = json::array();
         if (v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression) {
-            // Up to two more processes before a timing verdict stands. Separate processes on a
-            // shared machine differ by more than one process's samples show, and interference
-            // only ever adds time: like the baseline (the fastest of the runs blessed), the
-            // candidate is the least disturbed of its processes, the one with the lowest median.
+            // Up to two more processes before a timing verdict stands, each after a pause and
+            // with three times the samples (remeasure_request). Separate processes on a shared
+            // machine differ by more than one process's samples show, and interference only
+            // ever adds time: like the baseline (the fastest of the runs blessed), the candidate
+            // is the least disturbed of its processes, the one with the lowest median.
             // Its verdict stands: a PERF_REGRESSION fails the run only when even that process is
             // slower beyond tolerance; AMBIGUOUS warns.
             struct attempt {
@@ -550,9 +592,14 @@ int run_cases(const run_options& requested) {
             while (tried.size() < 3 && (tried.back().v.kind == verdict_kind::ambiguous ||
                                         tried.back().v.kind == verdict_kind::perf_regression)) {
                 std::cout << ' ' << to_string(tried.back().v.kind) << "? measuring again..." << std::flush;
+                // Interference on a shared machine comes in episodes of seconds (another tenant's
+                // burst, a page-cache flush): a process started at once lands in the same one.
+                // The pause grows so that three attempts span several seconds.
+                if (!pause_unless_interrupted(options.remeasure_pause * static_cast<double>(tried.size())))
+                    break;
                 ::unlink(result_path.c_str());
                 attempt next;
-                next.p = run_process(req);
+                next.p = run_process(remeasure_request(req, tried.front().o.result));
                 if (next.p.interrupted)
                     break;
                 next.log_text = read_tail(log_path, 16 * 1024);
@@ -574,6 +621,7 @@ int run_cases(const run_options& requested) {
                 const double m = first_time_median(tried[i].o.result);
                 attempts.push_back({{"verdict", to_string(tried[i].v.kind)},
                                     {"reason", tried[i].v.reason},
+                                    {"samples", samples_taken(tried[i].o.result)},
                                     {"median_seconds", std::isfinite(m) ? json(m) : json(nullptr)},
                                     {"wall_seconds", tried[i].p.wall_seconds}});
                 // An attempt that failed otherwise (a crash, another outcome) is the verdict.
@@ -697,6 +745,16 @@ int run_cases(const run_options& requested) {
                   << '\n';
     std::cout << '\n' << counts_line(counts) << (interrupted ? "  (interrupted: --resume " + dir + " completes it)" : std::string()) << '\n'
               << "results: " << results_path << "\nsummary: " << dir << "/summary.json\n";
+    // The reports, rendered from results.jsonl as written (an interrupted run's too: what a
+    // person reads first is what finished and what did not). A report that cannot be written
+    // is a warning: the results are safe either way.
+    auto rendered = load_run(dir);
+    const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
+    if (written.is_ok())
+        std::cout << "reports: " << dir << '/' << report_html_name << ", " << report_junit_name << ", "
+                  << report_markdown_name << ", " << report_json_name << '\n';
+    else
+        std::cerr << "pitfall: warning: reports not written: " << written.message() << '\n';
     return code;
 }
 

@@ -45,6 +45,11 @@ def cases_running(run_dir):
     return found
 
 
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
 def by_case(run_dir):
     return {r["case"]: r for r in records(run_dir)}
 
@@ -267,11 +272,17 @@ class Verdicts(FixtureTest):
     def test_slowdown_is_a_perf_regression(self):
         self.run_ok("a", extra=("--samples", "15"))
         self.assertEqual(self.bless("a").returncode, 0)
-        p, rec = self.run_ok("slow", inject="slowdown:cpu.harness_fixture.ok:1.2", extra=("--samples", "15"))
+        started = time.monotonic()
+        p, rec = self.run_ok("slow", inject="slowdown:cpu.harness_fixture.ok:1.2",
+                             extra=("--samples", "15", "--remeasure-pause", "0.5"))
+        took = time.monotonic() - started
         self.assertEqual(rec["verdict"], "PERF_REGRESSION", rec["reason"])
         self.assertEqual(rec["result"]["injected"], ["slowdown x1.2"])
         self.assertGreater(rec["timings"]["step_seconds"]["ratio"]["low"], 1.15)
-        self.assertEqual(len(rec["attempts"]), 3)  # measured in three processes before it stood
+        # Measured in three processes before it stood, the later two with three times the
+        # samples and after pauses of 0.5 s and 1 s (a lower bound on the time: no noise in it).
+        self.assertEqual([a["samples"] for a in rec["attempts"]], [15, 45, 45])
+        self.assertGreaterEqual(took, 1.5)
         self.assertEqual(p.returncode, 1)
         self.assertIn("PITFALL_INJECT", p.stdout)  # the run says it was injected
         # Unchanged, the same synthetic steps are SAME.
@@ -414,6 +425,139 @@ class Schema(FixtureTest):
             self.assertEqual(p.returncode, 2, field)
             self.assertIn("harness_fixture.json", p.stderr)
             self.assertIn(f"field '{field}'", p.stderr)
+
+
+class Reports(FixtureTest):
+    """`pitfall run` ends by writing report.json, junit.xml, summary.md and report.html, each
+    rendered from results.jsonl; each is checked by a real consumer."""
+
+    SCHEMA_DIR = Schema.SCHEMA_DIR
+    baseline = {"cpu.ok": {"outcome": {"status": "ok"}},
+                "cpu.oom": {"outcome": {"status": "error", "library": "host", "error": "std::bad_alloc",
+                                        "stage": "alloc", "sticky": False}}}
+    REPORTS = ("report.json", "junit.xml", "summary.md", "report.html")
+
+    def validate_report(self, run):
+        import jsonschema  # python3-jsonschema, installed by ci/setup.sh
+        with open(os.path.join(self.SCHEMA_DIR, "report.schema.json")) as f:
+            schema = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        with open(os.path.join(run, "report.json")) as f:
+            doc = json.load(f)
+        errors = [f"{'.'.join(map(str, e.path))}: {e.message}"
+                  for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+        self.assertEqual(errors, [])
+        return doc
+
+    def junit(self, run):
+        import junitparser  # pip, into .tools/python by ci/setup.sh
+        xml = junitparser.JUnitXml.fromfile(os.path.join(run, "junit.xml"))
+        return {(case.classname, case.name): case for suite in xml for case in suite}, xml
+
+    def test_run_writes_all_four_and_each_reads_back(self):
+        out = self.run_dir()
+        env = dict(os.environ, PITFALL_DEVICE_MEMORY_LIMIT="64M")
+        p = self.pitfall("run", "--backend", "cpu", "--variant", "ok,oom,segv,bad_check,unsupported",
+                         "--out", out, "--samples", "3", env=env)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn(f"reports: {out}/report.html, junit.xml, summary.md, report.json", p.stdout)
+        for name in self.REPORTS:
+            self.assertGreater(os.path.getsize(os.path.join(out, name)), 100, name)
+        doc = self.validate_report(out)
+        summary = json.load(open(os.path.join(out, "summary.json")))
+        self.assertEqual(doc["counts"], summary["counts"])
+        self.assertTrue(doc["failing"])
+        self.assertTrue(doc["run"]["complete"])
+        verdicts = {c["case"]: c["verdict"] for c in doc["cases"]}
+        self.assertEqual(verdicts["cpu.harness_fixture.segv"], "CRASH")
+        self.assertEqual(verdicts["cpu.harness_fixture.unsupported"], "UNSUPPORTED")
+        # JUnit: one testcase per case, classname = scenario, name = backend.variant.
+        cases, xml = self.junit(out)
+        self.assertEqual(set(cases), {("harness_fixture", "cpu." + v)
+                                      for v in ("ok", "oom", "segv", "bad_check", "unsupported")})
+        self.assertEqual(cases[("harness_fixture", "cpu.ok")].is_passed, True)
+        segv = cases[("harness_fixture", "cpu.segv")].result
+        self.assertEqual([type(r).__name__ for r in segv], ["Error"])
+        self.assertIn("SIGSEGV", segv[0].message + (segv[0].text or ""))
+        bad = cases[("harness_fixture", "cpu.bad_check")].result
+        self.assertEqual([(type(r).__name__, r.type) for r in bad], [("Failure", "NUMERIC_MISMATCH")])
+        skipped = cases[("harness_fixture", "cpu.unsupported")].result
+        self.assertEqual([type(r).__name__ for r in skipped], ["Skipped"])
+        self.assertIn("never runs", skipped[0].message)
+        suite = next(iter(xml))
+        props = {prop.name: prop.value for prop in suite.properties()}
+        self.assertRegex(props["fingerprint_id"], r"^[0-9a-f]{16}$")
+        self.assertIn("fingerprint.cpu_model", props)
+        self.assertEqual((suite.tests, suite.failures, suite.errors, suite.skipped), (5, 1, 1, 1))
+        # Markdown: the counts, then each failing case on one line.
+        md = read_text(os.path.join(out, "summary.md"))
+        self.assertTrue(md.startswith("## pitfall: failing"))
+        failing_lines = [line for line in md.splitlines() if line.startswith("- `pitfall.cpu.harness_fixture.")]
+        self.assertEqual(len(failing_lines), 2, md)
+        self.assertIn("**CRASH**", md)
+        self.assertIn("**NUMERIC_MISMATCH**", md)
+        # HTML: one file, nothing fetched from elsewhere, the parts a person looks for.
+        html = read_text(os.path.join(out, "report.html"))
+        for part in ('id="fingerprint"', 'id="verdict-grid"', 'id="chart-time"', 'id="chart-speedup"',
+                     'id="chart-memory"', "<svg", '<details class="case" id="case-cpu-harness_fixture-segv"'):
+            self.assertIn(part, html)
+        for remote in ("<script", "<link", "@import", "src=\"http", "url("):
+            self.assertNotIn(remote, html)
+        # `pitfall report` renders the same run again, to a file or standard output.
+        again = os.path.join(self.tmp, "again.md")
+        r = self.pitfall("report", out, "--format", "markdown", "--out", again)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read_text(again).splitlines()[:3], md.splitlines()[:3])
+
+    def test_markup_from_a_library_renders_as_text(self):
+        out = self.run_dir()
+        hostile = "<script>alert(1)</script>&\"'"
+        p = self.pitfall("run", "--backend", "cpu", "--variant", "ok", "--out", out,
+                         env=dict(os.environ, PITFALL_INJECT="outcome:cpu.harness_fixture.ok:" + hostile))
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        html = read_text(os.path.join(out, "report.html"))
+        self.assertNotIn("<script", html)
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;&#39;", html)
+        cases, _ = self.junit(out)  # still well-formed XML
+        failure = cases[("harness_fixture", "cpu.ok")].result[0]
+        self.assertIn("<script>alert(1)</script>", failure.message)  # the parser gives the text back
+        self.assertNotIn("<script", read_text(os.path.join(out, "summary.md")))
+
+    def test_a_run_cut_short_then_resumed(self):
+        out = self.run_dir()
+        self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
+                                      "--samples", "1").returncode, 0)
+        path = os.path.join(out, "results.jsonl")
+        with open(path) as f:
+            lines = f.readlines()
+        self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
+        with open(path, "w") as f:  # the run died while the last case ran: started, no result
+            f.writelines(lines[:-1])
+        r = self.pitfall("report", out, "--format", "json", "--out", os.path.join(out, "report.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = self.validate_report(out)
+        self.assertFalse(doc["run"]["complete"])
+        self.assertEqual(doc["crashed_mid_way"], ["cpu.harness_fixture.unsupported"])
+        self.assertEqual(doc["counts"], {"PASS": 1, "NOT_RUN": 1})
+        r = self.pitfall("report", out, "--format", "junit", "--out", os.path.join(out, "junit.xml"))
+        cases, _ = self.junit(out)
+        lost = cases[("harness_fixture", "cpu.unsupported")].result
+        self.assertEqual([(type(x).__name__, x.type) for x in lost], [("Error", "NOT_RUN")])
+        p = self.pitfall("run", "--resume", out)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        doc = self.validate_report(out)
+        self.assertTrue(doc["run"]["complete"])
+        self.assertEqual(doc["run"]["resumed"], 1)
+        self.assertEqual(doc["crashed_mid_way"], [])
+
+    def test_bad_report_requests_exit_2_naming_what(self):
+        missing = os.path.join(self.tmp, "no-such-run")
+        r = self.pitfall("report", missing)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(missing, r.stderr)
+        r = self.pitfall("report", missing, "--format", "pdf")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--format pdf", r.stderr)
 
 
 class BrokenBaseline(unittest.TestCase):

@@ -1,0 +1,778 @@
+#include "report.hpp"
+
+#include "runner.hpp"
+#include "pitfall/result_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace pitfall::runner {
+namespace {
+using json = nlohmann::json;
+
+constexpr const char* report_schema = "pitfall.report/1";
+
+std::string str(const json& j, const char* key, const std::string& fallback = "") {
+    if (!j.is_object() || !j.contains(key))
+        return fallback;
+    const json& v = j[key];
+    if (v.is_string())
+        return v.get<std::string>();
+    if (v.is_null())
+        return fallback;
+    return v.dump();
+}
+
+/// j[key] when it is an object, else an empty object: records hold null where a crashed case
+/// wrote no result or a case had no baseline entry.
+json obj(const json& j, const char* key) {
+    if (j.is_object() && j.contains(key) && j[key].is_object())
+        return j[key];
+    return json::object();
+}
+
+/// j[key] when it is an array, else an empty array.
+json arr(const json& j, const char* key) {
+    if (j.is_object() && j.contains(key) && j[key].is_array())
+        return j[key];
+    return json::array();
+}
+
+double num(const json& j, const char* key, double fallback = std::nan("")) {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number())
+        return fallback;
+    return j[key].get<double>();
+}
+
+std::string fmt(const char* format, double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, x);
+    return buf;
+}
+
+std::string human_bytes(double bytes) {
+    if (!std::isfinite(bytes))
+        return "-";
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (std::abs(bytes) >= 1024 && u < 4) {
+        bytes /= 1024;
+        ++u;
+    }
+    return fmt(u == 0 ? "%.0f" : "%.1f", bytes) + " " + units[u];
+}
+
+std::string human_seconds(double s) {
+    if (!std::isfinite(s))
+        return "-";
+    if (s < 1e-3)
+        return fmt("%.1f", s * 1e6) + " us";
+    if (s < 1)
+        return fmt("%.2f", s * 1e3) + " ms";
+    return fmt("%.2f", s) + " s";
+}
+
+/// The case's time for charts: the median of its first series in seconds, else the process's
+/// wall time (a case that times nothing: the whole process is its cost).
+double case_seconds(const json& record) {
+    const double m = first_time_median(obj(record, "result"));
+    return std::isfinite(m) ? m : num(obj(record, "process"), "wall_seconds");
+}
+
+bool is_warning(const std::string& verdict) { return verdict == "AMBIGUOUS" || verdict == "NO_BASELINE"; }
+bool is_error(const std::string& verdict) { return verdict == "CRASH" || verdict == "TIMEOUT"; }
+
+std::map<std::string, int> verdict_counts(const run_data& run) {
+    std::map<std::string, int> counts;
+    for (const auto& r : run.cases)
+        ++counts[str(r, "verdict", "?")];
+    if (!run.not_finished.empty())
+        counts["NOT_RUN"] = static_cast<int>(run.not_finished.size());
+    return counts;
+}
+
+/// The outcome a case observed, in one line: "ok", "cudaErrorMemoryAllocation@alloc", "SIGSEGV".
+std::string outcome_line(const json& record) {
+    const json o = obj(record, "observed");
+    const std::string st = str(o, "status", "?");
+    if (st == "error")
+        return str(o, "error", "error") + (o.contains("stage") ? "@" + str(o, "stage") : "");
+    if (st == "signal")
+        return str(o, "signal", "signal");
+    if (st == "exit")
+        return "exit " + str(o, "exit_code", "?");
+    return st;
+}
+
+json fingerprint_summary(const run_data& run) {
+    return run.header.is_object() ? obj(run.header, "fingerprint_summary") : json::object();
+}
+
+} // namespace
+
+std::string escape_markup(const std::string& text) {
+    std::string out;
+    out.reserve(text.size() + 16);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&#39;"; break;
+        default:
+            // XML 1.0 allows tab, newline and carriage return, nothing else below 0x20.
+            if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                out += "\xEF\xBF\xBD";
+            else
+                out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+status_or<run_data> load_run(const std::string& dir) {
+    run_data run;
+    run.dir = dir;
+    PITFALL_ASSIGN_OR_RETURN(const auto records, read_results(dir + "/results.jsonl"));
+    std::map<std::string, json> last_case;
+    std::vector<std::string> order;
+    std::set<std::string> started;
+    for (const auto& r : records) {
+        const std::string kind = str(r, "record");
+        if (kind == "run" && run.header.is_null()) {
+            run.header = r;
+        } else if (kind == "resumed") {
+            ++run.resumed;
+            run.interrupted = false;
+        } else if (kind == "interrupted") {
+            run.interrupted = true;
+        } else if (kind == "started") {
+            started.insert(str(r, "case"));
+        } else if (kind == "case") {
+            const std::string key = str(r, "case");
+            if (last_case.count(key) == 0)
+                order.push_back(key);
+            last_case[key] = r;
+        }
+    }
+    if (run.header.is_null())
+        return status::error(library::pitfall, "bad_input",
+                             dir + "/results.jsonl: no run header (record \"run\"): not a pitfall run folder",
+                             stage::init);
+    // Run order is the selection's; cases finished but not selected (none today) go last.
+    std::vector<std::string> selection;
+    const json selected = arr(run.header, "selection");
+    for (const auto& k : selected)
+        if (k.is_string())
+            selection.push_back(k.get<std::string>());
+    std::set<std::string> placed;
+    for (const auto& key : selection) {
+        placed.insert(key);
+        if (const auto it = last_case.find(key); it != last_case.end())
+            run.cases.push_back(it->second);
+        else {
+            run.not_finished.push_back(key);
+            if (started.count(key) != 0)
+                run.started_unfinished.push_back(key);
+        }
+    }
+    for (const auto& key : order)
+        if (placed.count(key) == 0)
+            run.cases.push_back(last_case[key]);
+    std::ifstream summary(dir + "/summary.json");
+    if (summary) {
+        try {
+            const json s = json::parse(summary);
+            if (s.contains("ratios") && s["ratios"].is_array())
+                run.ratios = s["ratios"];
+        } catch (const json::parse_error&) {
+            // summary.json is derived; a damaged one costs the ratios, not the report.
+        }
+    }
+    return run;
+}
+
+json render_json(const run_data& run) {
+    const json& h = run.header;
+    json cases = json::array();
+    for (const auto& r : run.cases) {
+        const json result = obj(r, "result");
+        const json process = obj(r, "process");
+        const json memory = result.is_object() ? obj(result, "memory") : json::object();
+        const double median = first_time_median(result);
+        json c = {{"case", str(r, "case")},
+                  {"scenario", str(r, "scenario")},
+                  {"backend", str(r, "backend")},
+                  {"variant", str(r, "variant")},
+                  {"kind", str(r, "kind")},
+                  {"verdict", str(r, "verdict", "?")},
+                  {"failing", r.value("failing", false)},
+                  {"reason", str(r, "reason")},
+                  {"outcome", obj(r, "observed")},
+                  {"wall_seconds", num(process, "wall_seconds", 0)},
+                  {"median_seconds", std::isfinite(median) ? json(median) : json(nullptr)},
+                  {"peak_rss_bytes", process.value("peak_rss_bytes", json(nullptr))},
+                  {"tracked_peak_bytes", memory.value("tracked_peak_bytes", json(nullptr))},
+                  {"measurements", result.is_object() ? obj(result, "measurements") : json::object()},
+                  {"checks", result.is_object() ? arr(result, "checks") : json::array()},
+                  {"timings", obj(r, "timings")},
+                  {"baseline_profile", r.contains("baseline") ? r["baseline"].value("profile", json(nullptr)) : json(nullptr)},
+                  {"log", str(r, "log")}};
+        if (r.contains("attempts") && r["attempts"].is_array() && !r["attempts"].empty())
+            c["attempts"] = r["attempts"];
+        cases.push_back(std::move(c));
+    }
+    bool failing = false;
+    for (const auto& r : run.cases)
+        failing = failing || r.value("failing", false);
+    for (const auto& r : run.ratios)
+        failing = failing || r.value("failing", false);
+    return {{"schema", report_schema},
+            {"generated_at", utc_now("%Y-%m-%dT%H:%M:%SZ")},
+            {"run",
+             {{"dir", run.dir},
+              {"started_at", str(h, "at")},
+              {"pitfall_version", str(h, "pitfall_version")},
+              {"fingerprint_id", str(h, "fingerprint_id")},
+              {"fingerprint_summary", fingerprint_summary(run)},
+              {"profile", obj(h, "profile")},
+              {"complete", run.not_finished.empty()},
+              {"interrupted", run.interrupted},
+              {"resumed", run.resumed}}},
+            {"counts", verdict_counts(run)},
+            {"failing", failing},
+            {"cases", cases},
+            {"not_finished", run.not_finished},
+            {"crashed_mid_way", run.started_unfinished},
+            {"ratios", run.ratios}};
+}
+
+std::string render_junit(const run_data& run) {
+    int failures = 0, errors = 0, skipped = 0;
+    double total = 0;
+    for (const auto& r : run.cases) {
+        const std::string v = str(r, "verdict");
+        if (is_error(v))
+            ++errors;
+        else if (r.value("failing", false))
+            ++failures;
+        else if (v == "UNSUPPORTED")
+            ++skipped;
+        total += num(obj(r, "process"), "wall_seconds", 0);
+    }
+    // Cases the run never finished are errors too: a CI system must not read them as passed.
+    errors += static_cast<int>(run.not_finished.size());
+    const int tests = static_cast<int>(run.cases.size() + run.not_finished.size());
+    std::ostringstream x;
+    const auto attr = [](const std::string& s) { return escape_markup(s); };
+    const std::string counts = "tests=\"" + std::to_string(tests) + "\" failures=\"" + std::to_string(failures) +
+                               "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" + std::to_string(skipped) +
+                               "\" time=\"" + fmt("%.3f", total) + "\"";
+    x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    x << "<testsuites name=\"pitfall\" " << counts << ">\n";
+    x << "  <testsuite name=\"pitfall\" " << counts << " timestamp=\"" << attr(str(run.header, "at")) << "\">\n";
+    x << "    <properties>\n";
+    x << "      <property name=\"pitfall.version\" value=\"" << attr(str(run.header, "pitfall_version")) << "\"/>\n";
+    x << "      <property name=\"fingerprint_id\" value=\"" << attr(str(run.header, "fingerprint_id")) << "\"/>\n";
+    x << "      <property name=\"profile\" value=\"" << attr(str(obj(run.header, "profile"), "name")) << "\"/>\n";
+    const json facts = fingerprint_summary(run);
+    for (const auto& [k, v] : facts.items())
+        x << "      <property name=\"fingerprint." << attr(k) << "\" value=\""
+          << attr(v.is_string() ? v.get<std::string>() : v.dump()) << "\"/>\n";
+    x << "    </properties>\n";
+    for (const auto& r : run.cases) {
+        const std::string v = str(r, "verdict");
+        x << "    <testcase classname=\"" << attr(str(r, "scenario")) << "\" name=\""
+          << attr(str(r, "backend") + "." + str(r, "variant")) << "\" time=\""
+          << fmt("%.3f", num(obj(r, "process"), "wall_seconds", 0)) << "\">\n";
+        const std::string message = v + ": " + str(r, "reason");
+        if (is_error(v))
+            x << "      <error type=\"" << attr(v) << "\" message=\"" << attr(message) << "\">"
+              << escape_markup(str(r, "output_tail")) << "</error>\n";
+        else if (r.value("failing", false))
+            x << "      <failure type=\"" << attr(v) << "\" message=\"" << attr(message) << "\">"
+              << escape_markup("observed " + outcome_line(r) + "\n" + str(r, "reason")) << "</failure>\n";
+        else if (v == "UNSUPPORTED")
+            x << "      <skipped message=\"" << attr(str(r, "reason")) << "\"/>\n";
+        x << "      <system-out>" << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason")) << "</system-out>\n";
+        x << "    </testcase>\n";
+    }
+    const std::set<std::string> crashed(run.started_unfinished.begin(), run.started_unfinished.end());
+    for (const auto& key : run.not_finished) {
+        const auto first = key.find('.');
+        const auto second = key.find('.', first + 1);
+        const std::string scenario = key.substr(first + 1, second - first - 1);
+        const std::string name = key.substr(0, first) + "." + key.substr(second + 1);
+        const std::string why = crashed.count(key) != 0 ? "the run ended while this case ran (no result recorded)"
+                                                        : "not run: the run ended before it";
+        x << "    <testcase classname=\"" << attr(scenario) << "\" name=\"" << attr(name) << "\" time=\"0\">\n"
+          << "      <error type=\"NOT_RUN\" message=\"" << attr(why) << "\"/>\n"
+          << "    </testcase>\n";
+    }
+    x << "  </testsuite>\n</testsuites>\n";
+    return x.str();
+}
+
+namespace {
+/// Text safe in one Markdown table cell or list line: no newlines, pipes or HTML.
+std::string md_inline(std::string text, std::size_t max = 200) {
+    for (char& c : text)
+        if (c == '\n' || c == '\r' || c == '\t')
+            c = ' ';
+    if (text.size() > max)
+        text = text.substr(0, max - 3) + "...";
+    std::string out;
+    for (char c : text) {
+        if (c == '|' || c == '`' || c == '*' || c == '_' || c == '[' || c == ']' || c == '\\')
+            out += '\\';
+        if (c == '<')
+            out += "&lt;";
+        else if (c == '>')
+            out += "&gt;";
+        else
+            out += c;
+    }
+    return out;
+}
+/// Text for inside a `code span`: backslash escapes do not work there, so nothing is escaped;
+/// backticks and line breaks, which would end it, are replaced.
+std::string md_code(std::string text) {
+    for (char& c : text)
+        if (c == '`' || c == '\n' || c == '\r')
+            c = c == '`' ? '\'' : ' ';
+    return text;
+}
+} // namespace
+
+std::string render_markdown(const run_data& run) {
+    const auto counts = verdict_counts(run);
+    std::ostringstream m;
+    bool failing = false;
+    for (const auto& r : run.cases)
+        failing = failing || r.value("failing", false);
+    for (const auto& r : run.ratios)
+        failing = failing || r.value("failing", false);
+    const json fp = fingerprint_summary(run);
+    m << "## pitfall: " << (failing ? "failing" : !run.not_finished.empty() ? "incomplete" : "passing") << "\n\n";
+    m << counts_line(counts) << " (" << run.cases.size() << " of " << run.cases.size() + run.not_finished.size()
+      << " cases finished";
+    if (run.resumed > 0)
+        m << ", resumed " << run.resumed << "x";
+    m << ")\n\n";
+    m << "Profile **" << md_inline(str(obj(run.header, "profile"), "name", "none")) << "**; ";
+    std::vector<std::string> facts;
+    for (const char* k : {"gpu_model", "compute_capability", "driver_version", "cuda_runtime", "cudnn", "cpu_model", "os"})
+        if (fp.contains(k) && !fp[k].is_null())
+            facts.push_back(std::string(k) + " " + md_inline(fp[k].is_string() ? fp[k].get<std::string>() : fp[k].dump(), 60));
+    for (std::size_t i = 0; i < facts.size(); ++i)
+        m << (i ? ", " : "") << facts[i];
+    m << (facts.empty() ? "no fingerprint facts" : "") << ".\n\n";
+
+    m << "| verdict | cases |\n|---|---:|\n";
+    for (const auto& [v, n] : counts)
+        m << "| " << v << " | " << n << " |\n";
+
+    std::vector<const json*> failures, warnings;
+    for (const auto& r : run.cases) {
+        if (r.value("failing", false))
+            failures.push_back(&r);
+        else if (is_warning(str(r, "verdict")))
+            warnings.push_back(&r);
+    }
+    m << "\n### Failing\n\n";
+    if (failures.empty() && run.started_unfinished.empty())
+        m << "None.\n";
+    for (const json* r : failures)
+        m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` **" << str(*r, "verdict") << "** ("
+          << md_inline(outcome_line(*r), 60) << "): " << md_inline(str(*r, "reason")) << "\n";
+    for (const auto& key : run.started_unfinished)
+        m << "- `pitfall." << md_code(key) << "` **CRASH**: the run ended while it ran (no result recorded)\n";
+    for (const auto& r : run.ratios)
+        if (r.value("failing", false))
+            m << "- ratio `" << md_code(str(r, "backend") + "." + str(r, "scenario") + "." + str(r, "name")) << "` = "
+              << fmt("%.3g", num(r, "ratio")) << " outside " << md_inline(r.value("bound", json()).dump()) << "\n";
+
+    m << "\n### Changed against the baseline\n\n";
+    std::size_t changed = 0;
+    for (const auto& r : run.cases) {
+        const std::string v = str(r, "verdict");
+        if (v == "PASS" || v == "UNSUPPORTED" || r.value("failing", false))
+            continue;
+        ++changed;
+        m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << v << ": " << md_inline(str(r, "reason")) << "\n";
+    }
+    for (const auto& r : run.cases) {
+        const json timings = obj(r, "timings");
+        for (const auto& [name, t] : timings.items())
+            if (str(t, "verdict") == "FASTER") {
+                ++changed;
+                m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << md_inline(name) << " FASTER: "
+                  << md_inline(str(t, "reason")) << "\n";
+            }
+    }
+    if (changed == 0)
+        m << (failures.empty() ? "Nothing: every finished case met its baseline or was unsupported here.\n"
+                               : "Nothing besides the failures above.\n");
+    if (!run.not_finished.empty())
+        m << "\n" << run.not_finished.size() << " selected case(s) have no result; `pitfall run --resume "
+          << md_code(run.dir) << "` completes the run.\n";
+    return m.str();
+}
+
+// ---- HTML ---------------------------------------------------------------------------------
+
+namespace {
+const char* verdict_class(const std::string& v) {
+    if (v == "PASS")
+        return "pass";
+    if (v == "UNSUPPORTED")
+        return "skip";
+    if (is_warning(v))
+        return "warn";
+    return "fail";
+}
+
+std::string case_anchor(const std::string& key) {
+    std::string id = "case-";
+    for (char c : key)
+        id += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_') ? c : '-';
+    return id;
+}
+
+struct bar {
+    std::string label;
+    std::string series; ///< which colour: "cpu", "cuda", "speedup", "device", "host"
+    double value;
+    std::string title;  ///< hover text
+    double bound = std::nan(""); ///< a marker line (memory bound), NaN for none
+};
+
+/// A horizontal bar chart as inline SVG; log scale when the values span more than 50x.
+std::string svg_bars(const std::string& title, const std::vector<bar>& bars, const std::string& unit,
+                     bool center_at_one = false) {
+    std::ostringstream s;
+    if (bars.empty()) {
+        s << "<p class=\"muted\">" << escape_markup(title) << ": nothing to draw in this run.</p>\n";
+        return s.str();
+    }
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (const auto& b : bars)
+        for (double x : {b.value, b.bound})
+            if (std::isfinite(x) && x > 0) {
+                lo = std::min(lo, x);
+                hi = std::max(hi, x);
+            }
+    if (center_at_one) {
+        lo = std::min(lo, 1.0);
+        hi = std::max(hi, 1.0);
+    }
+    if (!(hi > 0))
+        hi = lo = 1;
+    const bool log_scale = hi / lo > 50 || center_at_one;
+    const double lmin = log_scale ? std::log10(lo) - 0.1 : 0;
+    const double lmax = log_scale ? std::log10(hi) + 0.1 : hi * 1.05;
+    const int label_w = 330, plot_w = 420, row_h = 16, top = 26;
+    const int height = top + static_cast<int>(bars.size()) * row_h + 24;
+    const auto xpos = [&](double v) {
+        const double t = log_scale ? (std::log10(std::max(v, lo)) - lmin) / (lmax - lmin) : v / lmax;
+        return label_w + plot_w * std::clamp(t, 0.0, 1.0);
+    };
+    s << "<figure class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"" << label_w + plot_w + 110
+      << "\" height=\"" << height << "\" viewBox=\"0 0 " << label_w + plot_w + 110 << ' ' << height << "\">\n";
+    s << "<title>" << escape_markup(title) << "</title>\n";
+    s << "<text x=\"0\" y=\"16\" class=\"ct\">" << escape_markup(title) << (log_scale ? " (log scale)" : "") << "</text>\n";
+    const double origin = center_at_one ? xpos(1.0) : label_w;
+    for (std::size_t i = 0; i < bars.size(); ++i) {
+        const auto& b = bars[i];
+        const int y = top + static_cast<int>(i) * row_h;
+        const double x = std::isfinite(b.value) && b.value > 0 ? xpos(b.value) : label_w;
+        s << "<text x=\"" << label_w - 6 << "\" y=\"" << y + 12 << "\" class=\"cl\">" << escape_markup(b.label) << "</text>";
+        s << "<rect class=\"b-" << b.series << "\" x=\"" << fmt("%.1f", std::min(origin, x)) << "\" y=\"" << y + 2
+          << "\" width=\"" << fmt("%.1f", std::max(1.0, std::abs(x - origin))) << "\" height=\"" << row_h - 4
+          << "\"><title>" << escape_markup(b.title) << "</title></rect>";
+        if (std::isfinite(b.bound) && b.bound > 0) {
+            const double bx = xpos(b.bound);
+            s << "<line class=\"bound\" x1=\"" << fmt("%.1f", bx) << "\" x2=\"" << fmt("%.1f", bx) << "\" y1=\"" << y
+              << "\" y2=\"" << y + row_h << "\"><title>bound " << escape_markup(human_bytes(b.bound)) << "</title></line>";
+        }
+        s << "<text x=\"" << fmt("%.1f", std::max(origin, x) + 4) << "\" y=\"" << y + 12 << "\" class=\"cv\">"
+          << escape_markup(b.title.substr(b.title.rfind(": ") == std::string::npos ? 0 : b.title.rfind(": ") + 2)) << "</text>\n";
+    }
+    if (center_at_one)
+        s << "<line class=\"axis\" x1=\"" << fmt("%.1f", origin) << "\" x2=\"" << fmt("%.1f", origin) << "\" y1=\"" << top
+          << "\" y2=\"" << height - 20 << "\"/>";
+    s << "<text x=\"" << label_w << "\" y=\"" << height - 4 << "\" class=\"cv\">" << escape_markup(unit) << "</text>\n";
+    s << "</svg></figure>\n";
+    return s.str();
+}
+
+/// The upper bound a baseline memory entry allows, for the chart's marker.
+double memory_bound(const json& bound) {
+    if (!bound.is_object())
+        return std::nan("");
+    if (bound.contains("equals") && bound["equals"].is_number())
+        return bound["equals"].get<double>();
+    if (bound.contains("max") && bound["max"].is_number())
+        return bound["max"].get<double>();
+    if (bound.contains("value") && bound["value"].is_number()) {
+        const double v = bound["value"].get<double>();
+        if (bound.contains("rel_tol") && bound["rel_tol"].is_number())
+            return v * (1 + bound["rel_tol"].get<double>());
+        if (bound.contains("abs_tol") && bound["abs_tol"].is_number())
+            return v + bound["abs_tol"].get<double>();
+        return v;
+    }
+    return std::nan("");
+}
+
+std::string pre_json(const json& j) {
+    return "<pre>" + escape_markup(j.dump(2)) + "</pre>";
+}
+
+const char* html_style = R"CSS(
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1b1f24;background:#fff}
+h1{font-size:1.5em;margin:0 0 .3em}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:2px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}.muted{color:#656d76}
+.v{display:inline-block;padding:0 6px;border-radius:3px;font-weight:600;font-size:12px}
+.pass{background:#dafbe1;color:#116329}.fail{background:#ffebe9;color:#a40e26}
+.warn{background:#fff8c5;color:#7d4e00}.skip{background:#eaeef2;color:#57606a}
+.grid td.cell{text-align:center}.grid a{text-decoration:none}
+details{border:1px solid #d0d7de;border-radius:4px;margin:4px 0;padding:2px 8px}
+summary{cursor:pointer}pre{background:#f6f8fa;padding:6px;overflow:auto;max-height:24em;white-space:pre-wrap}
+.chart text{font:11px system-ui,sans-serif}.chart .ct{font-size:13px;font-weight:600}.chart .cl{text-anchor:end}
+.chart .cv{fill:#57606a}.b-cpu{fill:#0969da}.b-cuda{fill:#1a7f37}.b-speedup{fill:#8250df}
+.b-device{fill:#1a7f37}.b-host{fill:#0969da}.bound{stroke:#cf222e;stroke-width:2}.axis{stroke:#57606a}
+.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+)CSS";
+} // namespace
+
+std::string render_html(const run_data& run) {
+    const auto counts = verdict_counts(run);
+    const json fp = fingerprint_summary(run);
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>" << html_style
+      << "</style></head>\n<body>\n";
+
+    // ---- header: the environment
+    h << "<header id=\"fingerprint\"><h1>pitfall report</h1>\n<p class=\"muted\">run " << escape_markup(run.dir)
+      << ", started " << escape_markup(str(run.header, "at")) << ", pitfall " << escape_markup(str(run.header, "pitfall_version"))
+      << ", profile <b>" << escape_markup(str(obj(run.header, "profile"), "name", "none")) << "</b> ("
+      << escape_markup(str(obj(run.header, "profile"), "reason")) << ")</p>\n";
+    h << "<table class=\"fp\"><tr><th>fingerprint</th><td>" << escape_markup(str(run.header, "fingerprint_id")) << "</td></tr>\n";
+    for (const auto& [k, v] : fp.items())
+        h << "<tr><th>" << escape_markup(k) << "</th><td>" << escape_markup(v.is_string() ? v.get<std::string>() : v.dump())
+          << "</td></tr>\n";
+    h << "</table>\n<p id=\"counts\">";
+    for (const auto& [v, n] : counts)
+        h << "<span class=\"v " << verdict_class(v) << "\">" << escape_markup(v) << ' ' << n << "</span> ";
+    if (run.interrupted)
+        h << "<span class=\"v warn\">interrupted</span>";
+    h << "</p></header>\n";
+
+    // ---- verdict grid: scenario x variant rows, one column per backend
+    std::vector<std::string> backends;
+    std::vector<std::pair<std::string, std::string>> rows; // scenario, variant
+    std::map<std::pair<std::string, std::string>, std::map<std::string, const json*>> cell;
+    for (const auto& r : run.cases) {
+        const std::string b = str(r, "backend"), s = str(r, "scenario"), v = str(r, "variant");
+        if (std::find(backends.begin(), backends.end(), b) == backends.end())
+            backends.push_back(b);
+        if (cell.count({s, v}) == 0)
+            rows.emplace_back(s, v);
+        cell[{s, v}][b] = &r;
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    h << "<h2>Verdicts</h2>\n<table class=\"grid\" id=\"verdict-grid\"><tr><th>scenario</th><th>variant</th>";
+    for (const auto& b : backends)
+        h << "<th>" << escape_markup(b) << "</th>";
+    h << "</tr>\n";
+    for (const auto& [s, v] : rows) {
+        h << "<tr><td>" << escape_markup(s) << "</td><td>" << escape_markup(v) << "</td>";
+        for (const auto& b : backends) {
+            const auto it = cell[{s, v}].find(b);
+            if (it == cell[{s, v}].end()) {
+                h << "<td class=\"cell muted\">-</td>";
+                continue;
+            }
+            const std::string verdict = str(*it->second, "verdict");
+            h << "<td class=\"cell\"><a href=\"#" << case_anchor(str(*it->second, "case")) << "\" title=\""
+              << escape_markup(str(*it->second, "reason")) << "\"><span class=\"v " << verdict_class(verdict) << "\">"
+              << escape_markup(verdict) << "</span></a></td>";
+        }
+        h << "</tr>\n";
+    }
+    h << "</table>\n";
+    if (!run.not_finished.empty()) {
+        h << "<p>No result for: ";
+        for (std::size_t i = 0; i < run.not_finished.size(); ++i)
+            h << (i ? ", " : "") << "<code>" << escape_markup(run.not_finished[i]) << "</code>";
+        h << " (the run ended first; <code>pitfall run --resume</code> completes it).</p>\n";
+    }
+
+    // ---- charts
+    h << "<h2>Charts</h2>\n<p class=\"legend\"><span class=\"b-cpu\" style=\"background:#0969da\"></span>CPU"
+      << "<span style=\"background:#1a7f37\"></span>GPU (CUDA)</p>\n";
+    std::vector<bar> times;
+    for (const auto& [s, v] : rows)
+        for (const auto& b : backends)
+            if (const auto it = cell[{s, v}].find(b); it != cell[{s, v}].end()) {
+                const std::string verdict = str(*it->second, "verdict");
+                if (verdict == "UNSUPPORTED")
+                    continue;
+                const double t = case_seconds(*it->second);
+                if (std::isfinite(t) && t > 0)
+                    times.push_back({s + "." + v + " [" + b + "]", b == "cuda" ? "cuda" : "cpu", t,
+                                     b + " " + s + "." + v + ": " + human_seconds(t)});
+            }
+    h << "<div id=\"chart-time\">" << svg_bars("CPU vs GPU time per case (median sample, else process wall time)", times, "seconds") << "</div>\n";
+
+    std::vector<bar> speedups;
+    for (const auto& b : backends) {
+        std::map<std::string, std::vector<const json*>> by_scenario;
+        for (const auto& r : run.cases)
+            if (str(r, "backend") == b && str(r, "verdict") != "UNSUPPORTED")
+                by_scenario[str(r, "scenario")].push_back(&r);
+        for (const auto& [s, list] : by_scenario) {
+            const json* reproduce = nullptr;
+            for (const json* r : list)
+                if (str(*r, "kind") == "reproduce" && std::isfinite(first_time_median(obj(*r, "result")))) {
+                    reproduce = r;
+                    break;
+                }
+            if (reproduce == nullptr)
+                continue;
+            const double base = first_time_median(obj(*reproduce, "result"));
+            for (const json* r : list) {
+                if (str(*r, "kind") != "remedy")
+                    continue;
+                const double t = first_time_median(obj(*r, "result"));
+                if (std::isfinite(t) && t > 0 && base > 0)
+                    speedups.push_back({s + "." + str(*r, "variant") + " [" + b + "]", "speedup", base / t,
+                                        b + " " + s + ": " + str(*reproduce, "variant") + " / " + str(*r, "variant") +
+                                            ": " + fmt("%.2fx", base / t)});
+            }
+        }
+    }
+    h << "<div id=\"chart-speedup\">"
+      << svg_bars("Remedy vs reproduce: median time of the first reproduce variant / the remedy's", speedups,
+                  "speedup (x); right of the axis: the remedy is faster", true)
+      << "</div>\n";
+
+    std::vector<bar> memory;
+    for (const auto& r : run.cases) {
+        if (str(r, "verdict") == "UNSUPPORTED")
+            continue;
+        const json expected_memory = r.contains("baseline") ? obj(obj(r["baseline"], "entry"), "memory")
+                                                            : json::object();
+        const json result = obj(r, "result");
+        const double device = result.is_object() ? num(obj(result, "memory"), "tracked_peak_bytes") : std::nan("");
+        if (std::isfinite(device) && device > 0)
+            memory.push_back({str(r, "case"), "device", device, "device peak " + str(r, "case") + ": " + human_bytes(device),
+                              memory_bound(expected_memory.value("tracked_peak_bytes", json()))});
+        const double host = num(obj(r, "process"), "peak_rss_bytes");
+        if (std::isfinite(host) && host > 0)
+            memory.push_back({str(r, "case"), "host", host, "host peak RSS " + str(r, "case") + ": " + human_bytes(host),
+                              memory_bound(expected_memory.value("peak_rss_bytes", json()))});
+    }
+    h << "<p class=\"legend\"><span style=\"background:#1a7f37\"></span>device (tracked peak)"
+      << "<span style=\"background:#0969da\"></span>host (peak RSS)<span style=\"background:#cf222e\"></span>baseline bound</p>\n";
+    h << "<div id=\"chart-memory\">" << svg_bars("Memory peaks against their baseline bounds", memory, "bytes") << "</div>\n";
+
+    // ---- every case, expandable
+    h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
+    for (const auto& r : run.cases) {
+        const std::string verdict = str(r, "verdict");
+        const json o = obj(r, "observed");
+        const json result = obj(r, "result");
+        h << "<details class=\"case\" id=\"" << case_anchor(str(r, "case")) << "\"><summary><span class=\"v "
+          << verdict_class(verdict) << "\">" << escape_markup(verdict) << "</span> <code>" << escape_markup(str(r, "test", str(r, "case")))
+          << "</code> <span class=\"muted\">" << escape_markup(outcome_line(r)) << "</span></summary>\n";
+        h << "<table><tr><th>reason</th><td class=\"reason\">" << escape_markup(str(r, "reason")) << "</td></tr>\n";
+        for (const char* k : {"status", "library", "error", "stage", "sticky", "signal", "message"})
+            if (o.contains(k))
+                h << "<tr><th>" << k << "</th><td>" << escape_markup(str(o, k)) << "</td></tr>\n";
+        h << "<tr><th>wall time</th><td>" << human_seconds(num(obj(r, "process"), "wall_seconds")) << "</td></tr>\n";
+        h << "<tr><th>ran on</th><td>" << escape_markup(str(result, "ran_on", "-")) << "</td></tr>\n";
+        h << "<tr><th>judged by</th><td>" << escape_markup(r.contains("baseline") ? str(r["baseline"], "profile", "no baseline") : "no baseline")
+          << "</td></tr></table>\n";
+        if (result.is_object() && !obj(result, "measurements").empty()) {
+            h << "<table class=\"measurements\"><tr><th>measurement</th><th>value</th><th>unit</th></tr>\n";
+            for (const auto& [k, m] : result["measurements"].items())
+                h << "<tr><td>" << escape_markup(k) << "</td><td>" << escape_markup(m.is_object() && m.contains("value") ? m["value"].dump() : m.dump())
+                  << "</td><td>" << escape_markup(str(m, "unit")) << "</td></tr>\n";
+            h << "</table>\n";
+        }
+        if (result.is_object() && !arr(result, "checks").empty()) {
+            h << "<table class=\"checks\"><tr><th>check</th><th>passed</th><th>detail</th></tr>\n";
+            for (const auto& c : result["checks"])
+                h << "<tr><td>" << escape_markup(str(c, "name")) << "</td><td>" << (c.value("passed", false) ? "yes" : "<b>no</b>")
+                  << "</td><td>" << escape_markup(str(c, "detail")) << "</td></tr>\n";
+            h << "</table>\n";
+        }
+        if (!obj(r, "timings").empty())
+            h << "<p>timings</p>" << pre_json(r["timings"]);
+        if (r.contains("baseline"))
+            h << "<p>baseline entry</p>" << pre_json(obj(r["baseline"], "entry"));
+        if (!str(r, "output_tail").empty())
+            h << "<p>output (end)</p><pre>" << escape_markup(str(r, "output_tail")) << "</pre>";
+        h << "</details>\n";
+    }
+    h << "</div>\n<footer class=\"muted\"><p>Rendered from results.jsonl by <code>pitfall report</code>, "
+      << escape_markup(utc_now("%Y-%m-%dT%H:%M:%SZ")) << ".</p></footer>\n</body></html>\n";
+    return h.str();
+}
+
+status write_reports(const run_data& run) {
+    const std::pair<const char*, std::string> files[] = {
+        {report_json_name, render_json(run).dump(2) + "\n"},
+        {report_junit_name, render_junit(run)},
+        {report_markdown_name, render_markdown(run)},
+        {report_html_name, render_html(run)}};
+    for (const auto& [name, text] : files)
+        PITFALL_TRY(write_file_atomically(run.dir + "/" + name, text));
+    return status::ok();
+}
+
+int report_run(const report_options& options) {
+    auto run = load_run(options.run_dir);
+    if (!run.is_ok()) {
+        std::cerr << "pitfall: error: " << run.error().message() << '\n';
+        return exit_bad_input;
+    }
+    std::string text;
+    if (options.format == "html")
+        text = render_html(run.value());
+    else if (options.format == "junit")
+        text = render_junit(run.value());
+    else if (options.format == "markdown")
+        text = render_markdown(run.value());
+    else if (options.format == "json")
+        text = render_json(run.value()).dump(2) + "\n";
+    else {
+        std::cerr << "pitfall: error: --format " << options.format << ": expected html, junit, markdown or json\n";
+        return exit_bad_input;
+    }
+    if (options.out.empty() || options.out == "-") {
+        std::cout << text;
+        return exit_ok;
+    }
+    if (auto written = write_file_atomically(options.out, text); !written.is_ok()) {
+        std::cerr << "pitfall: error: --out " << options.out << ": " << written.message() << '\n';
+        return exit_bad_input;
+    }
+    std::cerr << "pitfall: wrote " << options.out << '\n';
+    return exit_ok;
+}
+
+} // namespace pitfall::runner

@@ -1,0 +1,62 @@
+// Reports rendered from a run folder's results.jsonl (the source of truth): a versioned JSON
+// document (reports/schema/report.schema.json), JUnit XML for CI systems, Markdown for step
+// summaries and pull-request comments, and one self-contained HTML page (no scripts, fonts or
+// styles from elsewhere). `pitfall report RUN` renders one; `pitfall run` ends by writing all
+// four into the run folder.
+#pragma once
+
+#include "pitfall/status.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace pitfall::runner {
+
+/// What a run folder holds, as the reports need it.
+struct run_data {
+    std::string dir;
+    nlohmann::json header;            ///< the first "run" record (null when the file has none)
+    std::vector<nlohmann::json> cases; ///< the last "case" record of each case, in run order
+    /// Cases selected (header "selection") with no "case" record: not run, or the run ended
+    /// inside them ("started" with no result: crashed or killed mid-way).
+    std::vector<std::string> not_finished;
+    std::vector<std::string> started_unfinished; ///< the subset that had started
+    int resumed = 0;                  ///< "resumed" records: how many times it was completed later
+    bool interrupted = false;         ///< an "interrupted" record, not followed by a resume
+    nlohmann::json ratios = nlohmann::json::array(); ///< from summary.json when present
+};
+
+/// Reads `dir`/results.jsonl (and summary.json for the ratios, when present). A truncated last
+/// line (a kill mid-write) is skipped; anything else malformed is bad input naming the line.
+status_or<run_data> load_run(const std::string& dir);
+
+nlohmann::json render_json(const run_data& run);
+std::string render_junit(const run_data& run);
+std::string render_markdown(const run_data& run);
+std::string render_html(const run_data& run);
+
+/// The file names `pitfall run` writes into the run folder.
+inline const char* const report_json_name = "report.json";
+inline const char* const report_junit_name = "junit.xml";
+inline const char* const report_markdown_name = "summary.md";
+inline const char* const report_html_name = "report.html";
+
+/// Writes the four reports into `run.dir`, each atomically; the first error is returned.
+status write_reports(const run_data& run);
+
+struct report_options {
+    std::string run_dir;
+    std::string format = "html"; ///< html, junit, markdown, json
+    std::string out;             ///< empty: standard output
+};
+
+/// `pitfall report RUN [--format F] [--out FILE]`: exit 0 written, 2 bad input.
+int report_run(const report_options& options);
+
+/// Text safe inside HTML or XML element content and attribute values (& < > " ' escaped;
+/// control characters XML 1.0 forbids replaced by U+FFFD).
+std::string escape_markup(const std::string& text);
+
+} // namespace pitfall::runner
