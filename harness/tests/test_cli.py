@@ -90,6 +90,18 @@ class FixtureTest(unittest.TestCase):
     def run_dir(self, name="run"):
         return os.path.join(self.tmp, name)
 
+    def finished_two_case_run(self):
+        """A finished run of cpu ok then unsupported: its folder, results.jsonl and that file's
+        lines (the last one the unsupported case's record), for tests that damage it."""
+        out = self.run_dir()
+        self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
+                                      "--samples", "1").returncode, 0)
+        path = os.path.join(out, "results.jsonl")
+        with open(path) as f:
+            lines = f.readlines()
+        self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
+        return out, path, lines
+
 
 class Endings(FixtureTest):
     """Every way a case can end is recorded, and the run goes on after each."""
@@ -524,13 +536,7 @@ class Reports(FixtureTest):
         self.assertNotIn("<script", read_text(os.path.join(out, "summary.md")))
 
     def test_a_run_cut_short_then_resumed(self):
-        out = self.run_dir()
-        self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
-                                      "--samples", "1").returncode, 0)
-        path = os.path.join(out, "results.jsonl")
-        with open(path) as f:
-            lines = f.readlines()
-        self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
+        out, path, lines = self.finished_two_case_run()
         with open(path, "w") as f:  # the run died while the last case ran: started, no result
             f.writelines(lines[:-1])
         r = self.pitfall("report", out, "--format", "json", "--out", os.path.join(out, "report.json"))
@@ -640,13 +646,7 @@ class Interruption(FixtureTest):
         self.assertEqual(summary["cases_finished"], 2)
 
     def test_a_record_cut_short_is_dropped_and_resume_can_repeat(self):
-        out = self.run_dir()
-        self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
-                                      "--samples", "1").returncode, 0)
-        path = os.path.join(out, "results.jsonl")
-        with open(path) as f:
-            lines = f.readlines()
-        self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
+        out, path, lines = self.finished_two_case_run()
         with open(path, "w") as f:  # a kill in the middle of writing the last record
             f.writelines(lines[:-1])
             f.write(lines[-1][: len(lines[-1]) // 2])
