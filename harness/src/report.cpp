@@ -456,9 +456,22 @@ struct bar {
 };
 
 /// A horizontal bar chart as inline SVG; log scale when the values span more than 50x.
-std::string svg_bars(const std::string& title, const std::vector<bar>& bars, const std::string& unit,
+std::string svg_bars(const std::string& title, std::vector<bar> bars, const std::string& unit,
                      bool center_at_one = false) {
     std::ostringstream s;
+    // A chart of a thousand rows is a wall, not a picture: past max_bars keep the most telling
+    // (largest; for a ratio, farthest from 1) and say so; every case is still in the grid.
+    constexpr std::size_t max_bars = 60;
+    std::string shown_note;
+    if (bars.size() > max_bars) {
+        const auto weight = [&](const bar& b) {
+            return center_at_one ? std::abs(std::log(std::max(b.value, 1e-12))) : b.value;
+        };
+        std::stable_sort(bars.begin(), bars.end(), [&](const bar& a, const bar& b) { return weight(a) > weight(b); });
+        shown_note = " (the " + std::to_string(max_bars) + " " + (center_at_one ? "farthest from 1" : "largest") +
+                     " of " + std::to_string(bars.size()) + ")";
+        bars.resize(max_bars);
+    }
     if (bars.empty()) {
         s << "<p class=\"muted\">" << escape_markup(title) << ": nothing to draw in this run.</p>\n";
         return s.str();
@@ -488,7 +501,8 @@ std::string svg_bars(const std::string& title, const std::vector<bar>& bars, con
     s << "<figure class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"" << label_w + plot_w + 110
       << "\" height=\"" << height << "\" viewBox=\"0 0 " << label_w + plot_w + 110 << ' ' << height << "\">\n";
     s << "<title>" << escape_markup(title) << "</title>\n";
-    s << "<text x=\"0\" y=\"16\" class=\"ct\">" << escape_markup(title) << (log_scale ? " (log scale)" : "") << "</text>\n";
+    s << "<text x=\"0\" y=\"16\" class=\"ct\">" << escape_markup(title + shown_note) << (log_scale ? " (log scale)" : "")
+      << "</text>\n";
     const double origin = center_at_one ? xpos(1.0) : label_w;
     for (std::size_t i = 0; i < bars.size(); ++i) {
         const auto& b = bars[i];
