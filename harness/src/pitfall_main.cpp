@@ -32,6 +32,9 @@ commands:
   report RUN [--format html|junit|markdown|json] [--out FILE]
                                  render a run folder's results.jsonl (default: HTML on
                                  standard output); `run` writes all four into the run folder
+  report --merge RUN RUN... [--format html|markdown] [--out FILE]
+                                 runs side by side (a CUDA/cuDNN/driver matrix): each cell's
+                                 verdict and outcome per case, and what differs between cells
   help                           this text
   version                        the version
 
@@ -168,11 +171,16 @@ int main(int argc, char** argv) {
     if (command == "report") {
         report_options r;
         std::vector<std::string> runs;
+        bool merge = false;
         for (std::size_t i = 1; i < args.size(); ++i) {
             const std::string& flag = args[i];
             if (flag == "--help" || flag == "-h") {
                 std::cout << usage_text;
                 return exit_ok;
+            }
+            if (flag == "--merge") {
+                merge = true;
+                continue;
             }
             if (flag == "--format" || flag == "--out") {
                 if (i + 1 >= args.size())
@@ -184,6 +192,14 @@ int main(int argc, char** argv) {
                 return usage_error("unknown option '" + flag + "' for `pitfall report`");
             else
                 runs.push_back(flag);
+        }
+        if (merge) {
+            if (runs.size() < 2)
+                return usage_error("--merge needs two or more run folders: pitfall report --merge RUN RUN... [--out FILE]");
+            if (r.format != "html" && r.format != "markdown")
+                return usage_error("--format " + r.format + ": a merged report is html or markdown");
+            r.merge_dirs = runs;
+            return report_run(r);
         }
         if (runs.size() != 1)
             return usage_error("report needs one run folder: pitfall report RUN [--format F] [--out FILE]");

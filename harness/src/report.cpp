@@ -747,6 +747,135 @@ std::string render_html(const run_data& run) {
     return h.str();
 }
 
+// ---- matrix: several runs side by side ---------------------------------------------------
+
+namespace {
+/// A cell's name from its fingerprint: the GPU (or "no GPU"), CUDA runtime and cuDNN versions,
+/// then the run folder's last component, which keeps two cells of one environment apart.
+std::string cell_name(const run_data& run) {
+    const json fp = fingerprint_summary(run);
+    const auto version = [](const json& v, int major_div, int minor_div, int minor_mod) -> std::string {
+        if (!v.is_number_integer() || v.get<long long>() <= 0)
+            return "?";
+        const long long n = v.get<long long>();
+        return std::to_string(n / major_div) + "." + std::to_string(n / minor_div % minor_mod);
+    };
+    std::string gpu = fp.contains("gpu_model") && fp["gpu_model"].is_string() ? fp["gpu_model"].get<std::string>() : "no GPU";
+    std::string dir = run.dir;
+    while (dir.size() > 1 && dir.back() == '/')
+        dir.pop_back();
+    const auto slash = dir.rfind('/');
+    return gpu + ", CUDA " + version(fp.value("cuda_runtime_version", json()), 1000, 10, 100) + ", cuDNN " +
+           version(fp.value("cudnn_version", json()), 10000, 100, 100) + " (" +
+           (slash == std::string::npos ? dir : dir.substr(slash + 1)) + ")";
+}
+
+struct matrix {
+    std::vector<std::string> cells;
+    std::vector<std::string> keys; ///< every case of any run, in order of first appearance
+    /// key -> per cell: the record, or null when that run has no result for it
+    std::map<std::string, std::vector<const json*>> at;
+    std::vector<std::string> differing; ///< keys whose outcome or verdict differs between cells
+};
+
+std::string cell_text(const json* r) {
+    return r == nullptr ? "-" : str(*r, "verdict") + " (" + outcome_line(*r) + ")";
+}
+
+matrix build_matrix(const std::vector<run_data>& runs) {
+    matrix m;
+    for (const auto& run : runs)
+        m.cells.push_back(cell_name(run));
+    for (std::size_t c = 0; c < runs.size(); ++c)
+        for (const auto& r : runs[c].cases) {
+            const std::string key = str(r, "case");
+            auto [it, added] = m.at.try_emplace(key, std::vector<const json*>(runs.size(), nullptr));
+            if (added)
+                m.keys.push_back(key);
+            it->second[c] = &r;
+        }
+    for (const auto& key : m.keys) {
+        std::set<std::string> seen;
+        for (const json* r : m.at[key])
+            seen.insert(cell_text(r));
+        if (seen.size() > 1)
+            m.differing.push_back(key);
+    }
+    return m;
+}
+} // namespace
+
+std::string render_matrix_markdown(const std::vector<run_data>& runs) {
+    const matrix m = build_matrix(runs);
+    std::ostringstream md;
+    md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, " << m.differing.size()
+       << " differ\n\n| case |";
+    for (const auto& c : m.cells)
+        md << ' ' << md_inline(c, 80) << " |";
+    md << "\n|---|";
+    for (std::size_t i = 0; i < m.cells.size(); ++i)
+        md << "---|";
+    md << '\n';
+    for (const auto& key : m.keys) {
+        md << "| `" << md_code(key) << "` |";
+        for (const json* r : m.at.at(key))
+            md << ' ' << md_inline(cell_text(r), 80) << " |";
+        md << '\n';
+    }
+    md << "\n### What differs between cells\n\n";
+    if (m.differing.empty())
+        md << "Nothing: every case has the same verdict and outcome in every cell.\n";
+    for (const auto& key : m.differing) {
+        md << "- `" << md_code(key) << "`: ";
+        const auto& row = m.at.at(key);
+        for (std::size_t c = 0; c < row.size(); ++c)
+            md << (c ? "; " : "") << md_inline(m.cells[c], 80) << ": " << md_inline(cell_text(row[c]), 80);
+        md << '\n';
+    }
+    return md.str();
+}
+
+std::string render_matrix_html(const std::vector<run_data>& runs) {
+    const matrix m = build_matrix(runs);
+    const std::set<std::string> differing(m.differing.begin(), m.differing.end());
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall matrix</title>\n<style>"
+      << html_style << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
+      << "<h1>pitfall matrix</h1>\n<p>" << runs.size() << " cells, " << m.keys.size() << " cases; "
+      << m.differing.size() << " differ between cells (marked red).</p>\n";
+    h << "<table class=\"grid\" id=\"matrix\"><tr><th>case</th>";
+    for (std::size_t c = 0; c < m.cells.size(); ++c)
+        h << "<th title=\"" << escape_markup(runs[c].dir) << "\">" << escape_markup(m.cells[c]) << "</th>";
+    h << "</tr>\n";
+    for (const auto& key : m.keys) {
+        h << "<tr" << (differing.count(key) != 0 ? " class=\"differs\"" : "") << "><td><code>" << escape_markup(key)
+          << "</code></td>";
+        for (const json* r : m.at.at(key)) {
+            if (r == nullptr) {
+                h << "<td class=\"cell muted\">-</td>";
+                continue;
+            }
+            const std::string verdict = str(*r, "verdict");
+            h << "<td class=\"cell\" title=\"" << escape_markup(str(*r, "reason")) << "\"><span class=\"v "
+              << verdict_class(verdict) << "\">" << escape_markup(verdict) << "</span><br><small>"
+              << escape_markup(outcome_line(*r)) << "</small></td>";
+        }
+        h << "</tr>\n";
+    }
+    h << "</table>\n<h2>What differs between cells</h2>\n<ul id=\"differences\">\n";
+    for (const auto& key : m.differing) {
+        h << "<li><code>" << escape_markup(key) << "</code>: ";
+        const auto& row = m.at.at(key);
+        for (std::size_t c = 0; c < row.size(); ++c)
+            h << (c ? "; " : "") << escape_markup(m.cells[c]) << ": <b>" << escape_markup(cell_text(row[c])) << "</b>";
+        h << "</li>\n";
+    }
+    if (m.differing.empty())
+        h << "<li>Nothing: every case has the same verdict and outcome in every cell.</li>\n";
+    h << "</ul>\n</body></html>\n";
+    return h.str();
+}
+
 status write_reports(const run_data& run) {
     const std::pair<const char*, std::string> files[] = {
         {report_json_name, render_json(run).dump(2) + "\n"},
@@ -758,7 +887,39 @@ status write_reports(const run_data& run) {
     return status::ok();
 }
 
+namespace {
+/// A rendered report to standard output ("" or "-") or, whole and atomically, to `out`.
+int emit(const std::string& text, const std::string& out) {
+    if (out.empty() || out == "-") {
+        std::cout << text;
+        return exit_ok;
+    }
+    if (auto written = write_file_atomically(out, text); !written.is_ok()) {
+        std::cerr << "pitfall: error: --out " << out << ": " << written.message() << '\n';
+        return exit_bad_input;
+    }
+    std::cerr << "pitfall: wrote " << out << '\n';
+    return exit_ok;
+}
+} // namespace
+
 int report_run(const report_options& options) {
+    if (!options.merge_dirs.empty()) {
+        std::vector<run_data> runs;
+        for (const auto& dir : options.merge_dirs) {
+            auto one = load_run(dir);
+            if (!one.is_ok()) {
+                std::cerr << "pitfall: error: --merge: " << one.error().message() << '\n';
+                return exit_bad_input;
+            }
+            runs.push_back(std::move(one).value());
+        }
+        if (options.format != "html" && options.format != "markdown") {
+            std::cerr << "pitfall: error: --format " << options.format << ": a merged report is html or markdown\n";
+            return exit_bad_input;
+        }
+        return emit(options.format == "html" ? render_matrix_html(runs) : render_matrix_markdown(runs), options.out);
+    }
     auto run = load_run(options.run_dir);
     if (!run.is_ok()) {
         std::cerr << "pitfall: error: " << run.error().message() << '\n';
@@ -777,16 +938,7 @@ int report_run(const report_options& options) {
         std::cerr << "pitfall: error: --format " << options.format << ": expected html, junit, markdown or json\n";
         return exit_bad_input;
     }
-    if (options.out.empty() || options.out == "-") {
-        std::cout << text;
-        return exit_ok;
-    }
-    if (auto written = write_file_atomically(options.out, text); !written.is_ok()) {
-        std::cerr << "pitfall: error: --out " << options.out << ": " << written.message() << '\n';
-        return exit_bad_input;
-    }
-    std::cerr << "pitfall: wrote " << options.out << '\n';
-    return exit_ok;
+    return emit(text, options.out);
 }
 
 } // namespace pitfall::runner

@@ -37,6 +37,12 @@ std::string render_junit(const run_data& run);
 std::string render_markdown(const run_data& run);
 std::string render_html(const run_data& run);
 
+/// Several runs side by side (a matrix over CUDA/cuDNN versions, drivers, GPUs): one row per
+/// case, one column per run ("cell"), each cell's verdict and observed outcome, and a list of
+/// the cases whose outcome or verdict differs between cells.
+std::string render_matrix_html(const std::vector<run_data>& runs);
+std::string render_matrix_markdown(const std::vector<run_data>& runs);
+
 /// The file names `pitfall run` writes into the run folder.
 inline const char* const report_json_name = "report.json";
 inline const char* const report_junit_name = "junit.xml";
@@ -48,6 +54,7 @@ status write_reports(const run_data& run);
 
 struct report_options {
     std::string run_dir;
+    std::vector<std::string> merge_dirs; ///< --merge: these runs side by side (html or markdown)
     std::string format = "html"; ///< html, junit, markdown, json
     std::string out;             ///< empty: standard output
 };

@@ -556,6 +556,33 @@ class Reports(FixtureTest):
         self.assertEqual(doc["run"]["resumed"], 1)
         self.assertEqual(doc["crashed_mid_way"], [])
 
+    def test_merge_puts_runs_side_by_side_and_says_what_differs(self):
+        a, b = self.run_dir("a"), self.run_dir("b")
+        for out, env in ((a, {}), (b, {"PITFALL_INJECT": "outcome:cpu.harness_fixture.ok:cudaErrorLaunchFailure"})):
+            self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out, "--samples", "1",
+                         env=dict(os.environ, **env))
+        md_path, html_path = os.path.join(self.tmp, "matrix.md"), os.path.join(self.tmp, "matrix.html")
+        r = self.pitfall("report", "--merge", a, b, "--format", "markdown", "--out", md_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        md = read_text(md_path)
+        self.assertIn("2 cells, 2 cases, 1 differ", md)
+        differs = md.split("### What differs between cells")[1].strip().splitlines()
+        self.assertEqual(len(differs), 1, md)
+        self.assertTrue(differs[0].startswith("- `cpu.harness_fixture.ok`"), differs[0])
+        self.assertIn("PASS (ok)", differs[0])
+        self.assertIn("FAIL (cudaErrorLaunchFailure@compute)", differs[0])
+        r = self.pitfall("report", "--merge", a, b, "--out", html_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        html = read_text(html_path)
+        self.assertIn('id="matrix"', html)
+        self.assertEqual(html.count('<tr class="differs">'), 1)
+        self.assertNotIn("<script", html)
+        # A merge needs two runs, and is HTML or Markdown.
+        self.assertEqual(self.pitfall("report", "--merge", a).returncode, 2)
+        r = self.pitfall("report", "--merge", a, b, "--format", "json")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--format json", r.stderr)
+
     def test_bad_report_requests_exit_2_naming_what(self):
         missing = os.path.join(self.tmp, "no-such-run")
         r = self.pitfall("report", missing)
