@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what pitfall needs and this machine lacks; does nothing when all is there.
 #   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark,
-#   python3-jsonschema (the baseline schema test), diffutils (`pitfall bless` prints a diff)
+#   python3-jsonschema (the baseline and report schema tests), diffutils (`pitfall bless` prints a
+#   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
+#   (the HTML report opened headless in the tests)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 #   .tools/python: junitparser (the report tests' JUnit reader), from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
@@ -10,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
-          libbenchmark-dev python3 python3-pip python3-jsonschema diffutils)
+          libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils chromium)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -461,6 +461,12 @@ class Reports(FixtureTest):
         self.assertEqual(errors, [])
         return doc
 
+    def xmllint_junit(self, path):
+        """xmllint (libxml2-utils) against reports/schema/junit.xsd: (exit status, its words)."""
+        p = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(self.SCHEMA_DIR, "junit.xsd"), path],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr
+
     def junit(self, run):
         import junitparser  # pip, into .tools/python by ci/setup.sh
         xml = junitparser.JUnitXml.fromfile(os.path.join(run, "junit.xml"))
@@ -496,6 +502,15 @@ class Reports(FixtureTest):
         skipped = cases[("harness_fixture", "cpu.unsupported")].result
         self.assertEqual([type(r).__name__ for r in skipped], ["Skipped"])
         self.assertIn("never runs", skipped[0].message)
+        rc, words = self.xmllint_junit(os.path.join(out, "junit.xml"))
+        self.assertEqual(rc, 0, words)
+        # The schema can say no: a testcase without its classname is refused.
+        broken = os.path.join(self.tmp, "broken-junit.xml")
+        with open(broken, "w") as f:
+            f.write(read_text(os.path.join(out, "junit.xml")).replace('classname="harness_fixture" ', "", 1))
+        rc, words = self.xmllint_junit(broken)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("classname", words)
         suite = next(iter(xml))
         props = {prop.name: prop.value for prop in suite.properties()}
         self.assertRegex(props["fingerprint_id"], r"^[0-9a-f]{16}$")
@@ -530,7 +545,9 @@ class Reports(FixtureTest):
         html = read_text(os.path.join(out, "report.html"))
         self.assertNotIn("<script", html)
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;&#39;", html)
-        cases, _ = self.junit(out)  # still well-formed XML
+        cases, _ = self.junit(out)  # still well-formed XML, and still valid
+        rc, words = self.xmllint_junit(os.path.join(out, "junit.xml"))
+        self.assertEqual(rc, 0, words)
         failure = cases[("harness_fixture", "cpu.ok")].result[0]
         self.assertIn("<script>alert(1)</script>", failure.message)  # the parser gives the text back
         self.assertNotIn("<script", read_text(os.path.join(out, "summary.md")))
@@ -582,6 +599,51 @@ class Reports(FixtureTest):
         r = self.pitfall("report", "--merge", a, b, "--format", "json")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--format json", r.stderr)
+
+    def chromium(self, *args, page):
+        """Headless Chromium (Debian's package) on a local page: (exit status, stdout, console lines)."""
+        browser = shutil.which("chromium") or shutil.which("chromium-browser")
+        self.assertTrue(browser, "chromium is not installed: ci/setup.sh installs it")
+        p = subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--enable-logging=stderr", "--v=0", *args, "file://" + page],
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout, [line for line in p.stderr.splitlines() if ":CONSOLE" in line]
+
+    def test_html_as_a_person_sees_it_in_headless_chromium(self):
+        out = self.run_dir()
+        hostile = "<script>document.title='owned'</script>"
+        self.pitfall("run", "--backend", "cpu", "--variant", "ok,oom,segv,unsupported", "--out", out,
+                     "--samples", "3", env=dict(os.environ, PITFALL_DEVICE_MEMORY_LIMIT="64M",
+                                                PITFALL_INJECT="outcome:cpu.harness_fixture.oom:" + hostile))
+        page = os.path.join(out, "report.html")
+        rc, dom, console = self.chromium("--dump-dom", page=page)
+        self.assertEqual(rc, 0)
+        self.assertEqual(console, [])  # no console errors (nor any other message)
+        self.assertIn('id="verdict-grid"', dom)
+        self.assertEqual(dom.count("<details"), 4)
+        self.assertGreaterEqual(dom.count("<svg"), 2)  # time and memory; this run has no remedy/reproduce pair
+        for chart in ("chart-time", "chart-speedup", "chart-memory"):
+            self.assertIn(f'id="{chart}"', dom)
+        self.assertNotIn("<script", dom)  # the error name stayed text: no script element in the page
+        self.assertIn("&lt;script&gt;document.title='owned'&lt;/script&gt;", dom)
+        self.assertNotIn("<title>owned</title>", dom)
+        # The console check can fail: a page that logs an error is caught.
+        bad = os.path.join(self.tmp, "console-error.html")
+        with open(bad, "w") as f:
+            f.write("<!DOCTYPE html><html><body><script>console.error('seen')</script></body></html>")
+        _, _, console = self.chromium("--dump-dom", page=bad)
+        self.assertTrue(any("seen" in line for line in console), console)
+        # A screenshot, kept where CTest's artifacts go.
+        shots = os.environ.get("PITFALL_ARTIFACTS") or self.tmp
+        os.makedirs(shots, exist_ok=True)
+        shot = os.path.join(shots, "report-screenshot.png")
+        if os.path.exists(shot):
+            os.unlink(shot)
+        rc, _, _ = self.chromium("--window-size=1280,1400", f"--screenshot={shot}", page=page)
+        self.assertEqual(rc, 0)
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(os.path.getsize(shot), 10000)
 
     def test_bad_report_requests_exit_2_naming_what(self):
         missing = os.path.join(self.tmp, "no-such-run")
