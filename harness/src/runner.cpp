@@ -592,8 +592,9 @@ int run_cases(const run_options& requested) {
             while (tried.size() < 3 && (tried.back().v.kind == verdict_kind::ambiguous ||
                                         tried.back().v.kind == verdict_kind::perf_regression)) {
                 std::cout << ' ' << to_string(tried.back().v.kind) << "? measuring again..." << std::flush;
-                // Interference on a shared machine comes in episodes of seconds (another tenant's
-                // burst, a page-cache flush): a process started at once lands in the same one.
+                // Interference on a shared machine comes in episodes of seconds (a co-tenant busy
+                // on the other hyperthread of the core): a process started at once lands in the
+                // same one.
                 // The pause grows so that three attempts span several seconds.
                 if (!pause_unless_interrupted(options.remeasure_pause * static_cast<double>(tried.size())))
                     break;
