@@ -492,7 +492,13 @@ std::string svg_bars(const std::string& title, std::vector<bar> bars, const std:
     const bool log_scale = hi / lo > 50 || center_at_one;
     const double lmin = log_scale ? std::log10(lo) - 0.1 : 0;
     const double lmax = log_scale ? std::log10(hi) + 0.1 : hi * 1.05;
-    const int label_w = 330, plot_w = 420, row_h = 16, top = 26;
+    // Labels are right-aligned against the plot: 430 px holds about 70 characters at 11 px; a
+    // longer one keeps its end (the variant and backend tell cases apart) after an ellipsis.
+    const int label_w = 430, plot_w = 420, row_h = 16, top = 26;
+    constexpr std::size_t max_label = 70;
+    for (auto& b : bars)
+        if (b.label.size() > max_label)
+            b.label = "\xE2\x80\xA6" + b.label.substr(b.label.size() - (max_label - 1));
     const int height = top + static_cast<int>(bars.size()) * row_h + 24;
     const auto xpos = [&](double v) {
         const double t = log_scale ? (std::log10(std::max(v, lo)) - lmin) / (lmax - lmin) : v / lmax;
