@@ -110,6 +110,13 @@ std::string outcome_line(const json& record) {
     return st;
 }
 
+/// Whether some case or ratio has a failing verdict: what makes `pitfall run` exit 1.
+bool run_failing(const run_data& run) {
+    const auto failing = [](const json& r) { return r.value("failing", false); };
+    return std::any_of(run.cases.begin(), run.cases.end(), failing) ||
+           std::any_of(run.ratios.begin(), run.ratios.end(), failing);
+}
+
 json fingerprint_summary(const run_data& run) {
     return run.header.is_object() ? obj(run.header, "fingerprint_summary") : json::object();
 }
@@ -230,11 +237,7 @@ json render_json(const run_data& run) {
             c["attempts"] = r["attempts"];
         cases.push_back(std::move(c));
     }
-    bool failing = false;
-    for (const auto& r : run.cases)
-        failing = failing || r.value("failing", false);
-    for (const auto& r : run.ratios)
-        failing = failing || r.value("failing", false);
+    const bool failing = run_failing(run);
     return {{"schema", report_schema},
             {"generated_at", utc_now("%Y-%m-%dT%H:%M:%SZ")},
             {"run",
@@ -355,11 +358,7 @@ std::string md_code(std::string text) {
 std::string render_markdown(const run_data& run) {
     const auto counts = verdict_counts(run);
     std::ostringstream m;
-    bool failing = false;
-    for (const auto& r : run.cases)
-        failing = failing || r.value("failing", false);
-    for (const auto& r : run.ratios)
-        failing = failing || r.value("failing", false);
+    const bool failing = run_failing(run);
     const json fp = fingerprint_summary(run);
     m << "## pitfall: " << (failing ? "failing" : !run.not_finished.empty() ? "incomplete" : "passing") << "\n\n";
     m << counts_line(counts) << " (" << run.cases.size() << " of " << run.cases.size() + run.not_finished.size()
@@ -920,11 +919,7 @@ int report_run(const report_options& options) {
             }
             runs.push_back(std::move(one).value());
         }
-        if (options.format != "html" && options.format != "markdown") {
-            std::cerr << "pitfall: error: --format " << options.format << ": a merged report is html or markdown\n";
-            return exit_bad_input;
-        }
-        return emit(options.format == "html" ? render_matrix_html(runs) : render_matrix_markdown(runs), options.out);
+        return emit(options.format == "markdown" ? render_matrix_markdown(runs) : render_matrix_html(runs), options.out);
     }
     auto run = load_run(options.run_dir);
     if (!run.is_ok()) {

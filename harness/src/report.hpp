@@ -52,10 +52,11 @@ inline const char* const report_html_name = "report.html";
 /// Writes the four reports into `run.dir`, each atomically; the first error is returned.
 status write_reports(const run_data& run);
 
+/// Checked by the command line (`pitfall report`), which names a bad --format.
 struct report_options {
     std::string run_dir;
     std::vector<std::string> merge_dirs; ///< --merge: these runs side by side (html or markdown)
-    std::string format = "html"; ///< html, junit, markdown, json
+    std::string format = "html"; ///< html, junit, markdown, json (merged: html, markdown)
     std::string out;             ///< empty: standard output
 };
 
