@@ -2,7 +2,9 @@
 #include "report.hpp"
 #include "runner.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -35,6 +37,9 @@ commands:
   report --merge RUN RUN... [--format html|markdown] [--out FILE]
                                  runs side by side (a CUDA/cuDNN/driver matrix): each cell's
                                  verdict and outcome per case, and what differs between cells
+  matrix list|images|run [...]   the CUDA/cuDNN matrix of ci/matrix.json in containers: build or
+                                 reuse each cell's image, build and run pitfall in it, merge the
+                                 cells into one report (`pitfall matrix --help`)
   help                           this text
   version                        the version
 
@@ -140,6 +145,22 @@ int main(int argc, char** argv) {
     if (command == "version" || command == "--version") {
         std::cout << "pitfall " << PITFALL_VERSION << '\n';
         return exit_ok;
+    }
+    if (command == "matrix") {
+        // The matrix driver is a script (it drives podman or docker, debootstrap and pip); it
+        // renders the merged report with this very binary.
+        const char* env_driver = std::getenv("PITFALL_MATRIX_DRIVER");
+        const std::string driver = env_driver != nullptr ? env_driver : PITFALL_DEFAULT_MATRIX_DRIVER;
+        char self[4096] = {};
+        if (const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1); n > 0)
+            ::setenv("PITFALL_BINARY", self, 1);
+        std::vector<char*> child{const_cast<char*>("python3"), const_cast<char*>(driver.c_str())};
+        for (std::size_t i = 1; i < args.size(); ++i)
+            child.push_back(argv[i + 1]);
+        child.push_back(nullptr);
+        ::execvp("python3", child.data());
+        std::cerr << "pitfall: error: cannot start python3 " << driver << ": " << std::strerror(errno) << '\n';
+        return exit_bad_input;
     }
     if (command == "compare") {
         compare_options c;

@@ -207,6 +207,29 @@ status_or<run_data> load_run(const std::string& dir) {
     return run;
 }
 
+status_or<run_data> load_cell_or_run(const std::string& dir) {
+    const std::string cell_path = dir + "/cell.json";
+    std::ifstream in(cell_path);
+    if (!in)
+        return load_run(dir);
+    json cell;
+    try {
+        cell = json::parse(in);
+    } catch (const json::exception& e) {
+        return status::error(library::pitfall, "bad_input", cell_path + ": not JSON: " + e.what(), stage::init);
+    }
+    if (!cell.is_object() || !cell.contains("outcome") || !cell["outcome"].is_string())
+        return status::error(library::pitfall, "bad_input", cell_path + ": no string field 'outcome': not a matrix cell",
+                             stage::init);
+    run_data run;
+    if (std::ifstream(dir + "/run/results.jsonl")) {
+        PITFALL_ASSIGN_OR_RETURN(run, load_run(dir + "/run"));
+    }
+    run.dir = dir;
+    run.cell = std::move(cell);
+    return run;
+}
+
 json render_json(const run_data& run) {
     const json& h = run.header;
     json cases = json::array();
@@ -755,9 +778,12 @@ std::string render_html(const run_data& run) {
 // ---- matrix: several runs side by side ---------------------------------------------------
 
 namespace {
-/// A cell's name from its fingerprint: the GPU (or "no GPU"), CUDA runtime and cuDNN versions,
-/// then the run folder's last component, which keeps two cells of one environment apart.
+/// A cell's name: a matrix cell's id, else from the run's fingerprint: the GPU (or "no GPU"),
+/// CUDA runtime and cuDNN versions, then the run folder's last component, which keeps two cells
+/// of one environment apart.
 std::string cell_name(const run_data& run) {
+    if (run.cell.is_object())
+        return str(run.cell, "id", "?");
     const json fp = fingerprint_summary(run);
     const auto version = [](const json& v, int major_div, int minor_div, int minor_mod) -> std::string {
         if (!v.is_number_integer() || v.get<long long>() <= 0)
@@ -782,6 +808,103 @@ struct matrix {
     std::map<std::string, std::vector<const json*>> at;
     std::vector<std::string> differing; ///< keys whose outcome or verdict differs between cells
 };
+
+/// A matrix cell's facts, one string each, as the cells table and "what differs" show them.
+std::string cuda_version_text(const json& v, int major_div, int minor_div, int minor_mod, int patch_mod) {
+    if (!v.is_number_integer() || v.get<long long>() <= 0)
+        return "";
+    const long long n = v.get<long long>();
+    return std::to_string(n / major_div) + "." + std::to_string(n / minor_div % minor_mod) +
+           (patch_mod > 0 ? "." + std::to_string(n % patch_mod) : "");
+}
+
+std::string arch_list(const json& archs) {
+    std::string out;
+    for (const auto& a : archs)
+        if (a.is_string())
+            out += (out.empty() ? "sm_" : " sm_") + a.get<std::string>();
+    return out.empty() ? "none" : out;
+}
+
+using cell_fact = std::pair<const char*, std::string (*)(const run_data&)>;
+const cell_fact cell_facts[] = {
+    {"CUDA toolkit",
+     [](const run_data& r) {
+         const std::string v = str(obj(r.cell, "toolkit"), "version");
+         const json cuda = obj(obj(r.cell, "cell"), "cuda");
+         return (v.empty() ? str(cuda, "version", "?") : v) + " (" + str(cuda, "source", "?") + ")";
+     }},
+    {"cuDNN built / loaded",
+     [](const run_data& r) {
+         const std::string built = str(r.cell, "cudnn_compiled");
+         const std::string loaded = cuda_version_text(fingerprint_summary(r).value("cudnn_version", json()), 10000, 100, 100, 100);
+         if (built.empty() && loaded.empty())
+             return str(obj(obj(r.cell, "cell"), "cudnn"), "version", "?") + " (not built)";
+         return (built.empty() ? "?" : built) + " / " + (loaded.empty() ? "?" : loaded);
+     }},
+    {"host compiler",
+     [](const run_data& r) {
+         const json cell = obj(r.cell, "cell");
+         std::string text = str(cell, "host_compiler", "?");
+         for (const auto& f : arr(cell, "cuda_flags"))
+             text += " " + (f.is_string() ? f.get<std::string>() : f.dump());
+         return text;
+     }},
+    {"toolkit refuses",
+     [](const run_data& r) {
+         json refused = json::array();
+         for (const auto& [arch, probe] : obj(obj(r.cell, "architectures"), "probed").items())
+             if (!probe.value("accepted", true))
+                 refused.push_back(arch);
+         return obj(obj(r.cell, "architectures"), "probed").empty() ? std::string("not probed") : arch_list(refused);
+     }},
+    {"built (SASS; PTX)",
+     [](const run_data& r) {
+         const json built = obj(r.cell, "archs_built");
+         if (built.empty())
+             return std::string("nothing");
+         if (built.contains("error"))
+             return "unknown: " + str(built, "error");
+         return arch_list(arr(built, "sass")) + "; PTX " + arch_list(arr(built, "ptx"));
+     }},
+    {"cell outcome",
+     [](const run_data& r) {
+         std::string text = str(r.cell, "outcome", "?");
+         if (text != "ran" && r.cell.contains("stage"))
+             text += " at " + str(r.cell, "stage") + (r.cell.contains("arch") ? " " + str(r.cell, "arch") : "");
+         if (text != "ran" && !str(r.cell, "message").empty())
+             text += ": " + str(r.cell, "message");
+         return text;
+     }},
+    {"first CUDA call", [](const run_data& r) { return str(r.cell, "cuda_error", "-"); }},
+    {"verdicts", [](const run_data& r) { return str(r.cell, "verdicts_text", "-"); }},
+    {"as ci/matrix.json expects",
+     [](const run_data& r) {
+         std::string text;
+         for (const auto& p : arr(r.cell, "expectation_problems"))
+             text += (text.empty() ? "no: " : "; ") + (p.is_string() ? p.get<std::string>() : p.dump());
+         return text.empty() ? std::string("yes") : text;
+     }},
+};
+
+bool any_cell(const std::vector<run_data>& runs) {
+    return std::any_of(runs.begin(), runs.end(), [](const run_data& r) { return r.cell.is_object(); });
+}
+
+/// Facts (not verdicts or expectations: those follow from the rest) whose text differs between cells.
+std::vector<const cell_fact*> differing_facts(const std::vector<run_data>& runs) {
+    std::vector<const cell_fact*> out;
+    for (const auto& fact : cell_facts) {
+        if (std::string(fact.first) == "verdicts" || std::string(fact.first) == "as ci/matrix.json expects")
+            continue;
+        std::set<std::string> seen;
+        for (const auto& r : runs)
+            seen.insert(fact.second(r));
+        if (seen.size() > 1)
+            out.push_back(&fact);
+    }
+    return out;
+}
 
 std::string cell_text(const json* r) {
     return r == nullptr ? "-" : str(*r, "verdict") + " (" + outcome_line(*r) + ")";
@@ -814,7 +937,24 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs) {
     const matrix m = build_matrix(runs);
     std::ostringstream md;
     md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, " << m.differing.size()
-       << " differ\n\n| case |";
+       << " differ\n\n";
+    if (any_cell(runs)) {
+        md << "### Cells\n\n| cell |";
+        for (const auto& fact : cell_facts)
+            md << ' ' << fact.first << " |";
+        md << "\n|---|";
+        for (std::size_t i = 0; i < std::size(cell_facts); ++i)
+            md << "---|";
+        md << '\n';
+        for (std::size_t c = 0; c < runs.size(); ++c) {
+            md << "| " << md_inline(m.cells[c], 80) << " |";
+            for (const auto& fact : cell_facts)
+                md << ' ' << md_inline(fact.second(runs[c]), 160) << " |";
+            md << '\n';
+        }
+        md << "\n### Cases\n\n";
+    }
+    md << "| case |";
     for (const auto& c : m.cells)
         md << ' ' << md_inline(c, 80) << " |";
     md << "\n|---|";
@@ -828,8 +968,15 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs) {
         md << '\n';
     }
     md << "\n### What differs between cells\n\n";
-    if (m.differing.empty())
-        md << "Nothing: every case has the same verdict and outcome in every cell.\n";
+    const auto facts = differing_facts(runs);
+    for (const cell_fact* fact : facts) {
+        md << "- " << fact->first << ": ";
+        for (std::size_t c = 0; c < runs.size(); ++c)
+            md << (c ? "; " : "") << md_inline(m.cells[c], 80) << ": " << md_inline(fact->second(runs[c]), 160);
+        md << '\n';
+    }
+    if (m.differing.empty() && facts.empty())
+        md << "Nothing: every cell has the same facts, and every case the same verdict and outcome.\n";
     for (const auto& key : m.differing) {
         md << "- `" << md_code(key) << "`: ";
         const auto& row = m.at.at(key);
@@ -848,6 +995,28 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
       << html_style << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
       << "<h1>pitfall matrix</h1>\n<p>" << runs.size() << " cells, " << m.keys.size() << " cases; "
       << m.differing.size() << " differ between cells (marked red).</p>\n";
+    if (any_cell(runs)) {
+        h << "<h2>Cells</h2>\n<table class=\"grid\" id=\"cells\"><tr><th>cell</th>";
+        for (const auto& fact : cell_facts)
+            h << "<th>" << escape_markup(fact.first) << "</th>";
+        h << "</tr>\n";
+        for (std::size_t c = 0; c < runs.size(); ++c) {
+            const std::string outcome = str(runs[c].cell, "outcome", "?");
+            h << "<tr><td title=\"" << escape_markup(str(obj(runs[c].cell, "cell"), "doc")) << "\"><code>"
+              << escape_markup(m.cells[c]) << "</code></td>";
+            for (const auto& fact : cell_facts) {
+                const std::string text = fact.second(runs[c]);
+                if (std::string(fact.first) == "cell outcome")
+                    h << "<td><span class=\"v " << verdict_class(outcome == "ran" ? "PASS" : outcome == "skipped" ? "UNSUPPORTED" : "FAIL")
+                      << "\">" << escape_markup(outcome) << "</span> " << escape_markup(text.substr(std::min(text.size(), outcome.size())))
+                      << "</td>";
+                else
+                    h << "<td>" << escape_markup(text) << "</td>";
+            }
+            h << "</tr>\n";
+        }
+        h << "</table>\n<h2>Cases</h2>\n";
+    }
     h << "<table class=\"grid\" id=\"matrix\"><tr><th>case</th>";
     for (std::size_t c = 0; c < m.cells.size(); ++c)
         h << "<th title=\"" << escape_markup(runs[c].dir) << "\">" << escape_markup(m.cells[c]) << "</th>";
@@ -868,6 +1037,13 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
         h << "</tr>\n";
     }
     h << "</table>\n<h2>What differs between cells</h2>\n<ul id=\"differences\">\n";
+    const auto facts = differing_facts(runs);
+    for (const cell_fact* fact : facts) {
+        h << "<li>" << escape_markup(fact->first) << ": ";
+        for (std::size_t c = 0; c < runs.size(); ++c)
+            h << (c ? "; " : "") << escape_markup(m.cells[c]) << ": <b>" << escape_markup(fact->second(runs[c])) << "</b>";
+        h << "</li>\n";
+    }
     for (const auto& key : m.differing) {
         h << "<li><code>" << escape_markup(key) << "</code>: ";
         const auto& row = m.at.at(key);
@@ -875,8 +1051,8 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
             h << (c ? "; " : "") << escape_markup(m.cells[c]) << ": <b>" << escape_markup(cell_text(row[c])) << "</b>";
         h << "</li>\n";
     }
-    if (m.differing.empty())
-        h << "<li>Nothing: every case has the same verdict and outcome in every cell.</li>\n";
+    if (m.differing.empty() && facts.empty())
+        h << "<li>Nothing: every cell has the same facts, and every case the same verdict and outcome.</li>\n";
     h << "</ul>\n</body></html>\n";
     return h.str();
 }
@@ -912,7 +1088,7 @@ int report_run(const report_options& options) {
     if (!options.merge_dirs.empty()) {
         std::vector<run_data> runs;
         for (const auto& dir : options.merge_dirs) {
-            auto one = load_run(dir);
+            auto one = load_cell_or_run(dir);
             if (!one.is_ok()) {
                 std::cerr << "pitfall: error: --merge: " << one.error().message() << '\n';
                 return exit_bad_input;

@@ -26,20 +26,30 @@ struct run_data {
     int resumed = 0;                  ///< "resumed" records: how many times it was completed later
     bool interrupted = false;         ///< an "interrupted" record, not followed by a resume
     nlohmann::json ratios = nlohmann::json::array(); ///< from summary.json when present
+    /// A matrix cell's cell.json (`pitfall matrix run`): the cell's definition and its own
+    /// outcome (image build failed, compile failed for an architecture, ran...); null for a
+    /// plain run folder. A cell that never ran has no cases.
+    nlohmann::json cell;
 };
 
 /// Reads `dir`/results.jsonl (and summary.json for the ratios, when present). A truncated last
 /// line (a kill mid-write) is skipped; anything else malformed is bad input naming the line.
 status_or<run_data> load_run(const std::string& dir);
 
+/// A matrix cell folder (cell.json, and run/ when the cell got as far as running) or a plain
+/// run folder. A malformed cell.json is bad input naming the file.
+status_or<run_data> load_cell_or_run(const std::string& dir);
+
 nlohmann::json render_json(const run_data& run);
 std::string render_junit(const run_data& run);
 std::string render_markdown(const run_data& run);
 std::string render_html(const run_data& run);
 
-/// Several runs side by side (a matrix over CUDA/cuDNN versions, drivers, GPUs): one row per
-/// case, one column per run ("cell"), each cell's verdict and observed outcome, and a list of
-/// the cases whose outcome or verdict differs between cells.
+/// Several runs side by side (a matrix over CUDA/cuDNN versions, drivers, GPUs): for matrix
+/// cells a table of each cell's toolkit, cuDNN, host compiler, architectures (refused by the
+/// toolkit, embedded in the binaries) and own outcome; then one row per case, one column per
+/// cell, each cell's verdict and observed outcome; and what differs between cells (cell facts
+/// first, then cases).
 std::string render_matrix_html(const std::vector<run_data>& runs);
 std::string render_matrix_markdown(const std::vector<run_data>& runs);
 

@@ -1,0 +1,631 @@
+#!/usr/bin/env python3
+"""pitfall matrix: the CUDA/cuDNN matrix (ci/matrix.json) run in containers, one cell at a time.
+
+`pitfall matrix` runs this file. Each cell's image (a toolkit, host compilers, cuDNN; see
+containers/cell.Containerfile) is built once and reused until its inputs change; each cell's
+container builds pitfall from the source tree mounted read-only and runs `pitfall run` with no
+network, a read-only root and resource limits (containers/cell_entry.py), writing into the
+cell's folder. A cell that fails (image build, compiler, architecture, build, run) is an outcome
+recorded in its cell.json, never an abort of the matrix. The merged report comes last.
+
+Exit status: 0 every cell's outcome is the one ci/matrix.json expects of it, 1 some cell's is
+not, 2 bad usage or bad input (a malformed matrix file, an unknown cell, no container engine),
+130 interrupted (finished cells are kept).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SOURCE_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_MATRIX = SOURCE_DIR / "ci" / "matrix.json"
+CONTAINERFILE = SOURCE_DIR / "containers" / "cell.Containerfile"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+OUTCOMES = ("ran", "image_build_failed", "compile_failed", "run_failed", "container_failed", "skipped")
+EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+USAGE = """\
+usage: pitfall matrix <command> [options]
+
+The CUDA/cuDNN matrix of ci/matrix.json, each cell in its own container (podman or docker).
+
+commands:
+  list [--json]                 the cells: toolkit, cuDNN, host compiler, architectures, image
+  images [--cells A,B]          build (or reuse) the cells' images only
+  spec --cells ID --out DIR [--gpu-runner] [--scenarios S]
+                                write DIR/cell-spec.json for containers/cell_entry.py; with
+                                --gpu-runner, the cell as a GPU runner's nvidia/cuda image has it
+  run --out DIR [options]       build or reuse each cell's image, run the cell, merge the report
+
+run options:
+  --out DIR          where the matrix goes: DIR/cells/<cell>/ (cell.json, run/, logs/),
+                     DIR/matrix.html, DIR/matrix.md, DIR/matrix.json
+  --cells A,B        only these cells (default: all)
+  --scenarios S,T    build and run only these scenarios in every cell (default: all)
+  --engine E         podman (default) or docker
+  --gpu              attach the host's GPUs (podman: CDI nvidia.com/gpu=all; docker: --gpus all)
+  --dry-run          print the commands, run nothing
+  --jobs N           build jobs inside a cell (default: the machine's cores)
+  --memory M         memory limit of a cell's container (default 12g)
+
+common options:
+  --matrix FILE      cell definitions (default: ci/matrix.json)
+  --cache DIR        images, bases, wheels and build folders (default: $PITFALL_CACHE, else
+                     $XDG_CACHE_HOME/pitfall/matrix, else ~/.cache/pitfall/matrix)
+  --pitfall PATH     the pitfall binary that renders the merged report
+
+cell outcomes: ran, image_build_failed, compile_failed (with the stage: host_compiler,
+architecture sm_XX, configure, build), run_failed, container_failed, skipped (with the reason).
+
+exit status: 0 every cell's outcome is the one expected of it, 1 some cell's is not,
+2 bad usage or bad input, 130 interrupted.
+"""
+
+
+class BadInput(Exception):
+    """A problem with the user's input: exit 2 with this message."""
+
+
+# ---- the matrix file ---------------------------------------------------------------------
+
+
+def _need(obj: dict, key: str, kind: type, where: str):
+    if key not in obj:
+        raise BadInput(f"{where}: missing field '{key}'")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is str and not value):
+        raise BadInput(f"{where}.{key}: expected {'a non-empty string' if kind is str else kind.__name__}")
+    return value
+
+
+def load_matrix(path: Path) -> dict:
+    """Reads and checks the matrix file; every problem names the file and the field."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+    where = str(path)
+    if not isinstance(doc, dict) or doc.get("schema") != "pitfall.matrix/1":
+        raise BadInput(f"{where}: field 'schema' must be \"pitfall.matrix/1\"")
+    images = _need(doc, "images", dict, where)
+    for name, image in images.items():
+        iw = f"{where}: images.{name}"
+        if not isinstance(image, dict):
+            raise BadInput(f"{iw}: expected an object")
+        base = _need(image, "base", dict, iw)
+        if ("debootstrap" in base) == ("image" in base):
+            raise BadInput(f"{iw}.base: give exactly one of 'debootstrap' (a Debian suite) or 'image'")
+        for key in ("apt_packages",):
+            if not all(isinstance(p, str) for p in _need(image, key, list, iw)):
+                raise BadInput(f"{iw}.{key}: expected a list of package names")
+        wheels = image.get("wheels", {})
+        if not isinstance(wheels, dict) or not all(isinstance(v, str) and "==" in v for v in wheels.values()):
+            raise BadInput(f"{iw}.wheels: expected {{prefix: \"package==version\"}} (versions pinned)")
+        if "cudnn_mix" in image and not re.fullmatch(r"[\w.-]+=[\w.-]+:[\w.-]+:[\w,]+", image["cudnn_mix"]):
+            raise BadInput(f"{iw}.cudnn_mix: expected NAME=BASE:OTHER:lib1,lib2")
+    cells = _need(doc, "cells", list, where)
+    seen = set()
+    for i, cell in enumerate(cells):
+        cw = f"{where}: cells[{i}]"
+        if not isinstance(cell, dict):
+            raise BadInput(f"{cw}: expected an object")
+        cid = _need(cell, "id", str, cw)
+        cw = f"{where}: cell '{cid}'"
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", cid):
+            raise BadInput(f"{cw}.id: letters, digits, '.', '_' and '-' only")
+        if cid in seen:
+            raise BadInput(f"{cw}.id: defined twice")
+        seen.add(cid)
+        if _need(cell, "image", str, cw) not in images:
+            raise BadInput(f"{cw}.image: no image '{cell['image']}' in images")
+        cuda = _need(cell, "cuda", dict, cw)
+        for key in ("version", "source", "nvcc"):
+            _need(cuda, key, str, f"{cw}.cuda")
+        cudnn = _need(cell, "cudnn", dict, cw)
+        for key in ("version", "source", "build", "run"):
+            _need(cudnn, key, str, f"{cw}.cudnn")
+        _need(cell, "host_compiler", str, cw)
+        archs = _need(cell, "cuda_architectures", list, cw)
+        if not archs or not all(isinstance(a, str) and re.fullmatch(r"\d+[a-z]?(-real|-virtual)?", a) for a in archs):
+            raise BadInput(f"{cw}.cuda_architectures: expected a non-empty list like [\"75-real\", \"90\"]")
+        expect = _need(cell, "expect", dict, cw)
+        if expect.get("outcome") not in OUTCOMES:
+            raise BadInput(f"{cw}.expect.outcome: expected one of {', '.join(OUTCOMES)}")
+        if "gpu_runner" in cell:
+            gw = f"{cw}.gpu_runner"
+            runner = _need(cell, "gpu_runner", dict, cw)
+            for key in ("image", "host_compiler", "nvcc", "cudnn_build", "cudnn_run"):
+                _need(runner, key, str, gw)
+            if runner.get("digest") is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(runner["digest"])):
+                raise BadInput(f"{gw}.digest: expected null or sha256:<64 hex digits> (ci/pin-images.py writes it)")
+        for key in ("mounts", "hide_files", "cuda_flags"):
+            if not all(isinstance(v, str) and v for v in cell.get(key, [])):
+                raise BadInput(f"{cw}.{key}: expected a list of strings")
+    return doc
+
+
+def select_cells(doc: dict, wanted: list[str]) -> list[dict]:
+    if not wanted:
+        return list(doc["cells"])
+    by_id = {c["id"]: c for c in doc["cells"]}
+    unknown = [w for w in wanted if w not in by_id]
+    if unknown:
+        raise BadInput(f"--cells: no cell {', '.join(unknown)} (cells: {', '.join(by_id)})")
+    return [by_id[w] for w in wanted]
+
+
+# ---- the container engine ----------------------------------------------------------------
+
+
+class Engine:
+    """podman (runc, explicit ulimits, storage under the cache) or docker; --dry-run prints."""
+
+    def __init__(self, name: str, cache: Path, dry_run: bool):
+        self.name, self.cache, self.dry_run = name, cache, dry_run
+        self.env = dict(os.environ)
+        if shutil.which(name) is None:
+            if dry_run:
+                return
+
+            raise BadInput(f"--engine {name}: '{name}' is not on PATH (ci/setup.sh --matrix installs podman)")
+        if name == "podman":
+            # crun refuses this VM's mixed cgroup v1/v2 hierarchy and root lacks CAP_SYS_RESOURCE
+            # for podman's default ulimits: runc and explicit ulimits (containers/README.md).
+            conf_dir = cache / "engine"
+            conf = conf_dir / "containers.conf"
+            storage = conf_dir / "storage.conf"
+            self.env.update(CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
+            if dry_run:
+                return  # reads the images podman has; writes nothing
+            _write_if_changed(conf, '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+                              '[engine]\nruntime = "runc"\n')
+            _write_if_changed(storage, f'[storage]\ndriver = "overlay"\ngraphroot = "{cache}/storage"\n'
+                              f'runroot = "{cache}/run"\n')
+
+    def cmd(self, *args: str) -> list[str]:
+        return [self.name, *args]
+
+    def has_image(self, ref: str) -> bool:
+        if shutil.which(self.name) is None or not Path(self.env.get("CONTAINERS_CONF", "/")).exists():
+            return False
+        return subprocess.run(self.cmd("image", "inspect", ref), env=self.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+
+    def run_logged(self, argv: list[str], log: Path, stdin=None) -> int:
+        """Runs argv with its output in `log`; --dry-run prints it instead and answers 0."""
+        if self.dry_run:
+            print("  $ " + " ".join(shlex.quote(a) for a in argv))
+            return 0
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            out.write(("$ " + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+            out.flush()
+            return subprocess.run(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=stdin).returncode
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        _write_atomically(path, text)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def log_tail(log: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def first_error(text: str) -> str:
+    """The line a person would quote from a failed build log: the first error, else the last line."""
+    for line in text.splitlines():
+        if re.search(r"(#error|\berror\b|fatal|E: |Unable to)", line, re.IGNORECASE):
+            return line.strip()[:400]
+    rest = [l for l in text.splitlines() if l.strip()]
+    return rest[-1].strip()[:400] if rest else ""
+
+
+# ---- images ------------------------------------------------------------------------------
+
+
+def base_ref(image: dict) -> str:
+    base = image["base"]
+    return f"localhost/pitfall-base:{base['debootstrap']}" if "debootstrap" in base else base["image"]
+
+
+def ensure_base(engine: Engine, image: dict, log: Path) -> str | None:
+    """A debootstrap'd Debian suite imported as an image (no registry needed); None when it
+    worked, else the error."""
+    base = image["base"]
+    if "debootstrap" not in base:
+        return None  # pulled by the build from its registry
+    ref = base_ref(image)
+    if engine.has_image(ref):
+        return None
+    suite = base["debootstrap"]
+    rootfs = engine.cache / "bases" / f"{suite}.rootfs"
+    if not engine.dry_run and not (rootfs / "usr" / "bin" / "apt-get").exists():
+        shutil.rmtree(rootfs, ignore_errors=True)
+        if shutil.which("debootstrap") is None:
+            return "debootstrap is not on PATH (ci/setup.sh --matrix installs it)"
+    if engine.dry_run or not (rootfs / "usr" / "bin" / "apt-get").exists():
+        print(f"  base {suite}: debootstrap --variant=minbase (about a minute)", flush=True)
+        rc = engine.run_logged(["debootstrap", "--variant=minbase", suite, str(rootfs), DEBIAN_MIRROR], log)
+        if rc != 0:
+            return f"debootstrap {suite} failed (exit {rc}): {first_error(log_tail(log, 40))}"
+    if engine.dry_run:
+        print(f"  $ tar -C {rootfs} -c . | {engine.name} import - {ref}")
+        return None
+    for cache_dir in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for f in (rootfs / cache_dir).glob("*"):
+            if f.is_file():
+                f.unlink()
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    rc = engine.run_logged(engine.cmd("import", "-", ref), log, stdin=tar.stdout)
+    tar.stdout.close()
+    if tar.wait() != 0 or rc != 0:
+        return f"importing {suite} failed: {first_error(log_tail(log))}"
+    shutil.rmtree(rootfs, ignore_errors=True)  # the image holds it now
+    return None
+
+
+def image_inputs(name: str, image: dict) -> dict:
+    """Everything an image is made from; its hash tags the image."""
+    return {"name": name, "containerfile": CONTAINERFILE.read_text(), "base": base_ref(image),
+            "apt_components": image.get("apt_components", "main"), "apt_packages": image["apt_packages"],
+            "wheels": image.get("wheels", {}), "cudnn_mix": image.get("cudnn_mix", "")}
+
+
+def image_ref(name: str, image: dict) -> str:
+    digest = hashlib.sha256(json.dumps(image_inputs(name, image), sort_keys=True).encode()).hexdigest()[:16]
+    return f"localhost/pitfall-cell-{name.lower()}:{digest}"
+
+
+def fetch_wheels(engine: Engine, image: dict, context: Path, log: Path) -> str | None:
+    """Downloads the image's wheels into the cache (once) and lays them out in the build context."""
+    wheel_cache = engine.cache / "wheels"
+    (context / "wheels").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for prefix, spec in sorted(image.get("wheels", {}).items()):
+        package, version = spec.split("==", 1)
+        stem = package.replace("-", "_") + "-" + version + "-"
+        found = sorted(wheel_cache.glob(stem + "*.whl"))
+        if not found:
+            argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64",
+                    "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64",
+                    "--python-version", "3.11", "-d", str(wheel_cache), spec]
+            print(f"  wheel {spec}: downloading", flush=True)
+            if engine.run_logged(argv, log) != 0:
+                return f"pip download {spec} failed: {first_error(log_tail(log))}"
+            found = sorted(wheel_cache.glob(stem + "*.whl"))
+            if not found and not engine.dry_run:
+                return f"pip download {spec} left no wheel named {stem}*.whl"
+        if found:
+            target = context / "wheels" / found[0].name
+            if not target.exists():
+                os.link(found[0], target) if found[0].stat().st_dev == context.stat().st_dev else shutil.copy(found[0], target)
+            lines.append(f"{prefix} {found[0].name}")
+    (context / "wheels" / "prefixes.txt").write_text("".join(l + "\n" for l in lines))
+    return None
+
+
+def ensure_image(engine: Engine, name: str, image: dict, log: Path) -> tuple[str, str | None, bool]:
+    """(reference, error or None, built now)."""
+    ref = image_ref(name, image)
+    if engine.has_image(ref):
+        return ref, None, False
+    error = ensure_base(engine, image, log)
+    if error:
+        return ref, error, False
+    context = engine.cache / "contexts" / name
+    if not engine.dry_run:
+        shutil.rmtree(context, ignore_errors=True)
+        context.mkdir(parents=True)
+        error = fetch_wheels(engine, image, context, log)
+        if error:
+            return ref, error, False
+        shutil.copy(CONTAINERFILE, context / "Containerfile")
+    base = image["base"]
+    args = {"BASE_IMAGE": base_ref(image), "DEBIAN_SUITE": base.get("debootstrap", ""),
+            "APT_COMPONENTS": image.get("apt_components", "main"), "APT_PACKAGES": " ".join(image["apt_packages"]),
+            "CUDNN_MIX": image.get("cudnn_mix", "")}
+    argv = engine.cmd("build", "-f", str(context / "Containerfile"), "-t", ref)
+    if engine.name == "podman":
+        argv += ["--format", "docker"]  # an OCI image ignores SHELL, and the RUN steps need bash
+    for k, v in args.items():
+        argv += ["--build-arg", f"{k}={v}"]
+    argv.append(str(context))
+    print(f"  image {name}: building {ref} (a toolkit image takes 3-7 minutes; log {log})", flush=True)
+    rc = engine.run_logged(argv, log)
+    if rc != 0:
+        return ref, f"{engine.name} build failed (exit {rc}): {first_error(log_tail(log, 60))}", True
+    return ref, None, True
+
+
+# ---- cells -------------------------------------------------------------------------------
+
+
+def build_key(cell: dict, image_reference: str, scenarios: list[str]) -> str:
+    """Cells that build alike (image, compiler, flags, cuDNN headers, architectures, scenarios)
+    share one build folder: the second one's build is a no-op."""
+    facts = [image_reference, cell["host_compiler"], cell.get("cuda_flags", []), cell["cudnn"]["build"],
+             cell["cuda_architectures"], cell["cuda"]["nvcc"], scenarios]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+
+
+def run_argv(engine: Engine, cell: dict, ref: str, cell_dir: Path, build_dir: Path, args) -> list[str]:
+    argv = engine.cmd("run", "--rm", "--network=none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=4g",
+                      "--memory", args.memory, "--pids-limit", "4096", "--security-opt", "label=disable",
+                      "-v", f"{SOURCE_DIR}:/src:ro", "-v", f"{cell_dir}:/out", "-v", f"{build_dir}:/build",
+                      "-e", "HOME=/tmp", "-e", "PITFALL_CELL=/out/cell-spec.json")
+    if engine.name == "podman":
+        argv[2:2] = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768"]
+    for mount in cell.get("mounts", []):
+        argv += ["-v", f"{mount}:{mount}:ro"]
+    for hidden in cell.get("hide_files", []):
+        # An empty file where the library was: the loader finds it and cannot load it, as on a
+        # machine whose driver package is missing.
+        argv += ["-v", f"/dev/null:{hidden}:ro"]
+    if args.gpu:
+        argv += ["--device", "nvidia.com/gpu=all"] if engine.name == "podman" else ["--gpus", "all"]
+    argv += [ref, "python3", "/src/containers/cell_entry.py"]
+    return argv
+
+
+def judge_cell(cell: dict, outcome: dict) -> list[str]:
+    """What differs from the cell's expectation in ci/matrix.json (empty: as expected)."""
+    expect, problems = cell["expect"], []
+    if outcome.get("outcome") != expect["outcome"]:
+        problems.append(f"outcome {outcome.get('outcome')}, expected {expect['outcome']}")
+    if "stage" in expect and outcome.get("stage") != expect["stage"]:
+        problems.append(f"stage {outcome.get('stage')}, expected {expect['stage']}")
+    if "message_contains" in expect and expect["message_contains"].lower() not in outcome.get("message", "").lower():
+        problems.append(f"message does not say '{expect['message_contains']}'")
+    if "cuda_error" in expect and outcome.get("cuda_error") != expect["cuda_error"]:
+        problems.append(f"first CUDA call {outcome.get('cuda_error')}, expected {expect['cuda_error']}")
+    return problems
+
+
+def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str | None, args, out: Path) -> dict:
+    cell_dir = out / "cells" / cell["id"]
+    if not args.dry_run:
+        if cell_dir.exists():
+            shutil.rmtree(cell_dir)
+        (cell_dir / "logs").mkdir(parents=True, exist_ok=True)
+        _write_atomically(cell_dir / "cell-spec.json", json.dumps(cell_spec(doc, cell, args.scenarios, args.jobs, ref), indent=2) + "\n")
+    started = time.monotonic()
+
+    def finish(outcome: dict) -> dict:
+        outcome.setdefault("id", cell["id"])
+        outcome["cell"] = cell
+        outcome["image"] = {"name": cell["image"], "ref": ref}
+        outcome["wall_seconds"] = round(time.monotonic() - started, 1)
+        outcome["expectation_problems"] = judge_cell(cell, outcome)
+        _write_atomically(cell_dir / "cell.json", json.dumps(outcome, indent=2) + "\n")
+        return outcome
+
+    if image_error:
+        return finish({"outcome": "image_build_failed", "stage": "image", "message": image_error})
+    missing = [m for m in cell.get("mounts", []) if not Path(m).exists()]
+    if missing:
+        return finish({"outcome": "skipped", "stage": "mounts", "message": f"{', '.join(missing)} is not on this host"})
+    build_dir = engine.cache / "builds" / build_key(cell, ref, args.scenarios)
+    if not args.dry_run:
+        build_dir.mkdir(parents=True, exist_ok=True)
+    log = cell_dir / "logs" / "container.log"
+    rc = engine.run_logged(run_argv(engine, cell, ref, cell_dir, build_dir, args), log)
+    if args.dry_run:
+        return {"id": cell["id"], "outcome": "dry-run"}
+    try:
+        outcome = json.loads((cell_dir / "cell.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return finish({"outcome": "container_failed", "stage": "container", "exit_code": rc,
+                       "message": f"the container exited {rc} without writing cell.json: {first_error(log_tail(log, 20))}"})
+    return finish(outcome)
+
+
+def describe(outcome: dict) -> str:
+    text = outcome.get("outcome", "?")
+    if outcome.get("stage") and outcome.get("outcome") != "ran":
+        text += f" at {outcome['stage']}"
+    if outcome.get("outcome") == "ran":
+        text += f" (first CUDA call: {outcome.get('cuda_error', '?')}; {outcome.get('verdicts_text', '')})"
+    elif outcome.get("message"):
+        text += f": {outcome['message'][:160]}"
+    return text
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def cache_dir(arg: str | None) -> Path:
+    if arg:
+        return Path(arg).resolve()
+    if os.environ.get("PITFALL_CACHE"):
+        return Path(os.environ["PITFALL_CACHE"]).resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "pitfall" / "matrix"
+
+
+def cell_spec(doc: dict, cell: dict, scenarios: list[str], jobs: int, ref: str) -> dict:
+    """What containers/cell_entry.py reads: the cell, the probe architectures, the selection."""
+    return {"id": cell["id"], "cell": cell, "image": {"name": cell["image"], "ref": ref},
+            "probe_architectures": doc.get("probe_architectures", []), "scenarios": scenarios, "jobs": jobs}
+
+
+def gpu_runner_cell(cell: dict) -> dict:
+    """The cell as a GPU runner runs it: in its nvidia/cuda image, with that image's toolkit,
+    compiler and cuDNN (or the cell's cuDNN wheel), the GPU attached; nothing hidden or mounted."""
+    runner = cell.get("gpu_runner")
+    if runner is None:
+        raise BadInput(f"cell '{cell['id']}' has no gpu_runner entry (it runs only in a local container)")
+    out = {k: v for k, v in cell.items() if k not in ("hide_files", "mounts", "expect")}
+    out["host_compiler"] = runner["host_compiler"]
+    out["cuda"] = dict(cell["cuda"], nvcc=runner["nvcc"], source=f"{runner['image']} (GPU runner)")
+    out["cudnn"] = dict(cell["cudnn"], build=runner["cudnn_build"], run=runner["cudnn_run"])
+    out["expect"] = {"outcome": "ran"}
+    return out
+
+
+def command_spec(doc: dict, cells: list[dict], args) -> int:
+    if len(cells) != 1:
+        raise BadInput("spec needs exactly one cell: --cells ID")
+    cell = gpu_runner_cell(cells[0]) if args.gpu_runner else cells[0]
+    image = cell["gpu_runner"]["image"] if args.gpu_runner else cell["image"]
+    out = Path(args.out)
+    _write_atomically(out / "cell-spec.json", json.dumps(cell_spec(doc, cell, args.scenarios, args.jobs, image), indent=2) + "\n")
+    print(out / "cell-spec.json")
+    return EXIT_OK
+
+
+def command_list(doc: dict, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(doc["cells"], indent=2))
+        return EXIT_OK
+    for c in doc["cells"]:
+        print(f"{c['id']:36} CUDA {c['cuda']['version']:5} cuDNN {c['cudnn']['version']:28} {c['host_compiler']:7} "
+              f"{';'.join(c['cuda_architectures'])}  expect {c['expect']['outcome']}")
+        print(f"{'':36} image {c['image']}; {c.get('doc', '')}")
+    return EXIT_OK
+
+
+def command_images(engine: Engine, doc: dict, cells: list[dict]) -> int:
+    failed = 0
+    for name in dict.fromkeys(c["image"] for c in cells):
+        log = engine.cache / "logs" / f"image-{name}.log"
+        ref, error, built = ensure_image(engine, name, doc["images"][name], log)
+        print(f"image {name}: {ref} " + (f"FAILED: {error}" if error else "built" if built else "cached"), flush=True)
+        failed += error is not None
+    return EXIT_DIFFERS if failed else EXIT_OK
+
+
+def command_run(engine: Engine, doc: dict, cells: list[dict], args) -> int:
+    out = Path(args.out).resolve()
+    if not args.dry_run:
+        try:
+            (out / "cells").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput(f"--out {args.out}: cannot create: {e.strerror}") from e
+    images: dict[str, tuple[str, str | None]] = {}
+    results = []
+    t0 = time.monotonic()
+    for i, cell in enumerate(cells, 1):
+        name = cell["image"]
+        if name not in images:
+            log = out / "images" / f"{name}.log"
+            t_img = time.monotonic()
+            ref, error, built = ensure_image(engine, name, doc["images"][name], log)
+            images[name] = (ref, error)
+            state = "FAILED" if error else ("would be built" if engine.dry_run and built else "built" if built else "cached")
+            print(f"  image {name}: {state} ({time.monotonic() - t_img:.0f} s)", flush=True)
+        ref, error = images[name]
+        print(f"[{i}/{len(cells)}] {cell['id']}: CUDA {cell['cuda']['version']}, cuDNN {cell['cudnn']['version']}, "
+              f"{cell['host_compiler']} ...", flush=True)
+        outcome = run_cell(engine, doc, cell, ref, error, args, out)
+        results.append(outcome)
+        if not args.dry_run:
+            mark = "as expected" if not outcome["expectation_problems"] else "NOT AS EXPECTED: " + "; ".join(outcome["expectation_problems"])
+            print(f"[{i}/{len(cells)}] {cell['id']}: {describe(outcome)} in {outcome['wall_seconds']:.0f} s, {mark}", flush=True)
+    if args.dry_run:
+        print(f"  $ {args.pitfall} report --merge --format html --out {out}/matrix.html {out}/cells/<cell>...")
+        return EXIT_OK
+    summary = {"schema": "pitfall.matrix-run/1", "wall_seconds": round(time.monotonic() - t0, 1),
+               "cells": [{k: r.get(k) for k in ("id", "outcome", "stage", "message", "cuda_error", "archs_built",
+                                                 "expectation_problems", "wall_seconds")} for r in results]}
+    _write_atomically(out / "matrix.json", json.dumps(summary, indent=2) + "\n")
+    cell_dirs = [str(out / "cells" / c["id"]) for c in cells]
+    for fmt, name in (("html", "matrix.html"), ("markdown", "matrix.md")):
+        rc = subprocess.run([args.pitfall, "report", "--merge", "--format", fmt, "--out", str(out / name), *cell_dirs]).returncode
+        if rc != 0:
+            print(f"pitfall matrix: error: rendering {name} failed (exit {rc})", file=sys.stderr)
+            return EXIT_DIFFERS
+    differing = [r["id"] for r in results if r["expectation_problems"]]
+    print(f"matrix: {len(results)} cells in {summary['wall_seconds']:.0f} s; "
+          f"{len(results) - len(differing)} as expected, {len(differing)} not" + (f" ({', '.join(differing)})" if differing else ""))
+    print(f"matrix report: {out}/matrix.html, {out}/matrix.md, {out}/matrix.json")
+    return EXIT_DIFFERS if differing else EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        (sys.stdout if argv else sys.stderr).write(USAGE)
+        return EXIT_OK if argv else EXIT_BAD_INPUT
+    command, rest = argv[0], argv[1:]
+    if command not in ("list", "images", "run", "spec"):
+        raise BadInput(f"unknown matrix command '{command}' (list, images, run, spec)")
+    p = argparse.ArgumentParser(prog=f"pitfall matrix {command}", add_help=False)
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("--matrix", default=str(DEFAULT_MATRIX))
+    p.add_argument("--cache")
+    p.add_argument("--engine", default="podman", choices=("podman", "docker"))
+    p.add_argument("--cells", default="")
+    p.add_argument("--pitfall", default=os.environ.get("PITFALL_BINARY", "pitfall"))
+    if command == "list":
+        p.add_argument("--json", action="store_true")
+    if command == "spec":
+        p.add_argument("--gpu-runner", action="store_true")
+    if command in ("run", "spec"):
+        p.add_argument("--out")
+        p.add_argument("--scenarios", default="")
+        p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    if command == "run":
+        p.add_argument("--gpu", action="store_true")
+        p.add_argument("--dry-run", action="store_true")
+        p.add_argument("--memory", default="12g")
+    try:
+        args, unknown = p.parse_known_args(rest)
+    except SystemExit:
+        raise BadInput(f"bad arguments for `pitfall matrix {command}`")
+    if unknown:
+        raise BadInput(f"unknown option '{unknown[0]}' for `pitfall matrix {command}`")
+    if args.help:
+        sys.stdout.write(USAGE)
+        return EXIT_OK
+    doc = load_matrix(Path(args.matrix))
+    cells = select_cells(doc, [c for c in args.cells.split(",") if c])
+    if command == "list":
+        return command_list(doc, args.json)
+    if command == "images":
+        return command_images(Engine(args.engine, cache_dir(args.cache), False), doc, cells)
+    if not args.out:
+        raise BadInput(f"{command} needs --out DIR")
+    if args.jobs < 1:
+        raise BadInput(f"--jobs {args.jobs}: expected a number >= 1")
+    args.scenarios = [s for s in args.scenarios.split(",") if s]
+    if command == "spec":
+        return command_spec(doc, cells, args)
+    engine = Engine(args.engine, cache_dir(args.cache), getattr(args, "dry_run", False))
+    return command_run(engine, doc, cells, args)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BadInput as e:
+        print(f"pitfall matrix: error: {e} (see `pitfall matrix --help`)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        print("pitfall matrix: interrupted; finished cells are kept", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)

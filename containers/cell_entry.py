@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""One cell of the CUDA/cuDNN matrix, inside its container (started by ci/matrix.py).
+
+Mounted: the source tree read-only at /src, the cell's folder at /out, a build folder kept
+between runs at /build ($PITFALL_CELL_SRC, _OUT, _BUILD move them). The cell's definition is
+/out/cell-spec.json ($PITFALL_CELL), written by `pitfall matrix run` or `pitfall matrix spec`.
+
+Stages, each a recorded outcome rather than an abort:
+  toolkit        nvcc --version
+  host_compiler  a CUDA file that includes the C++ standard headers, compiled with the cell's
+                 host compiler and flags (nvcc's GCC version check, libstdc++ header errors)
+  architecture   the probe architectures one by one (what this toolkit can target); a requested
+                 one it refuses is "compile_failed at architecture sm_XX"
+  configure, build   pitfall with CMAKE_CUDA_ARCHITECTURES = the cell's list, against the
+                 cell's cuDNN headers
+  embedded       the SASS and PTX architectures the scenario binaries really hold (cuobjdump)
+  run            `pitfall run --out /out/run` with the cell's cuDNN on the loader's path
+Writes /out/cell.json (whole, then renamed) and logs/<stage>.log. Python's standard library only:
+the images carry python3 and nothing else of Python's.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The container's mount points; a GPU runner job that runs this script in its own nvidia/cuda
+# container (ci/, .github/workflows/gpu-matrix.yml) points them at its workspace instead.
+OUT = Path(os.environ.get("PITFALL_CELL_OUT", "/out"))
+BUILD = Path(os.environ.get("PITFALL_CELL_BUILD", "/build"))
+SRC = Path(os.environ.get("PITFALL_CELL_SRC", "/src"))
+
+# Enough of the standard library that a host compiler the toolkit cannot parse shows it.
+PROBE_SOURCE = r"""
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+#include <cuda_runtime.h>
+__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }
+int main() {
+    std::vector<float> host(32, 1.0f);
+    static_assert(std::is_same_v<decltype(host)::value_type, float>);
+    std::printf("%s\n", std::to_string(std::sqrt(host[0])).c_str());
+    return 0;
+}
+"""
+
+
+def write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> tuple[int, str]:
+    """Runs argv (never a shell), appends its output to `log`, returns (exit code, output)."""
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    text = proc.stdout.decode(errors="replace")
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(argv) + "\n" + text + f"[exit {proc.returncode}]\n")
+    return proc.returncode, text
+
+
+def first_error(text: str) -> str:
+    for line in text.splitlines():
+        if re.search(r"#error|\berror\b|fatal", line, re.IGNORECASE):
+            return line.strip()[:400]
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1].strip()[:400] if lines else ""
+
+
+def arch_number(arch: str) -> str:
+    return re.match(r"\d+[a-z]?", arch).group(0)
+
+
+def embedded_architectures(cuobjdump: str | None, binary: str, log: Path) -> dict:
+    if cuobjdump is None:
+        return {"error": "no cuobjdump beside nvcc, on PATH or in /src/.tools"}
+    sass, ptx = set(), set()
+    for flag, into, pattern in (("--list-elf", sass, r"\.sm_(\d+[a-z]?)\.cubin"), ("--list-ptx", ptx, r"\.sm_(\d+[a-z]?)\.ptx")):
+        rc, text = run_logged([cuobjdump, flag, binary], log)
+        into.update(re.findall(pattern, text))
+    key = lambda a: int(re.match(r"\d+", a).group(0))
+    return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=key), "ptx": sorted(ptx, key=key)}
+
+
+def find_cuobjdump(nvcc: str) -> str | None:
+    beside = Path(nvcc).parent / "cuobjdump"
+    candidates = [str(beside), shutil.which("cuobjdump") or ""] + glob.glob(str(SRC / ".tools/cuda-tools/nvidia/*/bin/cuobjdump"))
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def main() -> int:
+    spec = json.loads(Path(os.environ.get("PITFALL_CELL", str(OUT / "cell-spec.json"))).read_text())
+    cell = spec["cell"]
+    logs = OUT / "logs"
+    logs.mkdir(exist_ok=True)
+    nvcc, host_cxx = cell["cuda"]["nvcc"], cell["host_compiler"]
+    cuda_flags = cell.get("cuda_flags", [])
+    jobs = str(spec.get("jobs") or os.cpu_count() or 2)
+    result: dict = {"schema": "pitfall.cell/1", "id": spec["id"], "stages": []}
+    t_cell = time.monotonic()
+
+    def stage(name: str, ok: bool, started: float, **facts) -> None:
+        result["stages"].append({"name": name, "ok": ok, "seconds": round(time.monotonic() - started, 1), **facts})
+
+    def finish(outcome: str, stage_name: str | None = None, message: str = "") -> int:
+        result.update(outcome=outcome, message=message, seconds_inside=round(time.monotonic() - t_cell, 1))
+        if stage_name:
+            result["stage"] = stage_name
+        write_atomically(OUT / "cell.json", json.dumps(result, indent=2) + "\n")
+        print(f"cell {spec['id']}: {outcome}" + (f" at {stage_name}" if stage_name else "") + (f": {message}" if message else ""))
+        return 0
+
+    work = Path(tempfile.mkdtemp())
+    probe = work / "probe.cu"
+    probe.write_text(PROBE_SOURCE)
+
+    # toolkit
+    t = time.monotonic()
+    rc, text = run_logged([nvcc, "--version"], logs / "toolkit.log")
+    m = re.search(r"release ([\d.]+), V([\d.]+)", text)
+    result["toolkit"] = {"nvcc": nvcc, "version": m.group(2) if m else None}
+    rc_cxx, text_cxx = run_logged([host_cxx, "--version"], logs / "toolkit.log")
+    result["host_compiler"] = {"name": host_cxx, "version": text_cxx.splitlines()[0] if rc_cxx == 0 and text_cxx else None}
+    stage("toolkit", rc == 0 and rc_cxx == 0, t)
+    if rc != 0 or rc_cxx != 0:
+        return finish("compile_failed", "toolkit", first_error(text if rc else text_cxx))
+
+    # host compiler: nvcc's own version gate and the standard headers
+    t = time.monotonic()
+    base = [nvcc, "-ccbin", host_cxx, *cuda_flags, "-std=c++17"]
+    rc, text = run_logged(base + ["-c", str(probe), "-o", str(work / "probe.o")], logs / "host_compiler.log")
+    stage("host_compiler", rc == 0, t, errors=len(re.findall(r"\berror\b", text)))
+    if rc != 0:
+        return finish("compile_failed", "host_compiler", first_error(text))
+
+    # architectures: what this toolkit can target, one compile each
+    t = time.monotonic()
+
+    def try_arch(arch: str) -> tuple[str, dict]:
+        log = logs / f"arch-sm_{arch}.log"
+        rc, text = run_logged(base + [f"-arch=sm_{arch}", "-c", str(probe), "-o", str(work / f"probe_{arch}.o")], log)
+        return arch, ({"accepted": True} if rc == 0 else {"accepted": False, "message": first_error(text)})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+        probed = dict(pool.map(try_arch, spec.get("probe_architectures", [])))
+    requested = cell["cuda_architectures"]
+    for arch in requested:
+        if arch_number(arch) not in probed:
+            probed[arch_number(arch)] = try_arch(arch_number(arch))[1]
+    result["architectures"] = {"requested": requested, "probed": probed}
+    refused = [a for a in requested if not probed[arch_number(a)]["accepted"]]
+    stage("architecture", not refused, t)
+    if refused:
+        result["arch"] = f"sm_{arch_number(refused[0])}"
+        return finish("compile_failed", "architecture",
+                      f"sm_{arch_number(refused[0])}: {probed[arch_number(refused[0])]['message']}")
+
+    # configure and build pitfall
+    t = time.monotonic()
+    configure = ["cmake", "-S", str(SRC), "-B", str(BUILD), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_CXX_COMPILER={host_cxx}", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+                 f"-DCMAKE_CUDA_HOST_COMPILER={host_cxx}", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(requested)}",
+                 f"-DCMAKE_CUDA_FLAGS={' '.join(cuda_flags)}", f"-DCUDNN_ROOT={cell['cudnn']['build']}",
+                 "-DPITFALL_ENABLE_CUDA=ON", "-DPITFALL_BUILD_TESTS=OFF", "-DPITFALL_BUILD_BENCH=OFF",
+                 f"-DPITFALL_SCENARIOS={';'.join(spec.get('scenarios') or [])}"]
+    rc, text = run_logged(configure, logs / "configure.log")
+    cudnn_found = re.search(r"Found CUDNN: \S+ \(found version \"([\d.]+)\"\)", text)
+    result["cudnn_compiled"] = cudnn_found.group(1) if cudnn_found else None
+    stage("configure", rc == 0, t)
+    if rc != 0:
+        return finish("compile_failed", "configure", first_error(text))
+    t = time.monotonic()
+    rc, text = run_logged(["cmake", "--build", str(BUILD), "--parallel", jobs], logs / "build.log")
+    stage("build", rc == 0, t)
+    if rc != 0:
+        return finish("compile_failed", "build", first_error(text))
+
+    # what was really built
+    t = time.monotonic()
+    binaries = sorted(glob.glob(str(BUILD / "scenarios" / "*" / "*"))) or []
+    scenario_bins = [b for b in binaries if os.access(b, os.X_OK) and os.path.isfile(b) and "/CMakeFiles/" not in b]
+    if scenario_bins:
+        result["archs_built"] = embedded_architectures(find_cuobjdump(nvcc), scenario_bins[0], logs / "embedded.log")
+    else:
+        result["archs_built"] = {"error": "no scenario binary under /build/scenarios"}
+    stage("embedded", "error" not in result["archs_built"], t)
+
+    # run
+    t = time.monotonic()
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = cell["cudnn"]["run"] + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    pitfall = str(BUILD / "bin" / "pitfall")
+    argv = [pitfall, "run", "--out", str(OUT / "run"), "--replace"]
+    for s in spec.get("scenarios") or []:
+        argv += ["--scenario", s]
+    rc, text = run_logged(argv, logs / "run.log", env=env)
+    stage("run", rc in (0, 1), t, exit_code=rc)
+    result["run_exit_code"] = rc
+    try:
+        summary = json.loads((OUT / "run" / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        return finish("run_failed", "run", f"pitfall run exited {rc} and left no summary.json ({e}): {first_error(text)}")
+    facts = summary.get("fingerprint_summary", {})
+    result["cuda_error"] = facts.get("cuda_error")
+    result["fingerprint"] = facts
+    result["verdicts"] = summary.get("counts", {})
+    result["verdicts_text"] = ", ".join(f"{n} {v}" for v, n in sorted(result["verdicts"].items()))
+    if rc not in (0, 1):
+        return finish("run_failed", "run", f"pitfall run exited {rc}: {first_error(text)}")
+    return finish("ran")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
