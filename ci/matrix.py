@@ -46,6 +46,8 @@ commands:
   spec --cells ID --out DIR [--gpu-runner] [--scenarios S]
                                 write DIR/cell-spec.json for containers/cell_entry.py; with
                                 --gpu-runner, the cell as a GPU runner's nvidia/cuda image has it
+                                (--install-wheels: pip-installs the cell's cuDNN wheels there)
+  runner-cells                  the GPU-runner cells as one line of JSON (the CI matrix)
   run --out DIR [options]       build or reuse each cell's image, run the cell, merge the report
 
 run options:
@@ -488,11 +490,30 @@ def gpu_runner_cell(cell: dict) -> dict:
     return out
 
 
+def runner_image(cell: dict) -> str:
+    runner = cell["gpu_runner"]
+    return runner["image"] + (f"@{runner['digest']}" if runner.get("digest") else "")
+
+
+def command_runner_cells(doc: dict) -> int:
+    """The GPU-runner matrix for CI, one line of JSON: [{"id", "image"}], images by digest once pinned."""
+    print(json.dumps([{"id": c["id"], "image": runner_image(c)} for c in doc["cells"] if "gpu_runner" in c]))
+    return EXIT_OK
+
+
 def command_spec(doc: dict, cells: list[dict], args) -> int:
     if len(cells) != 1:
         raise BadInput("spec needs exactly one cell: --cells ID")
     cell = gpu_runner_cell(cells[0]) if args.gpu_runner else cells[0]
-    image = cell["gpu_runner"]["image"] if args.gpu_runner else cell["image"]
+    image = runner_image(cells[0]) if args.gpu_runner else cell["image"]
+    if args.install_wheels:
+        # On a GPU runner (whose pip reaches the package index): the cell's cuDNN wheels, each
+        # into the prefix the cell's cudnn paths name.
+        for prefix, spec in sorted(cells[0].get("gpu_runner", {}).get("wheels", {}).items()):
+            argv = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", f"/opt/pitfall/{prefix}", spec]
+            print("$ " + " ".join(argv), flush=True)
+            if subprocess.run(argv).returncode != 0:
+                raise BadInput(f"--install-wheels: pip install {spec} failed")
     out = Path(args.out)
     _write_atomically(out / "cell-spec.json", json.dumps(cell_spec(doc, cell, args.scenarios, args.jobs, image), indent=2) + "\n")
     print(out / "cell-spec.json")
@@ -572,8 +593,8 @@ def main(argv: list[str]) -> int:
         (sys.stdout if argv else sys.stderr).write(USAGE)
         return EXIT_OK if argv else EXIT_BAD_INPUT
     command, rest = argv[0], argv[1:]
-    if command not in ("list", "images", "run", "spec"):
-        raise BadInput(f"unknown matrix command '{command}' (list, images, run, spec)")
+    if command not in ("list", "images", "run", "spec", "runner-cells"):
+        raise BadInput(f"unknown matrix command '{command}' (list, images, run, spec, runner-cells)")
     p = argparse.ArgumentParser(prog=f"pitfall matrix {command}", add_help=False)
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--matrix", default=str(DEFAULT_MATRIX))
@@ -585,6 +606,7 @@ def main(argv: list[str]) -> int:
         p.add_argument("--json", action="store_true")
     if command == "spec":
         p.add_argument("--gpu-runner", action="store_true")
+        p.add_argument("--install-wheels", action="store_true")
     if command in ("run", "spec"):
         p.add_argument("--out")
         p.add_argument("--scenarios", default="")
@@ -606,6 +628,8 @@ def main(argv: list[str]) -> int:
     cells = select_cells(doc, [c for c in args.cells.split(",") if c])
     if command == "list":
         return command_list(doc, args.json)
+    if command == "runner-cells":
+        return command_runner_cells(doc)
     if command == "images":
         return command_images(Engine(args.engine, cache_dir(args.cache), False), doc, cells)
     if not args.out:

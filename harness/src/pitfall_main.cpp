@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
                 runs.push_back(flag);
         }
         if (merge) {
-            if (runs.size() < 2)
-                return usage_error("--merge needs two or more run folders: pitfall report --merge RUN RUN... [--out FILE]");
+            if (runs.empty())
+                return usage_error("--merge needs two or more run folders (or matrix cell folders): pitfall report --merge RUN RUN... [--out FILE]");
             if (r.format != "html" && r.format != "markdown")
                 return usage_error("--format " + r.format + ": a merged report is html or markdown");
             r.merge_dirs = runs;

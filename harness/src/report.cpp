@@ -852,11 +852,12 @@ const cell_fact cell_facts[] = {
      }},
     {"toolkit refuses",
      [](const run_data& r) {
+         const json probed = obj(obj(r.cell, "architectures"), "probed");
          json refused = json::array();
-         for (const auto& [arch, probe] : obj(obj(r.cell, "architectures"), "probed").items())
+         for (const auto& [arch, probe] : probed.items())
              if (!probe.value("accepted", true))
                  refused.push_back(arch);
-         return obj(obj(r.cell, "architectures"), "probed").empty() ? std::string("not probed") : arch_list(refused);
+         return probed.empty() ? std::string("not probed") : arch_list(refused);
      }},
     {"built (SASS; PTX)",
      [](const run_data& r) {
@@ -1094,6 +1095,11 @@ int report_run(const report_options& options) {
                 return exit_bad_input;
             }
             runs.push_back(std::move(one).value());
+        }
+        // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
+        if (runs.size() < 2 && !any_cell(runs)) {
+            std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell folders (see `pitfall help`)\n";
+            return exit_bad_input;
         }
         return emit(options.format == "markdown" ? render_matrix_markdown(runs) : render_matrix_html(runs), options.out);
     }

@@ -1,0 +1,288 @@
+"""Tests of the matrix machinery: ci/matrix.json and its checks, the driver's commands (dry run,
+spec, runner cells), the merged report of cell folders (the real pitfall binary), the CI files
+(actionlint, hadolint, GitLab in step with the matrix), and one real cell in a real container.
+
+Environment: PITFALL_BIN (the pitfall binary), PITFALL_TOOLS (.tools/python, where setup puts
+actionlint and hadolint), PITFALL_MATRIX_OUT (the real cell's output folder).
+"""
+import copy
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = ROOT / "ci" / "matrix.py"
+MATRIX = json.loads((ROOT / "ci" / "matrix.json").read_text())
+
+spec = importlib.util.spec_from_file_location("matrix", DRIVER)
+matrix = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(matrix)
+
+
+def drive(*args, env=None):
+    return subprocess.run([sys.executable, str(DRIVER), *args], capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
+
+
+def write_matrix(doc) -> str:
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+class MatrixFile(unittest.TestCase):
+    def test_the_real_matrix_is_valid_and_has_the_cells_the_issue_asks_for(self):
+        doc = matrix.load_matrix(ROOT / "ci" / "matrix.json")
+        by_id = {c["id"]: c for c in doc["cells"]}
+        versions = {c["cuda"]["version"] for c in doc["cells"]}
+        self.assertLessEqual({"11.8", "12.4", "13.0"}, versions)
+        # Mismatch cells: a compiler too new for 11.8 and for 12.4, cuDNN built vs loaded,
+        # sub-libraries mixed, and the driver library present vs hidden.
+        self.assertEqual(by_id["cuda11.8-gcc12"]["expect"]["outcome"], "compile_failed")
+        self.assertEqual(by_id["cuda12.4-gcc14"]["host_compiler"], "g++-14")
+        self.assertIn("-allow-unsupported-compiler", by_id["cuda12.4-gcc14"]["cuda_flags"])
+        loaded_older = by_id["cuda12.4-cudnn-loaded-older"]["cudnn"]
+        self.assertNotEqual(loaded_older["build"].split("/")[3], loaded_older["run"].split("/")[3])
+        self.assertIn("cudnn_mix", doc["images"][by_id["cuda12.4-cudnn-sublibraries-mixed"]["image"]])
+        self.assertEqual(by_id["cuda12.4-no-driver-library"]["expect"]["cuda_error"], "cudaErrorInsufficientDriver")
+        self.assertEqual(by_id["cuda12.4-gcc13"]["expect"]["cuda_error"], "cudaErrorNoDevice")
+        # Each toolkit's architectures: sm_70 only before 13.x, sm_100 only from 13.x.
+        for cell in doc["cells"]:
+            archs = {matrix.re.match(r"\d+", a).group(0) for a in cell["cuda_architectures"]}
+            major = int(cell["cuda"]["version"].split(".")[0])
+            self.assertEqual("70" in archs, major < 13, cell["id"])
+            self.assertEqual("100" in archs, major >= 13, cell["id"])
+
+    def assert_refused(self, doc, *needles):
+        path = write_matrix(doc)
+        try:
+            r = drive("list", "--matrix", path)
+        finally:
+            os.unlink(path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for needle in needles:
+            self.assertIn(needle, r.stderr)
+        return r
+
+    def test_bad_matrix_files_are_refused_naming_the_file_and_field(self):
+        self.assert_refused("{ not json", "not JSON", "line 1")
+        broken = copy.deepcopy(MATRIX)
+        del broken["cells"][0]["host_compiler"]
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'", "missing field 'host_compiler'")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][1]["image"] = "no-such-image"
+        self.assert_refused(broken, "cell 'cuda11.8-gcc12'.image", "no-such-image")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][0]["cuda_architectures"] = ["native"]
+        self.assert_refused(broken, "cuda_architectures")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][2]["id"] = broken["cells"][0]["id"]
+        self.assert_refused(broken, "defined twice")
+        broken = copy.deepcopy(MATRIX)
+        broken["images"]["trixie-cuda12.4"]["wheels"]["cudnn-9.1"] = "nvidia-cudnn-cu12"
+        self.assert_refused(broken, "images.trixie-cuda12.4.wheels", "pinned")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][0]["gpu_runner"]["digest"] = "sha256:123"
+        self.assert_refused(broken, "gpu_runner.digest")
+
+    def test_bad_flags_and_unknown_cells_exit_2(self):
+        r = drive("run", "--out", "/tmp/x", "--cells", "cuda99")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no cell cuda99", r.stderr)
+        r = drive("run", "--out", "/tmp/x", "--colour")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option '--colour'", r.stderr)
+        r = drive("run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--out", r.stderr)
+        self.assertEqual(drive("frobnicate").returncode, 2)
+        self.assertEqual(drive("--help").returncode, 0)
+
+
+class Driver(unittest.TestCase):
+    def test_dry_run_prints_the_isolated_run_and_writes_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "m"
+            r = drive("run", "--dry-run", "--out", str(out), "--cells", "cuda12.4-no-driver-library",
+                      "--cache", str(Path(tmp) / "cache"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(out.exists(), "a dry run wrote the output folder")
+            self.assertFalse((Path(tmp) / "cache").exists(), "a dry run wrote the cache")
+        run_line = next(l for l in r.stdout.splitlines() if " run " in l and "podman" in l)
+        for needle in ("--network=none", "--read-only", "--memory", "--pids-limit", f"{ROOT}:/src:ro",
+                       "/dev/null:/usr/lib/x86_64-linux-gnu/libcuda.so.1:ro", "--ulimit nofile=20000:20000"):
+            self.assertIn(needle, run_line)
+        self.assertIn("podman build", r.stdout)
+        self.assertIn("--build-arg 'APT_COMPONENTS=main contrib non-free'", r.stdout)
+
+    def test_cells_that_build_alike_share_a_build_folder(self):
+        by_id = {c["id"]: c for c in MATRIX["cells"]}
+        key = lambda cid: matrix.build_key(by_id[cid], "ref", [])
+        self.assertEqual(key("cuda12.4-gcc13"), key("cuda12.4-no-driver-library"))
+        self.assertEqual(key("cuda12.4-gcc13"), key("cuda12.4-cudnn-loaded-older"))
+        self.assertNotEqual(key("cuda12.4-gcc13"), key("cuda12.4-gcc14"))
+        self.assertNotEqual(matrix.build_key(by_id["cuda12.4-gcc13"], "ref", ["float64_inputs"]), key("cuda12.4-gcc13"))
+
+    def test_image_tags_follow_their_inputs(self):
+        image = MATRIX["images"]["trixie-cuda12.4"]
+        changed = dict(image, apt_packages=image["apt_packages"] + ["g++-12"])
+        self.assertEqual(matrix.image_ref("trixie-cuda12.4", image), matrix.image_ref("trixie-cuda12.4", dict(image)))
+        self.assertNotEqual(matrix.image_ref("trixie-cuda12.4", image), matrix.image_ref("trixie-cuda12.4", changed))
+
+    def test_a_cell_is_judged_against_its_expectation(self):
+        cell = {"expect": {"outcome": "compile_failed", "stage": "host_compiler", "message_contains": "unsupported GNU"}}
+        self.assertEqual(matrix.judge_cell(cell, {"outcome": "compile_failed", "stage": "host_compiler",
+                                                  "message": "#error -- unsupported GNU version!"}), [])
+        problems = matrix.judge_cell(cell, {"outcome": "ran", "stage": None, "message": ""})
+        self.assertEqual(len(problems), 3, problems)
+        cell = {"expect": {"outcome": "ran", "cuda_error": "cudaErrorNoDevice"}}
+        self.assertEqual(matrix.judge_cell(cell, {"outcome": "ran", "cuda_error": "cudaErrorInsufficientDriver"}),
+                         ["first CUDA call cudaErrorInsufficientDriver, expected cudaErrorNoDevice"])
+
+    def test_gpu_runner_spec_and_cells(self):
+        cells = json.loads(drive("runner-cells").stdout)
+        self.assertEqual({c["id"] for c in cells}, {c["id"] for c in MATRIX["cells"] if "gpu_runner" in c})
+        self.assertTrue(all(c["image"].startswith("nvidia/cuda:") and "cudnn" in c["image"] for c in cells))
+        with tempfile.TemporaryDirectory() as tmp:
+            r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--out", tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            s = json.loads((Path(tmp) / "cell-spec.json").read_text())
+        self.assertEqual(s["cell"]["cuda"]["nvcc"], "/usr/local/cuda/bin/nvcc")
+        self.assertNotIn("hide_files", s["cell"])
+        self.assertEqual(s["probe_architectures"], MATRIX["probe_architectures"])
+        r = drive("spec", "--cells", "cuda12.4-gcc14", "--gpu-runner", "--out", "/tmp/none")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no gpu_runner", r.stderr)
+
+
+def run_folder(dir: Path, cuda_error: str, cudnn: int, verdict: str) -> None:
+    """A minimal run folder as `pitfall run` writes it (header and one judged case)."""
+    dir.mkdir(parents=True)
+    header = {"record": "run", "at": "2026-11-24T00:00:00Z", "selection": ["cuda.version_mismatch.runtime_vs_driver"],
+              "fingerprint_summary": {"gpu_count": 0, "cuda_error": cuda_error, "cuda_runtime_version": 12040,
+                                      "cudnn_version": cudnn}}
+    case = {"record": "case", "case": "cuda.version_mismatch.runtime_vs_driver", "verdict": verdict,
+            "failing": verdict == "FAIL", "reason": "x", "observed": {"status": "error", "error": cuda_error, "stage": "init"},
+            "process": {"wall_seconds": 0.1}}
+    (dir / "results.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(case) + "\n")
+
+
+class MergedReport(unittest.TestCase):
+    def test_cell_folders_merge_with_their_own_outcomes_and_differences(self):
+        pitfall = os.environ.get("PITFALL_BIN")
+        if not pitfall:
+            self.fail("PITFALL_BIN is not set (run through ctest)")
+        by_id = {c["id"]: c for c in MATRIX["cells"]}
+        with tempfile.TemporaryDirectory() as tmp:
+            cells = Path(tmp)
+            ran = cells / "cuda12.4-gcc13"
+            run_folder(ran / "run", "cudaErrorNoDevice", 91002, "PASS")
+            (ran / "cell.json").write_text(json.dumps({
+                "id": "cuda12.4-gcc13", "outcome": "ran", "cell": by_id["cuda12.4-gcc13"], "cuda_error": "cudaErrorNoDevice",
+                "toolkit": {"version": "12.4.131"}, "cudnn_compiled": "9.10.2",
+                "architectures": {"probed": {"70": {"accepted": True}, "100": {"accepted": False, "message": "nvcc fatal"}}},
+                "archs_built": {"sass": ["70", "75", "90"], "ptx": ["90"]}, "verdicts_text": "1 PASS", "expectation_problems": []}))
+            failed = cells / "cuda11.8-gcc12"
+            failed.mkdir()
+            (failed / "cell.json").write_text(json.dumps({
+                "id": "cuda11.8-gcc12", "outcome": "compile_failed", "stage": "host_compiler", "cell": by_id["cuda11.8-gcc12"],
+                "message": "#error -- unsupported GNU version! gcc versions later than 11 are not supported!",
+                "toolkit": {"version": "11.8.89"}, "expectation_problems": []}))
+            md = subprocess.run([pitfall, "report", "--merge", "--format", "markdown", str(ran), str(failed)],
+                                capture_output=True, text=True)
+            self.assertEqual(md.returncode, 0, md.stderr)
+            html = subprocess.run([pitfall, "report", "--merge", "--format", "html", str(ran), str(failed)],
+                                  capture_output=True, text=True)
+            self.assertEqual(html.returncode, 0, html.stderr)
+            (failed / "cell.json").write_text("{ broken")
+            bad = subprocess.run([pitfall, "report", "--merge", str(ran), str(failed)], capture_output=True, text=True)
+        text = md.stdout
+        self.assertIn("### Cells", text)
+        self.assertRegex(text, r"\| cuda11.8-gcc12 \| 11.8.89 .*compile_failed at host_compiler: #error -- unsupported GNU version")
+        self.assertRegex(text, r"\| cuda12.4-gcc13 \| 12.4.131 .*\| 9.10.2 / 9.10.2 \|.*\| sm_100 \| sm_70 sm_75 sm_90; PTX sm_90 \| ran")
+        self.assertIn("- toolkit refuses: cuda12.4-gcc13: sm_100; cuda11.8-gcc12: not probed", text)
+        self.assertIn("- first CUDA call: cuda12.4-gcc13: cudaErrorNoDevice; cuda11.8-gcc12: -", text)
+        # The case grid: the failed cell has no result for the case.
+        self.assertRegex(text, r"\| `cuda.version_mismatch.runtime_vs_driver` \| PASS \(cudaErrorNoDevice@init\) \| - \|")
+        self.assertIn('id="cells"', html.stdout)
+        self.assertIn("#error -- unsupported GNU version!", html.stdout)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("cell.json: not JSON", bad.stderr)
+
+
+class CiFiles(unittest.TestCase):
+    tools = Path(os.environ.get("PITFALL_TOOLS", ROOT / ".tools" / "python")) / "bin"
+
+    def tool(self, name):
+        path = self.tools / name
+        if not os.access(path, os.X_OK):
+            self.fail(f"{path} is missing: ci/setup.sh installs it")
+        return str(path)
+
+    def test_workflows_pass_actionlint(self):
+        r = subprocess.run([self.tool("actionlint"), "-no-color"], cwd=ROOT, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_actionlint_can_fail(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = Path(tmp) / "bad.yml"
+            bad.write_text("on: push\njobs:\n  a:\n    runs-on: [self-hosted, gpu-model-x]\n    steps:\n      - run: echo ${{ matrix.nope }}\n")
+            r = subprocess.run([self.tool("actionlint"), "-no-color", str(bad)], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+
+    def test_containerfiles_pass_hadolint(self):
+        files = sorted(str(p) for p in (ROOT / "containers").glob("*.Containerfile"))
+        self.assertTrue(files)
+        r = subprocess.run([self.tool("hadolint"), "--config", str(ROOT / ".hadolint.yaml"), *files],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_hadolint_can_fail(self):
+        r = subprocess.run([self.tool("hadolint"), "-"], input="FROM debian\nRUN cd /tmp && apt-get install -y curl\n",
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+
+    def test_gitlab_runs_the_same_gpu_cells_as_the_matrix(self):
+        text = (ROOT / "ci" / "gitlab-ci.yml").read_text()
+        pairs = re.findall(r"- CELL: (\S+)\n\s+IMAGE: (\S+)", text)
+        expected = [(c["id"], matrix.runner_image(c)) for c in MATRIX["cells"] if "gpu_runner" in c]
+        self.assertEqual(sorted(pairs), sorted(expected))
+
+
+class RealCell(unittest.TestCase):
+    """One cell for real: its image built (or reused), pitfall built and run in the container."""
+
+    def test_host_toolkit_cell_builds_runs_and_merges(self):
+        out = Path(os.environ.get("PITFALL_MATRIX_OUT", tempfile.mkdtemp()))
+        cell_id = "cuda13.0-host"
+        r = subprocess.run([os.environ["PITFALL_BIN"], "matrix", "run", "--cells", cell_id, "--scenarios", "version_mismatch",
+                            "--out", str(out)], capture_output=True, text=True)
+        print(r.stdout[-4000:], r.stderr[-4000:])
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        cell = json.loads((out / "cells" / cell_id / "cell.json").read_text())
+        self.assertEqual(cell["outcome"], "ran", cell.get("message"))
+        self.assertEqual(cell["expectation_problems"], [])
+        self.assertEqual(cell["cuda_error"], "cudaErrorInsufficientDriver")
+        self.assertTrue(cell["toolkit"]["version"].startswith("13.0"))
+        probed = cell["architectures"]["probed"]
+        self.assertFalse(probed["70"]["accepted"], "CUDA 13 still targets sm_70?")
+        self.assertTrue(probed["100"]["accepted"])
+        definition = next(c for c in MATRIX["cells"] if c["id"] == cell_id)
+        requested = {re.match(r"\d+", a).group(0) for a in definition["cuda_architectures"]}
+        self.assertEqual(set(cell["archs_built"]["sass"]), requested)
+        summary = json.loads((out / "cells" / cell_id / "run" / "summary.json").read_text())
+        self.assertGreater(summary["cases_finished"], 0)
+        md = (out / "matrix.md").read_text()
+        self.assertIn(cell_id, md)
+        self.assertEqual(r.returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
