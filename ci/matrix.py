@@ -114,8 +114,13 @@ def load_matrix(path: Path) -> dict:
             if not all(isinstance(p, str) for p in _need(image, key, list, iw)):
                 raise BadInput(f"{iw}.{key}: expected a list of package names")
         wheels = image.get("wheels", {})
-        if not isinstance(wheels, dict) or not all(isinstance(v, str) and "==" in v for v in wheels.values()):
-            raise BadInput(f"{iw}.wheels: expected {{prefix: \"package==version\"}} (versions pinned)")
+        if not isinstance(wheels, dict) or not all(isinstance(spec, str) and "==" in spec for _, spec in wheel_specs(image)):
+            raise BadInput(f"{iw}.wheels: expected {{prefix: \"package==version\" or a list of them}} (versions pinned)")
+        for key in ("cmake_args", "library_path"):
+            if not isinstance(image.get(key, []), list) or not all(isinstance(v, str) for v in image.get(key, [])):
+                raise BadInput(f"{iw}.{key}: expected a list of strings")
+        if image.get("wheel_toolkit", "") and image["wheel_toolkit"] not in wheels:
+            raise BadInput(f"{iw}.wheel_toolkit: '{image['wheel_toolkit']}' is not one of its wheels' prefixes")
         if "cudnn_mix" in image and not re.fullmatch(r"[\w.-]+=[\w.-]+:[\w.-]+:[\w,]+", image["cudnn_mix"]):
             raise BadInput(f"{iw}.cudnn_mix: expected NAME=BASE:OTHER:lib1,lib2")
     cells = _need(doc, "cells", list, where)
@@ -157,6 +162,15 @@ def load_matrix(path: Path) -> dict:
             if not all(isinstance(v, str) and v for v in cell.get(key, [])):
                 raise BadInput(f"{cw}.{key}: expected a list of strings")
     return doc
+
+
+def wheel_specs(image: dict) -> list[tuple[str, str]]:
+    """(prefix, "package==version") for each wheel of an image; a prefix may take several."""
+    pairs = []
+    for prefix, specs in sorted(image.get("wheels", {}).items()):
+        for spec in specs if isinstance(specs, list) else [specs]:
+            pairs.append((prefix, spec))
+    return pairs
 
 
 def select_cells(doc: dict, wanted: list[str]) -> list[dict]:
@@ -295,7 +309,8 @@ def image_inputs(name: str, image: dict) -> dict:
     """Everything an image is made from; its hash tags the image."""
     return {"name": name, "containerfile": CONTAINERFILE.read_text(), "base": base_ref(image),
             "apt_components": image.get("apt_components", "main"), "apt_packages": image["apt_packages"],
-            "wheels": image.get("wheels", {}), "cudnn_mix": image.get("cudnn_mix", "")}
+            "wheels": image.get("wheels", {}), "cudnn_mix": image.get("cudnn_mix", ""),
+            "wheel_toolkit": image.get("wheel_toolkit", "")}
 
 
 def image_ref(name: str, image: dict) -> str:
@@ -308,7 +323,7 @@ def fetch_wheels(engine: Engine, image: dict, context: Path, log: Path) -> str |
     wheel_cache = engine.cache / "wheels"
     (context / "wheels").mkdir(parents=True, exist_ok=True)
     lines = []
-    for prefix, spec in sorted(image.get("wheels", {}).items()):
+    for prefix, spec in wheel_specs(image):
         package, version = spec.split("==", 1)
         stem = package.replace("-", "_") + "-" + version + "-"
         found = sorted(wheel_cache.glob(stem + "*.whl"))
@@ -351,7 +366,7 @@ def ensure_image(engine: Engine, name: str, image: dict, log: Path) -> tuple[str
     base = image["base"]
     args = {"BASE_IMAGE": base_ref(image), "DEBIAN_SUITE": base.get("debootstrap", ""),
             "APT_COMPONENTS": image.get("apt_components", "main"), "APT_PACKAGES": " ".join(image["apt_packages"]),
-            "CUDNN_MIX": image.get("cudnn_mix", "")}
+            "CUDNN_MIX": image.get("cudnn_mix", ""), "WHEEL_TOOLKIT": image.get("wheel_toolkit", "")}
     argv = engine.cmd("build", "-f", str(context / "Containerfile"), "-t", ref)
     if engine.name == "podman":
         argv += ["--format", "docker"]  # an OCI image ignores SHELL, and the RUN steps need bash
@@ -470,9 +485,14 @@ def cache_dir(arg: str | None) -> Path:
     return Path(xdg) / "pitfall" / "matrix"
 
 
-def cell_spec(doc: dict, cell: dict, scenarios: list[str], jobs: int, ref: str) -> dict:
-    """What containers/cell_entry.py reads: the cell, the probe architectures, the selection."""
-    return {"id": cell["id"], "cell": cell, "image": {"name": cell["image"], "ref": ref},
+def cell_spec(doc: dict, cell: dict, scenarios: list[str], jobs: int, ref: str, local_image: bool = True) -> dict:
+    """What containers/cell_entry.py reads: the cell, its image's CMake arguments and library
+    paths (a local image's wheels; a GPU runner's nvidia/cuda image needs none), the probe
+    architectures and the selection."""
+    image = doc["images"][cell["image"]] if local_image else {}
+    return {"id": cell["id"], "cell": cell,
+            "image": {"name": cell["image"], "ref": ref, "cmake_args": image.get("cmake_args", []),
+                      "library_path": image.get("library_path", [])},
             "probe_architectures": doc.get("probe_architectures", []), "scenarios": scenarios, "jobs": jobs}
 
 
@@ -515,7 +535,8 @@ def command_spec(doc: dict, cells: list[dict], args) -> int:
             if subprocess.run(argv).returncode != 0:
                 raise BadInput(f"--install-wheels: pip install {spec} failed")
     out = Path(args.out)
-    _write_atomically(out / "cell-spec.json", json.dumps(cell_spec(doc, cell, args.scenarios, args.jobs, image), indent=2) + "\n")
+    spec = cell_spec(doc, cell, args.scenarios, args.jobs, image, local_image=not args.gpu_runner)
+    _write_atomically(out / "cell-spec.json", json.dumps(spec, indent=2) + "\n")
     print(out / "cell-spec.json")
     return EXIT_OK
 

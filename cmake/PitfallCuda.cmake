@@ -24,6 +24,13 @@ if(NOT _pitfall_cuda_mode STREQUAL "OFF")
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # Stock CMake 3.25 (Debian 12's) marks CUDA::nvToolsExt deprecated whether or not the
+    # toolkit has it, and CUDA 12.9+ and 13 have none: "set_property could not find TARGET
+    # CUDA::nvToolsExt", a configure error (seen in the matrix's CUDA 13 cells). An empty
+    # target of that name lets the module finish; pitfall links nvtx3 or nothing.
+    if(CMAKE_VERSION VERSION_LESS 3.26 AND NOT TARGET CUDA::nvToolsExt)
+      add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+    endif()
     find_package(CUDAToolkit REQUIRED)
     find_package(CUDNN)
     set(PITFALL_HAS_CUDA ON)

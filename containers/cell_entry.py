@@ -176,7 +176,8 @@ def main() -> int:
                  f"-DCMAKE_CUDA_HOST_COMPILER={host_cxx}", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(requested)}",
                  f"-DCMAKE_CUDA_FLAGS={' '.join(cuda_flags)}", f"-DCUDNN_ROOT={cell['cudnn']['build']}",
                  "-DPITFALL_ENABLE_CUDA=ON", "-DPITFALL_BUILD_TESTS=OFF", "-DPITFALL_BUILD_BENCH=OFF",
-                 f"-DPITFALL_SCENARIOS={';'.join(spec.get('scenarios') or [])}"]
+                 f"-DPITFALL_SCENARIOS={';'.join(spec.get('scenarios') or [])}",
+                 *spec.get("image", {}).get("cmake_args", [])]
     rc, text = run_logged(configure, logs / "configure.log")
     cudnn_found = re.search(r"Found CUDNN: \S+ \(found version \"([\d.]+)\"\)", text)
     result["cudnn_compiled"] = cudnn_found.group(1) if cudnn_found else None
@@ -191,18 +192,22 @@ def main() -> int:
 
     # what was really built
     t = time.monotonic()
-    binaries = sorted(glob.glob(str(BUILD / "scenarios" / "*" / "*"))) or []
-    scenario_bins = [b for b in binaries if os.access(b, os.X_OK) and os.path.isfile(b) and "/CMakeFiles/" not in b]
-    if scenario_bins:
-        result["archs_built"] = embedded_architectures(find_cuobjdump(nvcc), scenario_bins[0], logs / "embedded.log")
+    try:
+        index = json.loads((BUILD / "pitfall-index.json").read_text())
+        programs = [s["program"] for s in index.get("scenarios", []) if os.access(s.get("program", ""), os.X_OK)]
+    except (OSError, json.JSONDecodeError):
+        programs = []
+    if programs:
+        result["archs_built"] = embedded_architectures(find_cuobjdump(nvcc), programs[0], logs / "embedded.log")
     else:
-        result["archs_built"] = {"error": "no scenario binary under /build/scenarios"}
+        result["archs_built"] = {"error": "pitfall-index.json names no scenario program"}
     stage("embedded", "error" not in result["archs_built"], t)
 
     # run
     t = time.monotonic()
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = cell["cudnn"]["run"] + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    search = [cell["cudnn"]["run"], *spec.get("image", {}).get("library_path", [])]
+    env["LD_LIBRARY_PATH"] = ":".join(search + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
     pitfall = str(BUILD / "bin" / "pitfall")
     argv = [pitfall, "run", "--out", str(OUT / "run"), "--replace"]
     for s in spec.get("scenarios") or []:
