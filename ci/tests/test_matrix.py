@@ -205,9 +205,10 @@ class MergedReport(unittest.TestCase):
             bad = subprocess.run([pitfall, "report", "--merge", str(ran), str(failed)], capture_output=True, text=True)
         text = md.stdout
         self.assertIn("### Cells", text)
-        self.assertRegex(text, r"\| cuda11.8-gcc12 \| 11.8.89 .*compile_failed at host_compiler: #error -- unsupported GNU version")
-        self.assertRegex(text, r"\| cuda12.4-gcc13 \| 12.4.131 .*\| 9.10.2 / 9.10.2 \|.*\| sm_100 \| sm_70 sm_75 sm_90; PTX sm_90 \| ran")
-        self.assertIn("- toolkit refuses: cuda12.4-gcc13: sm_100; cuda11.8-gcc12: not probed", text)
+        # (Markdown text escapes '_'.)
+        self.assertRegex(text, r"\| cuda11.8-gcc12 \| 11.8.89 .*compile\\_failed at host\\_compiler: #error -- unsupported GNU version")
+        self.assertRegex(text, r"\| cuda12.4-gcc13 \| 12.4.131 .*\| 9.10.2 / 9.10.2 \|.*\| sm\\_100 \| sm\\_70 sm\\_75 sm\\_90; PTX sm\\_90 \| ran")
+        self.assertIn("- toolkit refuses: cuda12.4-gcc13: sm\\_100; cuda11.8-gcc12: not probed", text)
         self.assertIn("- first CUDA call: cuda12.4-gcc13: cudaErrorNoDevice; cuda11.8-gcc12: -", text)
         # The case grid: the failed cell has no result for the case.
         self.assertRegex(text, r"\| `cuda.version_mismatch.runtime_vs_driver` \| PASS \(cudaErrorNoDevice@init\) \| - \|")
@@ -254,6 +255,54 @@ class CiFiles(unittest.TestCase):
         pairs = re.findall(r"- CELL: (\S+)\n\s+IMAGE: (\S+)", text)
         expected = [(c["id"], matrix.runner_image(c)) for c in MATRIX["cells"] if "gpu_runner" in c]
         self.assertEqual(sorted(pairs), sorted(expected))
+
+
+class PinImages(unittest.TestCase):
+    """ci/pin-images.py against a registry served on loopback (the v2 manifest HEAD)."""
+
+    def test_digests_are_pinned_and_used_by_the_runner_matrix(self):
+        import http.server
+        import threading
+        digests = {}
+
+        class Registry(http.server.BaseHTTPRequestHandler):
+            def do_HEAD(self):
+                m = re.fullmatch(r"/v2/nvidia/cuda/manifests/(.+)", self.path)
+                if not m or "manifest" not in self.headers.get("Accept", ""):
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                digests[m.group(1)] = "sha256:" + format(abs(hash(m.group(1))), "064x")[-64:]
+                self.send_response(200)
+                self.send_header("Docker-Content-Digest", digests[m.group(1)])
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Registry)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            path = write_matrix((ROOT / "ci" / "matrix.json").read_text())
+            pin = [sys.executable, str(ROOT / "ci" / "pin-images.py"), "--matrix", path]
+            self.assertEqual(subprocess.run(pin + ["--check"], capture_output=True).returncode, 1)
+            r = subprocess.run(pin + ["--registry", f"http://127.0.0.1:{server.server_port}"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(subprocess.run(pin + ["--check"], capture_output=True).returncode, 0)
+            pinned = json.loads(drive("runner-cells", "--matrix", path).stdout)
+            unpinned_text = (ROOT / "ci" / "matrix.json").read_text()
+            # Only the digests changed: the rest of the file is as it was, line for line.
+            changed = [a for a, b in zip(unpinned_text.splitlines(), Path(path).read_text().splitlines()) if a != b]
+            self.assertEqual(len(changed), len(pinned))
+            r = subprocess.run(pin + ["--registry", "http://127.0.0.1:9"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("did not answer", r.stderr)
+        finally:
+            server.shutdown()
+            os.unlink(path)
+        for cell in pinned:
+            tag = cell["image"].split(":", 1)[1].split("@")[0]
+            self.assertEqual(cell["image"], f"nvidia/cuda:{tag}@{digests[tag]}")
 
 
 class RealCell(unittest.TestCase):
