@@ -7,7 +7,8 @@
 #
 # scenario.json keys used here: name, backends, variants[].{name, backends, labels},
 # failure_class, labels, timeout_seconds, links ("cudnn", "nccl": linked with CUDA only, and
-# PITFALL_HAS_CUDNN / PITFALL_HAS_NCCL defined 1 then).
+# PITFALL_HAS_CUDNN / PITFALL_HAS_NCCL defined 1 then; "nccl-headers": nccl.h on the include
+# path for a program that loads NCCL itself at run time).
 # Without CUDA the same scenario.cu is compiled as C++ (through a one-line wrapper .cpp), and
 # its CUDA cases report UNSUPPORTED "built without CUDA".
 
@@ -54,14 +55,24 @@ function(pitfall_scenario_program target dir links)
       message(WARNING "${manifest}: links cuDNN, but FindCUDNN found none: building it without "
                       "cuDNN (set CUDNN_ROOT to a cuDNN install or wheel folder)")
     endif()
+    # NCCL's header is not part of every toolkit (Debian's have none; NVIDIA's wheel
+    # nvidia-nccl-cu* carries it): PITFALL_NCCL_INCLUDE_DIR / PITFALL_NCCL_LIBRARY point at one.
+    if("nccl" IN_LIST links OR "nccl-headers" IN_LIST links)
+      find_path(PITFALL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+      if(NOT PITFALL_NCCL_INCLUDE_DIR)
+        message(FATAL_ERROR "${manifest}: needs NCCL's nccl.h, found neither beside the CUDA toolkit "
+                            "nor on the system: set PITFALL_NCCL_INCLUDE_DIR (e.g. a nvidia-nccl-cu12 "
+                            "wheel's nvidia/nccl/include)")
+      endif()
+      target_include_directories(${target} PRIVATE "${PITFALL_NCCL_INCLUDE_DIR}")
+    endif()
     if("nccl" IN_LIST links)
       find_library(PITFALL_NCCL_LIBRARY nccl HINTS "${CUDAToolkit_LIBRARY_DIR}" "${CUDAToolkit_LIBRARY_ROOT}/lib")
-      find_path(PITFALL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-      if(NOT PITFALL_NCCL_LIBRARY OR NOT PITFALL_NCCL_INCLUDE_DIR)
-        message(FATAL_ERROR "${manifest}: links NCCL but no libnccl/nccl.h was found beside the CUDA toolkit")
+      if(NOT PITFALL_NCCL_LIBRARY)
+        message(FATAL_ERROR "${manifest}: links NCCL but no libnccl was found beside the CUDA toolkit: "
+                            "set PITFALL_NCCL_LIBRARY")
       endif()
       target_link_libraries(${target} PRIVATE "${PITFALL_NCCL_LIBRARY}")
-      target_include_directories(${target} PRIVATE "${PITFALL_NCCL_INCLUDE_DIR}")
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_NCCL=1)
     endif()
   else()

@@ -65,12 +65,18 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> tuple[int, str]:
-    """Runs argv (never a shell), appends its output to `log`, returns (exit code, output)."""
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    text = proc.stdout.decode(errors="replace")
-    with open(log, "a") as f:
-        f.write("$ " + " ".join(argv) + "\n" + text + f"[exit {proc.returncode}]\n")
-    return proc.returncode, text
+    """Runs argv (never a shell) with its output going to `log` as it comes (a long build can
+    be followed there), returns (exit code, its output)."""
+    with open(log, "ab") as f:
+        f.write(("$ " + " ".join(argv) + "\n").encode())
+        f.flush()
+        start = f.tell()
+        rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd).returncode
+        f.write(f"[exit {rc}]\n".encode())
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    return rc, text.rsplit(f"[exit {rc}]", 1)[0]
 
 
 def first_error(text: str) -> str:
@@ -185,8 +191,9 @@ def main() -> int:
     if rc != 0:
         return finish("compile_failed", "configure", first_error(text))
     t = time.monotonic()
-    rc, text = run_logged(["cmake", "--build", str(BUILD), "--parallel", jobs], logs / "build.log")
-    stage("build", rc == 0, t)
+    # -k 0: past a failing target, so that the log holds every error, not the first one.
+    rc, text = run_logged(["cmake", "--build", str(BUILD), "--parallel", jobs, "--", "-k", "0"], logs / "build.log")
+    stage("build", rc == 0, t, errors=len(set(re.findall(r"^.*\berror\b.*$", text, re.MULTILINE))))
     if rc != 0:
         return finish("compile_failed", "build", first_error(text))
 

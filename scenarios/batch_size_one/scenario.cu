@@ -834,8 +834,10 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
         // the baselines gate on alternate with it chunk by chunk (time_interleaved):
         // remedy_batch_* against a batch-1 model, remedy_cuda_graph against eager batch 1.
         if (cfg.graph) {
+            // ...WithFlags: cudaGraphInstantiate took five arguments before CUDA 12 and three
+            // since; this one has one signature from 11.4 to 13 (the matrix's 11.8 cell).
             PITFALL_CUDA_TRY(pitfall::stage::init,
-                             cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+                             cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
             ctx.record("graph_launches_per_step", 1);
             ctx.record("api_launches_per_sample", 1.0 / cfg.batch);
         } else {
@@ -901,7 +903,7 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
     if (cfg.graph && cfg.check_steps > 1) {
         step_graph graph;
         PITFALL_TRY(capture_step(exec, model, graph));
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+        PITFALL_CUDA_TRY(pitfall::stage::init, cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
         for (int s = 1; s < cfg.check_steps; ++s)
             PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(graph.exec, exec.stream()));
         PITFALL_TRY(pitfall::cuda_backend::synchronize());

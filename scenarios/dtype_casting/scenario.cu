@@ -93,14 +93,19 @@ PITFALL_HOST_DEVICE inline float fp16_to_float(std::uint16_t h) {
 }
 PITFALL_HOST_DEVICE inline std::uint16_t to_bf16_bits(float x) {
 #if defined(__CUDA_ARCH__)
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    // The bits through __nv_bfloat16_raw: CUDA 11.x declares __bfloat16_as_ushort only for
+    // sm_80 and up, and the matrix builds sm_70 and sm_75 with it too.
+    const __nv_bfloat16_raw raw = __float2bfloat16_rn(x);
+    return raw.x;
 #else
     return soft_bf16_bits(x);
 #endif
 }
 PITFALL_HOST_DEVICE inline float bf16_to_float(std::uint16_t b) {
 #if defined(__CUDA_ARCH__)
-    return __bfloat162float(__ushort_as_bfloat16(b));
+    __nv_bfloat16_raw raw;
+    raw.x = b;
+    return __bfloat162float(__nv_bfloat16(raw));
 #else
     return soft_bf16_to_float(b);
 #endif
