@@ -583,7 +583,7 @@ def command_run(engine: Engine, doc: dict, cells: list[dict], args) -> int:
             print(f"  image {name}: {state} ({time.monotonic() - t_img:.0f} s)", flush=True)
         ref, error = images[name]
         print(f"[{i}/{len(cells)}] {cell['id']}: CUDA {cell['cuda']['version']}, cuDNN {cell['cudnn']['version']}, "
-              f"{cell['host_compiler']} ...", flush=True)
+              f"{cell['host_compiler']} ... (stage logs: {out}/cells/{cell['id']}/logs/)", flush=True)
         outcome = run_cell(engine, doc, cell, ref, error, args, out)
         results.append(outcome)
         if not args.dry_run:
@@ -636,10 +636,11 @@ def main(argv: list[str]) -> int:
         p.add_argument("--gpu", action="store_true")
         p.add_argument("--dry-run", action="store_true")
         p.add_argument("--memory", default="12g")
-    try:
-        args, unknown = p.parse_known_args(rest)
-    except SystemExit:
-        raise BadInput(f"bad arguments for `pitfall matrix {command}`")
+    def refuse(message: str):
+        raise BadInput(f"`pitfall matrix {command}`: {message}")
+
+    p.error = refuse  # one line naming the flag, not argparse's usage block
+    args, unknown = p.parse_known_args(rest)
     if unknown:
         raise BadInput(f"unknown option '{unknown[0]}' for `pitfall matrix {command}`")
     if args.help:
@@ -666,6 +667,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `pitfall matrix list | head` ends quietly
     try:
         sys.exit(main(sys.argv[1:]))
     except BadInput as e:
