@@ -3,12 +3,17 @@
 // before main) or a broken driver cannot take the harness down; every value comes from the
 // libraries' own calls, never from tools on PATH.
 #include "pitfall/backend.hpp"
+#include "pitfall/process.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <iostream>
+
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if PITFALL_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -94,6 +99,42 @@ json cuda_facts() {
 // not a probe that cannot start (and so a fingerprint without GPU facts).
 #define PITFALL_STRINGIFY_INNER(x) #x
 #define PITFALL_STRINGIFY(x) PITFALL_STRINGIFY_INNER(x)
+/// One sub-library check in a child process: with sub-libraries of two releases mixed, cuDNN
+/// 9's loader can fail to load one and then abort the process ("Invalid handle. Cannot load
+/// symbol cudnnOpsVersionCheck"). Then only this fact is lost (named by the signal), not the
+/// whole fingerprint. The child touches no CUDA state: it calls the check and reports its status.
+std::string isolated_check(cudnnStatus_t (*check)(), const char* (*error_name)(cudnnStatus_t)) {
+    int fds[2];
+    if (::pipe(fds) != 0)
+        return "not checked: pipe failed";
+    std::cout.flush();
+    const pid_t child = ::fork();
+    if (child < 0) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return "not checked: fork failed";
+    }
+    if (child == 0) {
+        ::close(fds[0]);
+        const int st = static_cast<int>(check());
+        [[maybe_unused]] const auto n = ::write(fds[1], &st, sizeof st);
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    int st = -1;
+    const bool got = ::read(fds[0], &st, sizeof st) == static_cast<ssize_t>(sizeof st);
+    ::close(fds[0]);
+    int wstatus = 0;
+    while (::waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(wstatus))
+        return "killed the process: " + pitfall::signal_name(WTERMSIG(wstatus));
+    if (!got)
+        return "no status: the check's process exited " + std::to_string(WEXITSTATUS(wstatus));
+    const auto status = static_cast<cudnnStatus_t>(st);
+    return error_name != nullptr ? error_name(status) : std::to_string(st);
+}
+
 json cudnn_facts() {
     json cudnn = {{"compiled_version", CUDNN_VERSION}};
     const char* soname = "libcudnn.so." PITFALL_STRINGIFY(CUDNN_MAJOR);
@@ -123,8 +164,7 @@ json cudnn_facts() {
             sub[name] = "symbol missing";
             continue;
         }
-        const cudnnStatus_t st = check();
-        sub[name] = error_name != nullptr ? error_name(st) : std::to_string(static_cast<int>(st));
+        sub[name] = isolated_check(check, error_name);
     }
     cudnn["sublibrary_checks"] = sub;
     Dl_info where{};
