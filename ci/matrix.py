@@ -48,6 +48,9 @@ commands:
                                 --gpu-runner, the cell as a GPU runner's nvidia/cuda image has it
                                 (--install-wheels: pip-installs the cell's cuDNN wheels there)
   runner-cells                  the GPU-runner cells as one line of JSON (the CI matrix)
+  judge --cells ID --cell-dir DIR
+                                a cell folder made by a GPU runner's job, judged against its
+                                cell-spec.json's expectation (exit 1 when it differs)
   run --out DIR [options]       build or reuse each cell's image, run the cell, merge the report
 
 run options:
@@ -196,7 +199,7 @@ class Engine:
             if dry_run:
                 return
 
-            raise BadInput(f"--engine {name}: '{name}' is not on PATH (ci/setup.sh --matrix installs podman)")
+            raise BadInput(f"--engine {name}: '{name}' is not on PATH (`ci/setup.sh --matrix` installs podman)")
         if name == "podman":
             # crun refuses this VM's mixed cgroup v1/v2 hierarchy and root lacks CAP_SYS_RESOURCE
             # for podman's default ulimits: runc and explicit ulimits (containers/README.md).
@@ -242,6 +245,7 @@ def _write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would follow the file into place
     os.replace(tmp, path)
 
 
@@ -283,7 +287,7 @@ def ensure_base(engine: Engine, image: dict, log: Path) -> str | None:
     if not engine.dry_run and not (rootfs / "usr" / "bin" / "apt-get").exists():
         shutil.rmtree(rootfs, ignore_errors=True)
         if shutil.which("debootstrap") is None:
-            return "debootstrap is not on PATH (ci/setup.sh --matrix installs it)"
+            return "debootstrap is not on PATH (`ci/setup.sh --matrix` installs it)"
     if engine.dry_run or not (rootfs / "usr" / "bin" / "apt-get").exists():
         print(f"  base {suite}: debootstrap --variant=minbase (about a minute)", flush=True)
         rc = engine.run_logged(["debootstrap", "--variant=minbase", suite, str(rootfs), DEBIAN_MIRROR], log)
@@ -442,10 +446,10 @@ def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str |
         _write_atomically(cell_dir / "cell.json", json.dumps(outcome, indent=2) + "\n")
         return outcome
 
-    if image_error:
+    if image_error and not args.dry_run:
         return finish({"outcome": "image_build_failed", "stage": "image", "message": image_error})
     missing = [m for m in cell.get("mounts", []) if not Path(m).exists()]
-    if missing:
+    if missing and not args.dry_run:
         return finish({"outcome": "skipped", "stage": "mounts", "message": f"{', '.join(missing)} is not on this host"})
     build_dir = engine.cache / "builds" / build_key(cell, ref, args.scenarios)
     if not args.dry_run:
@@ -474,6 +478,20 @@ def describe(outcome: dict) -> str:
 
 
 # ---- commands ----------------------------------------------------------------------------
+
+
+def lock_cache(cache: Path):
+    """One matrix run (or image build) at a time per cache: they share images, build folders
+    and build contexts. Returns the open lock file (held until the process ends)."""
+    import fcntl
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = open(cache / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"pitfall matrix: waiting for another matrix run that holds {cache}/.lock", file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
 
 
 def cache_dir(arg: str | None) -> Path:
@@ -539,6 +557,29 @@ def command_spec(doc: dict, cells: list[dict], args) -> int:
     _write_atomically(out / "cell-spec.json", json.dumps(spec, indent=2) + "\n")
     print(out / "cell-spec.json")
     return EXIT_OK
+
+
+def command_judge(cells: list[dict], args) -> int:
+    """A cell folder made outside `matrix run` (a GPU runner's job): its cell.json judged
+    against the expectation in its cell-spec.json; exit 1 when it differs."""
+    if len(cells) != 1 or not args.cell_dir:
+        raise BadInput("judge needs one cell and its folder: judge --cells ID --cell-dir DIR")
+    folder = Path(args.cell_dir)
+    try:
+        spec = json.loads((folder / "cell-spec.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise BadInput(f"--cell-dir {folder}: no readable cell-spec.json ({e})") from e
+    try:
+        outcome = json.loads((folder / "cell.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        outcome = {"id": spec["id"], "outcome": "container_failed", "stage": "container",
+                   "message": f"the cell wrote no readable cell.json ({e})"}
+    outcome.setdefault("cell", spec["cell"])
+    outcome["expectation_problems"] = judge_cell(spec["cell"], outcome)
+    _write_atomically(folder / "cell.json", json.dumps(outcome, indent=2) + "\n")
+    print(f"{spec['id']}: {describe(outcome)}; " + ("as expected" if not outcome["expectation_problems"]
+          else "NOT AS EXPECTED: " + "; ".join(outcome["expectation_problems"])))
+    return EXIT_DIFFERS if outcome["expectation_problems"] else EXIT_OK
 
 
 def command_list(doc: dict, as_json: bool) -> int:
@@ -614,8 +655,8 @@ def main(argv: list[str]) -> int:
         (sys.stdout if argv else sys.stderr).write(USAGE)
         return EXIT_OK if argv else EXIT_BAD_INPUT
     command, rest = argv[0], argv[1:]
-    if command not in ("list", "images", "run", "spec", "runner-cells"):
-        raise BadInput(f"unknown matrix command '{command}' (list, images, run, spec, runner-cells)")
+    if command not in ("list", "images", "run", "spec", "runner-cells", "judge"):
+        raise BadInput(f"unknown matrix command '{command}' (list, images, run, spec, runner-cells, judge)")
     p = argparse.ArgumentParser(prog=f"pitfall matrix {command}", add_help=False)
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--matrix", default=str(DEFAULT_MATRIX))
@@ -625,6 +666,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--pitfall", default=os.environ.get("PITFALL_BINARY", "pitfall"))
     if command == "list":
         p.add_argument("--json", action="store_true")
+    if command == "judge":
+        p.add_argument("--cell-dir")
     if command == "spec":
         p.add_argument("--gpu-runner", action="store_true")
         p.add_argument("--install-wheels", action="store_true")
@@ -652,7 +695,10 @@ def main(argv: list[str]) -> int:
         return command_list(doc, args.json)
     if command == "runner-cells":
         return command_runner_cells(doc)
+    if command == "judge":
+        return command_judge(cells, args)
     if command == "images":
+        lock = lock_cache(cache_dir(args.cache))  # noqa: F841 (held until exit)
         return command_images(Engine(args.engine, cache_dir(args.cache), False), doc, cells)
     if not args.out:
         raise BadInput(f"{command} needs --out DIR")
@@ -661,7 +707,9 @@ def main(argv: list[str]) -> int:
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     if command == "spec":
         return command_spec(doc, cells, args)
-    engine = Engine(args.engine, cache_dir(args.cache), getattr(args, "dry_run", False))
+    if not args.dry_run:
+        lock = lock_cache(cache_dir(args.cache))  # noqa: F841 (held until exit)
+    engine = Engine(args.engine, cache_dir(args.cache), args.dry_run)
     return command_run(engine, doc, cells, args)
 
 

@@ -80,6 +80,10 @@ def main() -> int:
             continue
         pattern = re.compile(r'("image": "' + re.escape(image) + r'", "digest": )(null|"sha256:[0-9a-f]{64}")')
         text, n = pattern.subn(lambda m: m.group(1) + json.dumps(digest), text)
+        if n == 0:
+            print(f'pin-images: {path}: no \'"image": "{image}", "digest": \' on one line to pin (keep that layout)', file=sys.stderr)
+            failed += 1
+            continue
         print(f"{image} -> {digest} ({n} cell{'s' if n != 1 else ''})")
     json.loads(text)  # still the same document
     if text == original:
@@ -87,6 +91,7 @@ def main() -> int:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
     return 1 if failed else 0
 

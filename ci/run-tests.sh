@@ -7,7 +7,7 @@
 #   asan      - host only under AddressSanitizer + UBSan: the same tests
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ci/setup.sh
+if [[ "${PITFALL_MATRIX_SMOKE:-on}" == off ]]; then ci/setup.sh; else ci/setup.sh --matrix; fi
 for preset in ci cpu-only asan; do
   echo "== preset $preset: configure, build, test"
   extra=()

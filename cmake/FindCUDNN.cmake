@@ -9,7 +9,9 @@ set(_cudnn_hints ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
 find_path(CUDNN_INCLUDE_DIR cudnn_version.h
           HINTS ${_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS}
           PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8
+# NAMES_PER_DIR: the hinted folder's libcudnn.so.9 (a wheel has no unversioned name) before a
+# libcudnn.so of another release elsewhere (an image's system cuDNN 8, say).
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8 NAMES_PER_DIR
              HINTS ${_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR}
              PATH_SUFFIXES lib lib64)
 

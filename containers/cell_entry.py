@@ -61,6 +61,7 @@ def write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would follow the file into place
     os.replace(tmp, path)
 
 
@@ -71,7 +72,11 @@ def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | 
         f.write(("$ " + " ".join(argv) + "\n").encode())
         f.flush()
         start = f.tell()
-        rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd).returncode
+        try:
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd).returncode
+        except OSError as e:  # the program is missing (a compiler the image lacks): an outcome too
+            f.write(f"error: cannot run {argv[0]}: {e.strerror}\n".encode())
+            rc = 127
         f.write(f"[exit {rc}]\n".encode())
     with open(log, "rb") as f:
         f.seek(start)
@@ -97,9 +102,26 @@ def embedded_architectures(cuobjdump: str | None, binary: str, log: Path) -> dic
     sass, ptx = set(), set()
     for flag, into, pattern in (("--list-elf", sass, r"\.sm_(\d+[a-z]?)\.cubin"), ("--list-ptx", ptx, r"\.sm_(\d+[a-z]?)\.ptx")):
         rc, text = run_logged([cuobjdump, flag, binary], log)
+        # cuobjdump exits 255 with "does not contain device code" for a list that is empty
+        if rc != 0 and "does not contain" not in text:
+            return {"error": f"cuobjdump {flag} exited {rc}: {first_error(text)}"}
         into.update(re.findall(pattern, text))
     key = lambda a: int(re.match(r"\d+", a).group(0))
     return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=key), "ptx": sorted(ptx, key=key)}
+
+
+def cudnn_header_version() -> str | None:
+    """The cuDNN version the build compiles against: cudnn_version.h in the CUDNN_INCLUDE_DIR
+    the build's CMake cache holds (configure prints "Found CUDNN" only when the result changes,
+    and cells share build folders)."""
+    try:
+        cache = (BUILD / "CMakeCache.txt").read_text(errors="replace")
+        include = re.search(r"^CUDNN_INCLUDE_DIR:PATH=(.+)$", cache, re.MULTILINE).group(1).strip()
+        header = (Path(include) / "cudnn_version.h").read_text(errors="replace")
+        parts = [re.search(rf"#define CUDNN_{k}\s+(\d+)", header).group(1) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+        return ".".join(parts)
+    except (OSError, AttributeError):
+        return None
 
 
 def find_cuobjdump(nvcc: str) -> str | None:
@@ -185,8 +207,7 @@ def main() -> int:
                  f"-DPITFALL_SCENARIOS={';'.join(spec.get('scenarios') or [])}",
                  *spec.get("image", {}).get("cmake_args", [])]
     rc, text = run_logged(configure, logs / "configure.log")
-    cudnn_found = re.search(r"Found CUDNN: \S+ \(found version \"([\d.]+)\"\)", text)
-    result["cudnn_compiled"] = cudnn_found.group(1) if cudnn_found else None
+    result["cudnn_compiled"] = cudnn_header_version()
     stage("configure", rc == 0, t)
     if rc != 0:
         return finish("compile_failed", "configure", first_error(text))

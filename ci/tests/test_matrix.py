@@ -122,6 +122,30 @@ class Driver(unittest.TestCase):
         self.assertIn("podman build", r.stdout)
         self.assertIn("--build-arg 'APT_COMPONENTS=main contrib non-free'", r.stdout)
 
+    def test_dry_run_of_a_cell_whose_mount_is_missing_writes_nothing_either(self):
+        doc = copy.deepcopy(MATRIX)
+        cell = next(c for c in doc["cells"] if c["id"] == "cuda13.0-host")
+        cell["mounts"] = ["/nonexistent/cuda"]
+        path = write_matrix(doc)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "m"
+            r = drive("run", "--dry-run", "--matrix", path, "--out", str(out), "--cells", "cuda13.0-host")
+            os.unlink(path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(out.exists())
+        self.assertIn("-v /nonexistent/cuda:/nonexistent/cuda:ro", r.stdout)
+
+    def test_judge_marks_a_gpu_runner_cell_and_fails_when_it_differs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--out", tmp).returncode, 0)
+            r = drive("judge", "--cells", "cuda12.4-gcc13", "--cell-dir", tmp)
+            self.assertEqual(r.returncode, 1)  # no cell.json: the job died before writing it
+            self.assertEqual(json.loads((Path(tmp) / "cell.json").read_text())["outcome"], "container_failed")
+            (Path(tmp) / "cell.json").write_text(json.dumps({"id": "cuda12.4-gcc13", "outcome": "ran", "cuda_error": None}))
+            r = drive("judge", "--cells", "cuda12.4-gcc13", "--cell-dir", tmp)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(json.loads((Path(tmp) / "cell.json").read_text())["expectation_problems"], [])
+
     def test_cells_that_build_alike_share_a_build_folder(self):
         by_id = {c["id"]: c for c in MATRIX["cells"]}
         key = lambda cid: matrix.build_key(by_id[cid], "ref", [])
@@ -246,8 +270,8 @@ class CiFiles(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_hadolint_can_fail(self):
-        r = subprocess.run([self.tool("hadolint"), "-"], input="FROM debian\nRUN cd /tmp && apt-get install -y curl\n",
-                           capture_output=True, text=True)
+        r = subprocess.run([self.tool("hadolint"), "--config", str(ROOT / ".hadolint.yaml"), "-"],
+                           input="FROM debian\nRUN cd /tmp && apt-get install -y curl\n", capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
 
     def test_gitlab_runs_the_same_gpu_cells_as_the_matrix(self):
@@ -283,17 +307,21 @@ class PinImages(unittest.TestCase):
         server = http.server.HTTPServer(("127.0.0.1", 0), Registry)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            path = write_matrix((ROOT / "ci" / "matrix.json").read_text())
+            # Unpinned as a start, whatever the repository's file holds today.
+            unpinned_text = re.sub(r'"digest": "sha256:[0-9a-f]{64}"', '"digest": null', (ROOT / "ci" / "matrix.json").read_text())
+            path = write_matrix(unpinned_text)
             pin = [sys.executable, str(ROOT / "ci" / "pin-images.py"), "--matrix", path]
             self.assertEqual(subprocess.run(pin + ["--check"], capture_output=True).returncode, 1)
             r = subprocess.run(pin + ["--registry", f"http://127.0.0.1:{server.server_port}"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(subprocess.run(pin + ["--check"], capture_output=True).returncode, 0)
             pinned = json.loads(drive("runner-cells", "--matrix", path).stdout)
-            unpinned_text = (ROOT / "ci" / "matrix.json").read_text()
             # Only the digests changed: the rest of the file is as it was, line for line.
-            changed = [a for a, b in zip(unpinned_text.splitlines(), Path(path).read_text().splitlines()) if a != b]
+            before, after = unpinned_text.splitlines(), Path(path).read_text().splitlines()
+            self.assertEqual(len(before), len(after))
+            changed = [a for a, b in zip(before, after) if a != b]
             self.assertEqual(len(changed), len(pinned))
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
             r = subprocess.run(pin + ["--registry", "http://127.0.0.1:9"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
             self.assertIn("did not answer", r.stderr)

@@ -778,18 +778,26 @@ std::string render_html(const run_data& run) {
 // ---- matrix: several runs side by side ---------------------------------------------------
 
 namespace {
+/// A version number as text: 12040 -> "12.4" (CUDA), 91002 -> "9.10.2" (cuDNN, with patch_mod).
+std::string cuda_version_text(const json& v, int major_div, int minor_div, int minor_mod, int patch_mod) {
+    if (!v.is_number_integer() || v.get<long long>() <= 0)
+        return "";
+    const long long n = v.get<long long>();
+    return std::to_string(n / major_div) + "." + std::to_string(n / minor_div % minor_mod) +
+           (patch_mod > 0 ? "." + std::to_string(n % patch_mod) : "");
+}
+
 /// A cell's name: a matrix cell's id, else from the run's fingerprint: the GPU (or "no GPU"),
 /// CUDA runtime and cuDNN versions, then the run folder's last component, which keeps two cells
 /// of one environment apart.
 std::string cell_name(const run_data& run) {
-    if (run.cell.is_object())
-        return str(run.cell, "id", "?");
     const json fp = fingerprint_summary(run);
+    // A matrix cell by its id, and by its GPU where one answered (one cell on several GPUs).
+    if (run.cell.is_object())
+        return str(run.cell, "id", "?") + (fp.contains("device_name") ? " on " + str(fp, "device_name") : "");
     const auto version = [](const json& v, int major_div, int minor_div, int minor_mod) -> std::string {
-        if (!v.is_number_integer() || v.get<long long>() <= 0)
-            return "?";
-        const long long n = v.get<long long>();
-        return std::to_string(n / major_div) + "." + std::to_string(n / minor_div % minor_mod);
+        const std::string text = cuda_version_text(v, major_div, minor_div, minor_mod, 0);
+        return text.empty() ? "?" : text;
     };
     std::string gpu = fp.contains("gpu_model") && fp["gpu_model"].is_string() ? fp["gpu_model"].get<std::string>() : "no GPU";
     std::string dir = run.dir;
@@ -810,14 +818,6 @@ struct matrix {
 };
 
 /// A matrix cell's facts, one string each, as the cells table and "what differs" show them.
-std::string cuda_version_text(const json& v, int major_div, int minor_div, int minor_mod, int patch_mod) {
-    if (!v.is_number_integer() || v.get<long long>() <= 0)
-        return "";
-    const long long n = v.get<long long>();
-    return std::to_string(n / major_div) + "." + std::to_string(n / minor_div % minor_mod) +
-           (patch_mod > 0 ? "." + std::to_string(n % patch_mod) : "");
-}
-
 std::string arch_list(const json& archs) {
     std::string out;
     for (const auto& a : archs)
@@ -855,7 +855,7 @@ const cell_fact cell_facts[] = {
          const json probed = obj(obj(r.cell, "architectures"), "probed");
          json refused = json::array();
          for (const auto& [arch, probe] : probed.items())
-             if (!probe.value("accepted", true))
+             if (probe.is_object() && !probe.value("accepted", true))
                  refused.push_back(arch);
          return probed.empty() ? std::string("not probed") : arch_list(refused);
      }},
