@@ -51,11 +51,12 @@ commands:
   judge --cells ID --cell-dir DIR
                                 a cell folder made by a GPU runner's job, judged against its
                                 cell-spec.json's expectation (exit 1 when it differs)
-  run --out DIR [options]       build or reuse each cell's image, run the cell, merge the report
+  run [--out DIR] [options]     build or reuse each cell's image, run the cell, merge the report
 
 run options:
-  --out DIR          where the matrix goes: DIR/cells/<cell>/ (cell.json, run/, logs/),
-                     DIR/matrix.html, DIR/matrix.md, DIR/matrix.json
+  --out DIR          where the matrix goes (default: reports/matrix/<UTC timestamp>):
+                     DIR/cells/<cell>/ (cell.json, run/, logs/), DIR/matrix.html, DIR/matrix.md,
+                     DIR/matrix.json
   --cells A,B        only these cells (default: all)
   --scenarios S,T    build and run only these scenarios in every cell (default: all)
   --engine E         podman (default) or docker
@@ -700,6 +701,9 @@ def main(argv: list[str]) -> int:
     if command == "images":
         lock = lock_cache(cache_dir(args.cache))  # noqa: F841 (held until exit)
         return command_images(Engine(args.engine, cache_dir(args.cache), False), doc, cells)
+    if not args.out and command == "run":
+        # Like `pitfall run`'s reports/runs/<UTC timestamp>: git-ignored, one folder a matrix.
+        args.out = str(SOURCE_DIR / "reports" / "matrix" / time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime()))
     if not args.out:
         raise BadInput(f"{command} needs --out DIR")
     if args.jobs < 1:

@@ -99,7 +99,7 @@ class MatrixFile(unittest.TestCase):
         r = drive("run", "--out", "/tmp/x", "--colour")
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown option '--colour'", r.stderr)
-        r = drive("run")
+        r = drive("spec", "--cells", "cuda13.0-host")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--out", r.stderr)
         self.assertEqual(drive("frobnicate").returncode, 2)
