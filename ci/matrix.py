@@ -224,6 +224,15 @@ class Engine:
         return subprocess.run(self.cmd("image", "inspect", ref), env=self.env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL).returncode == 0
 
+    def image_id(self, ref: str) -> str:
+        """The image's content id: the same for a rebuild whose every layer came from the cache
+        (a comment changed in the Containerfile), unlike its tag."""
+        if self.dry_run or shutil.which(self.name) is None:
+            return ref
+        r = subprocess.run(self.cmd("image", "inspect", "--format", "{{.Id}}", ref), env=self.env,
+                           capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else ref
+
     def run_logged(self, argv: list[str], log: Path, stdin=None) -> int:
         """Runs argv with its output in `log`; --dry-run prints it instead and answers 0."""
         if self.dry_run:
@@ -388,10 +397,10 @@ def ensure_image(engine: Engine, name: str, image: dict, log: Path) -> tuple[str
 # ---- cells -------------------------------------------------------------------------------
 
 
-def build_key(cell: dict, image_reference: str, scenarios: list[str]) -> str:
-    """Cells that build alike (image, compiler, flags, cuDNN headers, architectures, scenarios)
-    share one build folder: the second one's build is a no-op."""
-    facts = [image_reference, cell["host_compiler"], cell.get("cuda_flags", []), cell["cudnn"]["build"],
+def build_key(cell: dict, image: str, scenarios: list[str]) -> str:
+    """Cells that build alike (image content, compiler, flags, cuDNN headers, architectures,
+    scenarios) share one build folder: the second one's build is a no-op."""
+    facts = [image, cell["host_compiler"], cell.get("cuda_flags", []), cell["cudnn"]["build"],
              cell["cuda_architectures"], cell["cuda"]["nvcc"], scenarios]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
@@ -452,7 +461,7 @@ def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str |
     missing = [m for m in cell.get("mounts", []) if not Path(m).exists()]
     if missing and not args.dry_run:
         return finish({"outcome": "skipped", "stage": "mounts", "message": f"{', '.join(missing)} is not on this host"})
-    build_dir = engine.cache / "builds" / build_key(cell, ref, args.scenarios)
+    build_dir = engine.cache / "builds" / build_key(cell, engine.image_id(ref), args.scenarios)
     if not args.dry_run:
         build_dir.mkdir(parents=True, exist_ok=True)
     log = cell_dir / "logs" / "container.log"

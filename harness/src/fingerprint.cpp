@@ -88,8 +88,11 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     json libraries;
     if (outcome.started && outcome.exit_code && *outcome.exit_code == 0) {
         try {
-            // The loader or a library may print warnings first: the JSON starts at the first '{'.
-            libraries = json::parse(text.substr(std::min(text.find('{'), text.size())));
+            // The loader or a library may print warnings first (cuDNN's own contain braces:
+            // "Unable to load any of {libcudnn_ops.so.9, ...}"): the probe's JSON starts at the
+            // first '{' that opens a line.
+            const std::size_t at = text.rfind('{', 0) == 0 ? 0 : text.find("\n{");
+            libraries = json::parse(at == std::string::npos ? text : text.substr(at));
         } catch (const json::parse_error& e) {
             libraries = {{"probe_error", std::string("unreadable probe output: ") + e.what()}};
         }

@@ -101,38 +101,66 @@ json cuda_facts() {
 #define PITFALL_STRINGIFY(x) PITFALL_STRINGIFY_INNER(x)
 /// One sub-library check in a child process: with sub-libraries of two releases mixed, cuDNN
 /// 9's loader can fail to load one and then abort the process ("Invalid handle. Cannot load
-/// symbol cudnnOpsVersionCheck"). Then only this fact is lost (named by the signal), not the
-/// whole fingerprint. The child touches no CUDA state: it calls the check and reports its status.
+/// symbol cudnnOpsVersionCheck"). Then only this fact is lost, named by the signal and what
+/// cuDNN printed, not the whole fingerprint (and cuDNN's words stay out of the probe's JSON).
+/// The child touches no CUDA state: it calls the check and reports its status.
 std::string isolated_check(cudnnStatus_t (*check)(), const char* (*error_name)(cudnnStatus_t)) {
-    int fds[2];
-    if (::pipe(fds) != 0)
+    int status_pipe[2];
+    int output_pipe[2];
+    if (::pipe(status_pipe) != 0)
         return "not checked: pipe failed";
+    if (::pipe(output_pipe) != 0) {
+        ::close(status_pipe[0]);
+        ::close(status_pipe[1]);
+        return "not checked: pipe failed";
+    }
     std::cout.flush();
     const pid_t child = ::fork();
     if (child < 0) {
-        ::close(fds[0]);
-        ::close(fds[1]);
+        for (int fd : {status_pipe[0], status_pipe[1], output_pipe[0], output_pipe[1]})
+            ::close(fd);
         return "not checked: fork failed";
     }
     if (child == 0) {
-        ::close(fds[0]);
+        ::close(status_pipe[0]);
+        ::close(output_pipe[0]);
+        ::dup2(output_pipe[1], STDOUT_FILENO);
+        ::dup2(output_pipe[1], STDERR_FILENO);
         const int st = static_cast<int>(check());
-        [[maybe_unused]] const auto n = ::write(fds[1], &st, sizeof st);
+        [[maybe_unused]] const auto n = ::write(status_pipe[1], &st, sizeof st);
         ::_exit(0);
     }
-    ::close(fds[1]);
+    ::close(status_pipe[1]);
+    ::close(output_pipe[1]);
+    std::string said; // what the library printed: read to the end first, so the child never blocks
+    char buffer[512];
+    for (ssize_t n; (n = ::read(output_pipe[0], buffer, sizeof buffer)) != 0;) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        if (said.size() < 2000)
+            said.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::close(output_pipe[0]);
     int st = -1;
-    const bool got = ::read(fds[0], &st, sizeof st) == static_cast<ssize_t>(sizeof st);
-    ::close(fds[0]);
+    const bool got = ::read(status_pipe[0], &st, sizeof st) == static_cast<ssize_t>(sizeof st);
+    ::close(status_pipe[0]);
     int wstatus = 0;
     while (::waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
     }
+    while (!said.empty() && (said.back() == '\n' || said.back() == ' '))
+        said.pop_back();
+    for (char& c : said)
+        if (c == '\n')
+            c = ';';
+    const std::string printed = said.empty() ? "" : " (cuDNN printed: " + said + ")";
     if (WIFSIGNALED(wstatus))
-        return "killed the process: " + pitfall::signal_name(WTERMSIG(wstatus));
+        return "killed the process: " + pitfall::signal_name(WTERMSIG(wstatus)) + printed;
     if (!got)
-        return "no status: the check's process exited " + std::to_string(WEXITSTATUS(wstatus));
+        return "no status: the check's process exited " + std::to_string(WEXITSTATUS(wstatus)) + printed;
     const auto status = static_cast<cudnnStatus_t>(st);
-    return error_name != nullptr ? error_name(status) : std::to_string(st);
+    return (error_name != nullptr ? error_name(status) : std::to_string(st)) + printed;
 }
 
 json cudnn_facts() {
