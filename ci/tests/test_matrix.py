@@ -232,8 +232,11 @@ class MergedReport(unittest.TestCase):
         # (Markdown text escapes '_'.)
         self.assertRegex(text, r"\| cuda11.8-gcc12 \| 11.8.89 .*compile\\_failed at host\\_compiler: #error -- unsupported GNU version")
         self.assertRegex(text, r"\| cuda12.4-gcc13 \| 12.4.131 .*\| 9.10.2 / 9.10.2 \|.*\| sm\\_100 \| sm\\_70 sm\\_75 sm\\_90; PTX sm\\_90 \| ran")
-        self.assertIn("- toolkit refuses: cuda12.4-gcc13: sm\\_100; cuda11.8-gcc12: not probed", text)
-        self.assertIn("- first CUDA call: cuda12.4-gcc13: cudaErrorNoDevice; cuda11.8-gcc12: -", text)
+        self.assertIn("- toolkit refuses: **sm\\_100**: cuda12.4-gcc13; **not probed**: cuda11.8-gcc12", text)
+        self.assertIn("- first CUDA call: **cudaErrorNoDevice**: cuda12.4-gcc13; **-**: cuda11.8-gcc12", text)
+        # A case is not a difference because a cell that never ran has no result for it.
+        self.assertIn("2 cells, 1 cases, 0 differ", text)
+        self.assertNotIn("- `cuda.version_mismatch.runtime_vs_driver`", text)
         # The case grid: the failed cell has no result for the case.
         self.assertRegex(text, r"\| `cuda.version_mismatch.runtime_vs_driver` \| PASS \(cudaErrorNoDevice@init\) \| - \|")
         self.assertIn('id="cells"', html.stdout)

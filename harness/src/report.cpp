@@ -925,12 +925,44 @@ matrix build_matrix(const std::vector<run_data>& runs) {
         }
     for (const auto& key : m.keys) {
         std::set<std::string> seen;
-        for (const json* r : m.at[key])
-            seen.insert(cell_text(r));
+        const auto& row = m.at[key];
+        for (std::size_t c = 0; c < row.size(); ++c)
+            if (row[c] != nullptr || !runs[c].cases.empty()) // a cell that never ran says why once, in its facts
+                seen.insert(cell_text(row[c]));
         if (seen.size() > 1)
             m.differing.push_back(key);
     }
     return m;
+}
+} // namespace
+
+namespace {
+/// One difference, grouped: each value once, with the cells that have it, in order of first
+/// appearance ("sm_70: cuda13.0-host, cuda13.2-wheels"); cells `skip` leaves out are not named.
+using value_groups = std::vector<std::pair<std::string, std::vector<std::string>>>;
+template <class ValueOf>
+value_groups group_cells(const std::vector<std::string>& cells, ValueOf value_of,
+                         const std::vector<bool>& skip = {}) {
+    value_groups groups;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+        if (c < skip.size() && skip[c])
+            continue;
+        const std::string v = value_of(c);
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+        if (it == groups.end())
+            groups.push_back({v, {cells[c]}});
+        else
+            it->second.push_back(cells[c]);
+    }
+    return groups;
+}
+
+/// Cells that never ran (a compile failure): a case row leaves them out.
+std::vector<bool> never_ran(const std::vector<run_data>& runs) {
+    std::vector<bool> out;
+    for (const auto& r : runs)
+        out.push_back(r.cases.empty());
+    return out;
 }
 } // namespace
 
@@ -970,20 +1002,25 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs) {
     }
     md << "\n### What differs between cells\n\n";
     const auto facts = differing_facts(runs);
+    const auto markdown_groups = [&](const value_groups& groups) {
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            md << (g ? "; " : "") << "**" << md_inline(groups[g].first, 160) << "**: ";
+            for (std::size_t i = 0; i < groups[g].second.size(); ++i)
+                md << (i ? ", " : "") << md_inline(groups[g].second[i], 80);
+        }
+        md << '\n';
+    };
     for (const cell_fact* fact : facts) {
         md << "- " << fact->first << ": ";
-        for (std::size_t c = 0; c < runs.size(); ++c)
-            md << (c ? "; " : "") << md_inline(m.cells[c], 80) << ": " << md_inline(fact->second(runs[c]), 160);
-        md << '\n';
+        markdown_groups(group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }));
     }
     if (m.differing.empty() && facts.empty())
         md << "Nothing: every cell has the same facts, and every case the same verdict and outcome.\n";
+    const std::vector<bool> skip = never_ran(runs);
     for (const auto& key : m.differing) {
         md << "- `" << md_code(key) << "`: ";
         const auto& row = m.at.at(key);
-        for (std::size_t c = 0; c < row.size(); ++c)
-            md << (c ? "; " : "") << md_inline(m.cells[c], 80) << ": " << md_inline(cell_text(row[c]), 80);
-        md << '\n';
+        markdown_groups(group_cells(m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
     }
     return md.str();
 }
@@ -1039,18 +1076,23 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     }
     h << "</table>\n<h2>What differs between cells</h2>\n<ul id=\"differences\">\n";
     const auto facts = differing_facts(runs);
+    const auto html_groups = [&](const value_groups& groups) {
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            h << (g ? "; " : "") << "<b>" << escape_markup(groups[g].first) << "</b>: ";
+            for (std::size_t i = 0; i < groups[g].second.size(); ++i)
+                h << (i ? ", " : "") << escape_markup(groups[g].second[i]);
+        }
+        h << "</li>\n";
+    };
     for (const cell_fact* fact : facts) {
         h << "<li>" << escape_markup(fact->first) << ": ";
-        for (std::size_t c = 0; c < runs.size(); ++c)
-            h << (c ? "; " : "") << escape_markup(m.cells[c]) << ": <b>" << escape_markup(fact->second(runs[c])) << "</b>";
-        h << "</li>\n";
+        html_groups(group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }));
     }
+    const std::vector<bool> skip = never_ran(runs);
     for (const auto& key : m.differing) {
         h << "<li><code>" << escape_markup(key) << "</code>: ";
         const auto& row = m.at.at(key);
-        for (std::size_t c = 0; c < row.size(); ++c)
-            h << (c ? "; " : "") << escape_markup(m.cells[c]) << ": <b>" << escape_markup(cell_text(row[c])) << "</b>";
-        h << "</li>\n";
+        html_groups(group_cells(m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
     }
     if (m.differing.empty() && facts.empty())
         h << "<li>Nothing: every cell has the same facts, and every case the same verdict and outcome.</li>\n";
