@@ -24,11 +24,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
+# The cell's in-container script holds the helpers both sides use (stdlib only, importable).
+sys.path.insert(0, str(SOURCE_DIR / "containers"))
+from cell_entry import first_error, write_atomically  # noqa: E402
 DEFAULT_MATRIX = SOURCE_DIR / "ci" / "matrix.json"
 CONTAINERFILE = SOURCE_DIR / "containers" / "cell.Containerfile"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -252,11 +254,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would follow the file into place
-    os.replace(tmp, path)
+    write_atomically(path, text)
 
 
 def log_tail(log: Path, lines: int = 12) -> str:
@@ -264,15 +262,6 @@ def log_tail(log: Path, lines: int = 12) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def first_error(text: str) -> str:
-    """The line a person would quote from a failed build log: the first error, else the last line."""
-    for line in text.splitlines():
-        if re.search(r"(#error|\berror\b|fatal|E: |Unable to)", line, re.IGNORECASE):
-            return line.strip()[:400]
-    rest = [l for l in text.splitlines() if l.strip()]
-    return rest[-1].strip()[:400] if rest else ""
 
 
 # ---- images ------------------------------------------------------------------------------

@@ -85,8 +85,10 @@ def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | 
 
 
 def first_error(text: str) -> str:
+    """The line a person would quote from a failed log (compiler, CMake, apt, pip): the first
+    error, else the last line. ci/matrix.py uses it too."""
     for line in text.splitlines():
-        if re.search(r"#error|\berror\b|fatal", line, re.IGNORECASE):
+        if re.search(r"#error|\berror\b|fatal|^E: |Unable to", line, re.IGNORECASE):
             return line.strip()[:400]
     lines = [l for l in text.splitlines() if l.strip()]
     return lines[-1].strip()[:400] if lines else ""
