@@ -376,7 +376,7 @@ def ensure_image(engine: Engine, name: str, image: dict, log: Path) -> tuple[str
     for k, v in args.items():
         argv += ["--build-arg", f"{k}={v}"]
     argv.append(str(context))
-    print(f"  image {name}: building {ref} (a toolkit image takes 3-7 minutes; log {log})", flush=True)
+    print(f"  image {name}: building {ref} (a Debian toolkit image took 5-10 minutes here; log {log})", flush=True)
     rc = engine.run_logged(argv, log)
     if rc != 0:
         return ref, f"{engine.name} build failed (exit {rc}): {first_error(log_tail(log, 60))}", True
