@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -98,18 +99,19 @@ def arch_number(arch: str) -> str:
     return re.match(r"\d+[a-z]?", arch).group(0)
 
 
-def embedded_architectures(cuobjdump: str | None, binary: str, log: Path) -> dict:
+def embedded_architectures(cuobjdump: str | None, binary: str) -> dict:
+    """The SASS and PTX a binary holds, read by the static check's own reader
+    (ci/check-cuda-binaries.py, in the mounted source tree)."""
     if cuobjdump is None:
         return {"error": "no cuobjdump beside nvcc, on PATH or in /src/.tools"}
-    sass, ptx = set(), set()
-    for flag, into, pattern in (("--list-elf", sass, r"\.sm_(\d+[a-z]?)\.cubin"), ("--list-ptx", ptx, r"\.sm_(\d+[a-z]?)\.ptx")):
-        rc, text = run_logged([cuobjdump, flag, binary], log)
-        # cuobjdump exits 255 with "does not contain device code" for a list that is empty
-        if rc != 0 and "does not contain" not in text:
-            return {"error": f"cuobjdump {flag} exited {rc}: {first_error(text)}"}
-        into.update(re.findall(pattern, text))
-    key = lambda a: int(re.match(r"\d+", a).group(0))
-    return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=key), "ptx": sorted(ptx, key=key)}
+    spec = importlib.util.spec_from_file_location("check_cuda_binaries", SRC / "ci" / "check-cuda-binaries.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    try:
+        sass, ptx = check.embedded_archs(cuobjdump, binary)
+    except (RuntimeError, OSError) as e:
+        return {"error": str(e)}
+    return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=int), "ptx": sorted(ptx, key=int)}
 
 
 def cudnn_header_version() -> str | None:
@@ -228,7 +230,7 @@ def main() -> int:
     except (OSError, json.JSONDecodeError):
         programs = []
     if programs:
-        result["archs_built"] = embedded_architectures(find_cuobjdump(nvcc), programs[0], logs / "embedded.log")
+        result["archs_built"] = embedded_architectures(find_cuobjdump(nvcc), programs[0])
     else:
         result["archs_built"] = {"error": "pitfall-index.json names no scenario program"}
     stage("embedded", "error" not in result["archs_built"], t)
