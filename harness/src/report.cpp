@@ -1,7 +1,7 @@
 #include "report.hpp"
 
 #include "runner.hpp"
-#include "pitfall/result_file.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 #include <algorithm>
 #include <cmath>
