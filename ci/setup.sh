@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pitfall needs and this machine lacks; does nothing when all is there.
-#   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, GoogleTest, Google Benchmark,
+#   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, CLI11 (the `pitfall` command
+#   line), GoogleTest, Google Benchmark,
 #   python3-jsonschema (the baseline and report schema tests), diffutils (`pitfall bless` prints a
 #   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
 #   (the HTML report opened headless in the tests)
@@ -14,8 +15,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev googletest libgtest-dev
-          libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils chromium)
+packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev googletest
+          libgtest-dev libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils chromium)
 for arg in "$@"; do
   case "$arg" in
     --matrix) packages+=(podman runc debootstrap) ;;

@@ -227,9 +227,14 @@ function(pitfall_write_scenario_index path)
   else()
     set(cuda_json "false")
   endif()
+  # Where `pitfall` finds the rest of this build: nothing of the source tree is compiled in.
+  set(paths_json "")
+  if(TARGET pitfall_probe)
+    set(paths_json "\n  \"paths\": {\"expected\": \"${PROJECT_SOURCE_DIR}/expected\", \"probe\": \"$<TARGET_FILE:pitfall_probe>\", \"matrix_driver\": \"${PROJECT_SOURCE_DIR}/ci/matrix.py\", \"runs\": \"${PROJECT_SOURCE_DIR}/reports/runs\"},")
+  endif()
   file(GENERATE OUTPUT "${path}" CONTENT
 "{
-  \"schema\": \"pitfall.index/1\",
+  \"schema\": \"pitfall.index/1\",${paths_json}
   \"built_with_cuda\": ${cuda_json},
   \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
   \"cuda_compiler\": \"${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}\",

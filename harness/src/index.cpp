@@ -1,13 +1,17 @@
 #include "index.hpp"
 
+#include "suggest.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 namespace pitfall::runner {
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -24,6 +28,33 @@ status_or<std::string> read_text(const std::string& path, const char* what) {
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
+}
+/// An index's program and manifest paths: absolute, or relative to the index's folder (an
+/// installed index names its files so, and so may be moved with them).
+std::string beside_index(const std::string& index_path, const std::string& path) {
+    if (fs::path(path).is_absolute())
+        return path;
+    std::error_code ec;
+    const fs::path folder = fs::absolute(index_path, ec).parent_path();
+    return (folder / path).lexically_normal().string();
+}
+/// Every name given must be known; a typo is named with its nearest known name.
+status check_known(const std::vector<std::string>& wanted, const std::set<std::string>& known,
+                   const char* what) {
+    for (const auto& w : wanted) {
+        if (known.count(w) != 0)
+            continue;
+        const std::vector<std::string> names(known.begin(), known.end());
+        std::string choices;
+        for (const auto& k : names)
+            choices.append(choices.empty() ? "" : ", ").append(k);
+        std::string message = std::string("unknown ") + what + " '" + w + "'";
+        if (const std::string nearest = nearest_name(w, names); !nearest.empty())
+            message.append(": did you mean '").append(nearest).append("'?");
+        message.append(" (known: ").append(choices).append(")");
+        return status::error(library::pitfall, "bad_usage", message, stage::init);
+    }
+    return status::ok();
 }
 } // namespace
 
@@ -67,8 +98,8 @@ status_or<scenario_index> load_index(const std::string& path) {
             !entry.contains("manifest") || !entry["manifest"].is_string())
             return bad_input(path + ": field '" + field + "': needs 'program' and 'manifest' strings");
         scenario_entry scenario;
-        scenario.program = entry["program"].get<std::string>();
-        scenario.manifest_path = entry["manifest"].get<std::string>();
+        scenario.program = beside_index(path, entry["program"].get<std::string>());
+        scenario.manifest_path = beside_index(path, entry["manifest"].get<std::string>());
         PITFALL_ASSIGN_OR_RETURN(const std::string manifest_text,
                                  read_text(scenario.manifest_path, "scenario manifest"));
         auto parsed = parse_manifest(manifest_text, scenario.manifest_path);
@@ -97,24 +128,10 @@ status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const
             }
         }
     }
-    auto check = [](const std::vector<std::string>& wanted, const std::set<std::string>& known,
-                    const char* what) -> status {
-        for (const auto& w : wanted)
-            if (known.count(w) == 0) {
-                std::string choices;
-                for (const auto& k : known)
-                    choices += (choices.empty() ? "" : ", ") + k;
-                return status::error(library::pitfall, "bad_usage",
-                                     std::string("unknown ") + what + " '" + w + "' (known: " +
-                                         choices + ")",
-                                     stage::init);
-            }
-        return status::ok();
-    };
-    PITFALL_TRY(check(filter.scenarios, names, "scenario"));
-    PITFALL_TRY(check(filter.backends, backends, "backend"));
-    PITFALL_TRY(check(filter.variants, variants, "variant"));
-    PITFALL_TRY(check(filter.labels, labels, "label"));
+    PITFALL_TRY(check_known(filter.scenarios, names, "scenario"));
+    PITFALL_TRY(check_known(filter.backends, backends, "backend"));
+    PITFALL_TRY(check_known(filter.variants, variants, "variant"));
+    PITFALL_TRY(check_known(filter.labels, labels, "label"));
 
     std::vector<case_ref> out;
     for (auto& c : all) {

@@ -1,11 +1,19 @@
 // The `pitfall` command: list and run failure scenarios, each case in its own process.
+// The command line is CLI11's; this file declares the commands and turns their options into
+// the runner's option structs. Only main() decides an exit code.
+#include "locate.hpp"
 #include "report.hpp"
 #include "runner.hpp"
+#include "suggest.hpp"
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,65 +23,13 @@
 namespace {
 using namespace pitfall::runner;
 
-constexpr const char* usage_text = R"(usage: pitfall <command> [options]
+constexpr const char* description =
+    "Reproduce, measure and regression-test the failures numeric code meets moving from CPU to "
+    "GPU.\nEach case (scenario x backend x variant) runs in its own process and is judged "
+    "against the\nbaselines in expected/.";
 
-Reproduce, measure and regression-test the failures numeric code meets moving from CPU to GPU.
-Each case (scenario x backend x variant) runs in its own process and is judged against the
-baselines in expected/.
-
-commands:
-  list [--json] [filters]        every case with its labels
-  run [filters] [options]        run cases, record and judge them
-  compare RUN_A RUN_B [--json] [--timing-floor F]
-                                 case by case, what changed from run A to run B (outcome, time,
-                                 memory, numerics) and the verdict each change would get
-  bless RUN [RUN...] [--scenario S] [--case KEY] [--profile P] [--dry-run]
-                                 write a run's observations into expected/ (prints the diff);
-                                 with several runs of one machine, each case from the run
-                                 with the lowest median time (the least disturbed)
-  report RUN [--format html|junit|markdown|json] [--out FILE]
-                                 render a run folder's results.jsonl (default: HTML on
-                                 standard output); `run` writes all four into the run folder
-  report --merge RUN RUN... [--format html|markdown] [--out FILE]
-                                 runs side by side (a CUDA/cuDNN/driver matrix): each cell's
-                                 verdict and outcome per case, and what differs between cells
-  matrix list|images|run [...]   the CUDA/cuDNN matrix of ci/matrix.json in containers: build or
-                                 reuse each cell's image, build and run pitfall in it, merge the
-                                 cells into one report (`pitfall matrix --help`)
-  help                           this text
-  version                        the version
-
-filters (repeatable, or comma-separated):
-  --scenario S   --backend cpu|cuda   --variant V   --label L (a case needs every label)
-
-run options:
-  --out DIR          run folder (default: reports/runs/<UTC timestamp>)
-  --resume DIR       complete an interrupted run: only the cases not finished there run
-  --replace          start afresh when --out already holds a run
-  --profile P        judge against expected/P instead of the profile the fingerprint picks
-  --samples N        timed repetitions per case (odd; default: each scenario's, 9)
-  --timeout-scale X  multiply every case's timeout (slow machines, sanitizers)
-  --timing-floor F   smallest relative slowdown that can be PERF_REGRESSION (default 0.10)
-  --remeasure-pause S  seconds before re-measuring an AMBIGUOUS or PERF_REGRESSION timing in a
-                     new process (twice that before the third; default 2)
-  --skip-code N      exit N when every selected case is UNSUPPORTED (CTest SKIP_RETURN_CODE)
-
-compare: run B is judged against run A's observations as if A were the baseline: outcomes by
-  name, tracked device bytes exactly, peak RSS within 25%, checks; times (Mann-Whitney U and a
-  bootstrap interval of the median ratio) only when both runs share a fingerprint id.
-
-bless options:
-  --scenario S       only this scenario's cases (repeatable)
-  --case KEY         only this case (cpu.float64_inputs.reproduce; repeatable); a crashed or
-                     timed-out case is blessed only when named so (an expected SIGSEGV)
-  --profile P        write into expected/P (default: the profile that judged each case)
-  --dry-run          print the diff, write nothing
-  Each entry is marked observed with the run's fingerprint and today's date; files are written
-  whole and renamed into place. A run made with PITFALL_INJECT is refused.
-
-global options:
-  --index FILE       scenario index (default: the build's pitfall-index.json; env PITFALL_INDEX)
-  --expected DIR     baselines (default: the source tree's expected/; env PITFALL_EXPECTED)
+constexpr const char* overview_footer =
+    R"(`pitfall help COMMAND` (or `pitfall COMMAND --help`): that command's options and examples.
 
 A run folder holds results.jsonl (one judged case a line, written as each finishes),
 summary.json, fingerprint.json, cases/<case>.json and logs/<case>.log, and the reports rendered
@@ -81,7 +37,13 @@ from results.jsonl at the end: report.json, junit.xml, summary.md and report.htm
 
 verdicts: PASS, FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH, TIMEOUT (these
 fail the run; a timing verdict is taken on the fastest of up to three processes), AMBIGUOUS (a
-timing neither clearly the same nor clearly slower: a warning), UNSUPPORTED (with the reason), NO_BASELINE (a warning).
+timing neither clearly the same nor clearly slower: a warning), UNSUPPORTED (with the reason),
+NO_BASELINE (a warning).
+
+where things are: the scenario index is --index FILE, else $PITFALL_INDEX, else the one beside
+this program (<bin>/../pitfall-index.json in a build tree, <bin>/../share/pitfall/ installed);
+the index names the baselines (--expected DIR, $PITFALL_EXPECTED override it), the probe, the
+matrix driver ($PITFALL_MATRIX_DRIVER overrides it) and the folder for runs.
 
 environment:
   PITFALL_INJECT     fault injection for testing the verdicts: kind:case:argument, comma-
@@ -93,283 +55,540 @@ exit status:
   0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)
   1    some case did not (compare: some change would fail)
   2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder)
-  130  interrupted: running cases were ended, finished cases kept (--resume completes it)
-)";
+  130  interrupted: running cases were ended, finished cases kept (--resume completes it))";
 
-int usage_error(const std::string& what) {
-    std::cerr << "pitfall: error: " << what << " (see `pitfall help`)\n";
+/// CLI11's help, laid out as this command's always was: the usage line first, then what the
+/// command does, its options by group, and the notes and examples of its footer.
+class help_formatter : public CLI::Formatter {
+public:
+    help_formatter() {
+        label("Usage", "usage");
+        label("OPTIONS", "options");
+        label("SUBCOMMAND", "COMMAND");
+        column_width(26);
+    }
+    std::string make_help(const CLI::App* app, std::string name,
+                          CLI::AppFormatMode mode) const override {
+        if (mode == CLI::AppFormatMode::Sub)
+            return make_expanded(app);
+        std::ostringstream out;
+        out << make_usage(app, name) << '\n'
+            << app->get_description() << '\n'
+            << make_positionals(app) << make_groups(app, mode) << make_subcommands(app, mode)
+            << '\n'
+            << make_footer(app);
+        return out.str();
+    }
+};
+
+/// What the command line sets; the subcommands' options write straight into it.
+struct command_line {
+    std::string index_flag;
+    std::string expected_flag;
+    bool as_json = false;          ///< list, compare
+    bool merge = false;            ///< report --merge
+    bool version = false;          ///< --version
+    std::vector<std::string> runs; ///< the run folders of compare, bless and report
+    std::string help_topic;
+    run_options run;
+    compare_options compare;
+    bless_options bless;
+    report_options report;
+    std::vector<std::string> argv; ///< recorded in a run's header
+};
+
+int usage_error(const std::string& what, const std::string& command = "") {
+    std::cerr << "pitfall: error: " << what << " (see `pitfall help" << (command.empty() ? "" : " ")
+              << command << "`)\n";
     return exit_bad_input;
 }
 
-void split_into(const std::string& value, std::vector<std::string>& out) {
-    std::stringstream in(value);
-    for (std::string item; std::getline(in, item, ',');)
-        if (!item.empty())
-            out.push_back(item);
+int input_error(const pitfall::status& s) {
+    std::cerr << "pitfall: error: " << s.message() << '\n';
+    return exit_bad_input;
 }
 
-bool parse_int(const std::string& text, int& out) {
+/// Splits "a,b" (the filters are repeatable and comma-separated); empty items are dropped.
+void split_commas(std::vector<std::string>& values) {
+    std::vector<std::string> out;
+    for (const auto& value : values)
+        for (std::size_t start = 0; start <= value.size();) {
+            const std::size_t comma = std::min(value.find(',', start), value.size());
+            if (comma > start)
+                out.push_back(value.substr(start, comma - start));
+            start = comma + 1;
+        }
+    values = std::move(out);
+}
+
+template <class T> bool parse_whole(const std::string& text, T& out) {
     try {
         std::size_t used = 0;
-        out = std::stoi(text, &used);
+        if constexpr (std::is_same_v<T, int>)
+            out = std::stoi(text, &used);
+        else
+            out = std::stod(text, &used);
         return used == text.size();
     } catch (const std::exception&) {
         return false;
     }
 }
-bool parse_fraction(const std::string& text, double& out) {
-    try {
-        std::size_t used = 0;
-        const double x = std::stod(text, &used);
-        if (used != text.size() || !(x >= 0 && x < 1))
-            return false;
-        out = x;
-        return true;
-    } catch (const std::exception&) {
+bool parse_samples(const std::string& text, std::optional<int>& out) {
+    int n = 0;
+    if (!parse_whole(text, n) || n < 1 || n % 2 == 0)
         return false;
+    out = n;
+    return true;
+}
+bool parse_exit_code(const std::string& text, std::optional<int>& out) {
+    int n = 0;
+    if (!parse_whole(text, n) || n < 0 || n > 255)
+        return false;
+    out = n;
+    return true;
+}
+bool parse_fraction(const std::string& text, double& out) {
+    double x = 0;
+    if (!parse_whole(text, x) || !(x >= 0 && x < 1))
+        return false;
+    out = x;
+    return true;
+}
+bool parse_positive(const std::string& text, double& out) {
+    double x = 0;
+    if (!parse_whole(text, x) || !(x > 0))
+        return false;
+    out = x;
+    return true;
+}
+bool parse_pause(const std::string& text, double& out) {
+    double x = 0;
+    if (!parse_whole(text, x) || !(x >= 0 && x <= 600))
+        return false;
+    out = x;
+    return true;
+}
+
+/// An option whose value `parse` must accept; else "FLAG VALUE: expected EXPECTED", exit 2.
+template <class T>
+CLI::Option* add_checked(CLI::App& sub, const std::string& flag, T& target,
+                         bool (*parse)(const std::string&, T&), const std::string& expected,
+                         const std::string& help) {
+    auto check = [&target, flag, parse, expected](const std::string& value) {
+        if (!parse(value, target))
+            throw CLI::ValidationError(flag + " " + value + ": expected " + expected);
+    };
+    return sub.add_option_function<std::string>(flag, check, help);
+}
+
+/// --index and --expected; `used` false where the command takes its facts from run folders
+/// (accepted, so one command line can carry them everywhere, and left out of its help).
+void add_locations(CLI::App& sub, command_line& cl, bool used) {
+    const std::string group = used ? "Locations" : "";
+    sub.add_option("--index", cl.index_flag,
+                   "scenario index (default: $PITFALL_INDEX, else the one beside\n"
+                   "this program: <bin>/../pitfall-index.json, <bin>/../share/pitfall/)")
+        ->type_name("FILE")
+        ->group(group);
+    sub.add_option("--expected", cl.expected_flag,
+                   "baselines (default: $PITFALL_EXPECTED, else the index's\n"
+                   "paths.expected)")
+        ->type_name("DIR")
+        ->group(group);
+}
+
+void add_filter(CLI::App& sub, const std::string& flag, std::vector<std::string>& into,
+                const std::string& metavar, const std::string& help) {
+    sub.add_option(flag, into, help + " (repeatable, or comma-separated)")
+        ->type_name(metavar)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->group("Filters");
+}
+
+void add_filters(CLI::App& sub, case_filter& filter) {
+    add_filter(sub, "--scenario", filter.scenarios, "S", "only these scenarios");
+    add_filter(sub, "--backend", filter.backends, "cpu|cuda", "only these backends");
+    add_filter(sub, "--variant", filter.variants, "V", "only these variants");
+    add_filter(sub, "--label", filter.labels, "L", "only cases with every label given");
+}
+
+void add_list(CLI::App& app, command_line& cl) {
+    CLI::App* sub = app.add_subcommand("list", "every case with its labels");
+    sub->add_flag("--json", cl.as_json,
+                  "JSON: test, scenario, backend, variant, kind, labels, timeout, doc");
+    add_filters(*sub, cl.run.common.filter);
+    add_locations(*sub, cl, true);
+    sub->footer(R"(examples:
+  pitfall list
+  pitfall list --backend cpu --label reproduce
+  pitfall list --scenario float64_inputs --json)");
+}
+
+void add_run(CLI::App& app, command_line& cl) {
+    CLI::App* sub = app.add_subcommand("run", "run cases, record and judge them");
+    run_options& r = cl.run;
+    sub->add_option(
+           "--out", r.out_dir,
+           "run folder (default: <the index's paths.runs, else ./reports/runs>/\n<UTC time>)")
+        ->type_name("DIR");
+    sub->add_option("--resume", r.resume_dir,
+                    "complete an interrupted run: only the cases not finished there run")
+        ->type_name("DIR");
+    sub->add_flag("--replace", r.replace, "start afresh when --out already holds a run");
+    sub->add_option("--profile", r.profile_override,
+                    "judge against expected/P, not the profile the fingerprint picks")
+        ->type_name("P");
+    add_checked(*sub, "--samples", r.samples, parse_samples, "an odd number >= 1",
+                "timed repetitions per case (odd; default: each scenario's, 9)")
+        ->type_name("N");
+    add_checked(*sub, "--timeout-scale", r.timeout_scale, parse_positive, "a positive number",
+                "multiply every case's timeout (slow machines, sanitizers)")
+        ->type_name("X");
+    add_checked(*sub, "--timing-floor", r.timing_floor, parse_fraction,
+                "a fraction in [0, 1) (0.10 = 10%)",
+                "smallest relative slowdown that is PERF_REGRESSION (default 0.10)")
+        ->type_name("F");
+    add_checked(*sub, "--remeasure-pause", r.remeasure_pause, parse_pause, "seconds in [0, 600]",
+                "seconds before re-measuring an AMBIGUOUS or PERF_REGRESSION timing\n"
+                "in a new process (twice that before the third; default 2)")
+        ->type_name("S");
+    add_checked(*sub, "--skip-code", r.skip_code, parse_exit_code, "0..255",
+                "exit N when every selected case is UNSUPPORTED (SKIP_RETURN_CODE)")
+        ->type_name("N");
+    add_filters(*sub, r.common.filter);
+    add_locations(*sub, cl, true);
+    sub->footer(
+        R"(A run folder holds results.jsonl, summary.json, fingerprint.json, cases/, logs/ and the
+reports (report.json, junit.xml, summary.md, report.html).
+
+examples:
+  pitfall run --backend cpu
+  pitfall run --scenario float64_inputs --variant reproduce,remedy --samples 15 --out runs/a
+  pitfall run --resume runs/a)");
+}
+
+void add_compare(CLI::App& app, command_line& cl) {
+    CLI::App* sub = app.add_subcommand(
+        "compare", "case by case, what changed from run A to run B (outcome, time,\n"
+                   "memory, numerics) and the verdict each change would get");
+    sub->add_option("RUN", cl.runs, "RUN_A RUN_B: the reference run folder, then the candidate");
+    sub->add_flag("--json", cl.as_json, "the comparison as JSON");
+    add_checked(*sub, "--timing-floor", cl.compare.timing_floor, parse_fraction,
+                "a fraction in [0, 1) (0.10 = 10%)",
+                "smallest relative slowdown that is PERF_REGRESSION (default 0.10)")
+        ->type_name("F");
+    add_locations(*sub, cl, false);
+    sub->footer(
+        R"(Run B is judged against run A's observations as if A were the baseline: outcomes by name,
+tracked device bytes exactly, peak RSS within 25%, checks; times (Mann-Whitney U and a
+bootstrap interval of the median ratio) only when both runs share a fingerprint id.
+Exit 0 when no change would fail, 1 when one would.
+
+examples:
+  pitfall compare runs/a runs/b
+  pitfall compare runs/a runs/b --json --timing-floor 0.2)");
+}
+
+void add_bless(CLI::App& app, command_line& cl) {
+    CLI::App* sub = app.add_subcommand(
+        "bless", "write a run's observations into expected/ (prints the diff); with\n"
+                 "several runs of one machine, each case from the run with the lowest\n"
+                 "median time (the least disturbed)");
+    bless_options& b = cl.bless;
+    sub->add_option("RUN", cl.runs, "one run folder, or several of the same cases and machine");
+    add_filter(*sub, "--scenario", b.scenarios, "S", "only this scenario's cases");
+    add_filter(*sub, "--case", b.cases, "KEY",
+               "only this case (cpu.float64_inputs.reproduce); a crashed or\n"
+               "timed-out case is blessed only when named so (an expected SIGSEGV)");
+    sub->add_option("--profile", b.profile,
+                    "write into expected/P (default: the profile that judged each case)")
+        ->type_name("P");
+    sub->add_flag("--dry-run", b.dry_run, "print the diff, write nothing");
+    add_locations(*sub, cl, true);
+    sub->footer(
+        R"(Each entry is marked observed with the run's fingerprint and today's date; files are written
+whole and renamed into place. A run made with PITFALL_INJECT is refused.
+
+examples:
+  pitfall bless runs/a --dry-run
+  pitfall bless runs/a runs/b runs/c
+  pitfall bless runs/x --case cpu.float64_inputs.reproduce --profile host)");
+}
+
+void add_report(CLI::App& app, command_line& cl) {
+    CLI::App* sub = app.add_subcommand(
+        "report", "render a run folder's results.jsonl (default: HTML on standard\n"
+                  "output); --merge: runs side by side (a CUDA/cuDNN/driver matrix)");
+    sub->add_option("RUN", cl.runs, "the run folder (with --merge: two or more)");
+    sub->add_flag("--merge", cl.merge,
+                  "runs side by side: each cell's verdict and outcome per case, and\n"
+                  "what differs between cells");
+    sub->add_option("--format", cl.report.format,
+                    "html, junit, markdown or json (merged: html or markdown; default html)")
+        ->type_name("F");
+    sub->add_option("--out", cl.report.out, "write here instead of standard output")
+        ->type_name("FILE");
+    add_locations(*sub, cl, false);
+    sub->footer(R"(`pitfall run` writes all four formats into the run folder.
+
+examples:
+  pitfall report runs/a > report.html
+  pitfall report runs/a --format junit --out junit.xml
+  pitfall report --merge cells/cuda12.4 cells/cuda13.0 --format markdown)");
+}
+
+void add_others(CLI::App& app, command_line& cl) {
+    CLI::App* matrix = app.add_subcommand(
+        "matrix", "list|images|run [...]: the CUDA/cuDNN matrix of ci/matrix.json in\n"
+                  "containers: build or reuse each cell's image, build and run pitfall\n"
+                  "in it, merge the cells into one report");
+    // Everything after `matrix` is the driver's (it has its own --help).
+    matrix->prefix_command()->set_help_flag();
+    matrix->footer(
+        R"(Arguments go to the matrix driver unchanged: `pitfall matrix --help` lists them. The driver is
+$PITFALL_MATRIX_DRIVER, else the scenario index's paths.matrix_driver (ci/matrix.py).
+
+examples:
+  pitfall matrix list
+  pitfall matrix run --cells cuda13.0-host --scenarios version_mismatch --out /tmp/m
+  pitfall matrix run --dry-run --out /tmp/m)");
+    CLI::App* help = app.add_subcommand("help", "the commands, or one command's options");
+    help->add_option("COMMAND", cl.help_topic, "the command to explain");
+    app.add_subcommand("version", "the version");
+}
+
+/// Leftovers of a parse (the subcommands allow extras so that the message can be ours): an
+/// unknown option with the nearest known one, or an argument the command takes none of.
+int reject_leftovers(const CLI::App& sub) {
+    const std::vector<std::string> left = sub.remaining();
+    if (left.empty())
+        return exit_ok;
+    const std::string& first = left.front();
+    const std::string& command = sub.get_name();
+    if (first.size() < 2 || first[0] != '-')
+        return usage_error("unexpected argument '" + first + "' for `pitfall " + command + "`",
+                           command);
+    std::vector<std::string> known;
+    for (const CLI::Option* opt : sub.get_options())
+        for (const auto& name : opt->get_lnames())
+            known.push_back("--" + name);
+    const std::string flag = first.substr(0, first.find('='));
+    return usage_error("unknown option '" + flag + "' for `pitfall " + command + "`" +
+                           did_you_mean(flag, known),
+                       command);
+}
+
+std::vector<std::string> command_names(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
+    return names;
+}
+
+/// The first argument must be a command or -h/--help: said here, with the nearest command,
+/// before CLI11 would call it an extra.
+int check_command(const CLI::App& app, const std::string& first) {
+    const std::vector<std::string> names = command_names(app);
+    if (std::find(names.begin(), names.end(), first) != names.end())
+        return exit_ok;
+    std::vector<std::string> flags{"-h"};
+    for (const CLI::Option* opt : app.get_options())
+        for (const auto& name : opt->get_lnames())
+            flags.push_back("--" + name);
+    if (std::find(flags.begin(), flags.end(), first) != flags.end())
+        return exit_ok;
+    if (!first.empty() && first[0] == '-')
+        return usage_error("unknown option '" + first + "'" + did_you_mean(first, flags));
+    return usage_error("unknown command '" + first + "'" + did_you_mean(first, names));
+}
+
+int do_help(const CLI::App& app, const std::string& topic) {
+    if (topic.empty()) { // app.help() would describe the command chosen: `help` itself
+        std::cout << app.get_formatter()->make_help(&app, "pitfall", CLI::AppFormatMode::Normal);
+        return exit_ok;
+    }
+    const std::vector<std::string> names = command_names(app);
+    if (std::find(names.begin(), names.end(), topic) == names.end())
+        return usage_error("unknown command '" + topic + "'" + did_you_mean(topic, names));
+    std::cout << app.get_subcommand(topic)->help("pitfall");
+    return exit_ok;
+}
+
+int do_matrix(const CLI::App& matrix) {
+    // The matrix driver is a script (it drives podman or docker, debootstrap and pip); it
+    // renders the merged report with this very binary.
+    auto driver = locate_matrix_driver();
+    if (!driver.is_ok())
+        return input_error(driver.error());
+    const std::string self = self_executable();
+    if (!self.empty())
+        ::setenv("PITFALL_BINARY", self.c_str(), 1);
+    std::vector<std::string> args{"python3", driver.value()};
+    for (const auto& arg : matrix.remaining())
+        args.push_back(arg);
+    std::vector<char*> child;
+    child.reserve(args.size() + 1);
+    for (auto& arg : args)
+        child.push_back(arg.data());
+    child.push_back(nullptr);
+    ::execvp("python3", child.data());
+    std::cerr << "pitfall: error: cannot start python3 " << driver.value() << ": "
+              << std::strerror(errno) << '\n';
+    return exit_bad_input;
+}
+
+void split_filter(case_filter& filter) {
+    for (auto* values : {&filter.scenarios, &filter.backends, &filter.variants, &filter.labels})
+        split_commas(*values);
+}
+
+int do_list(command_line& cl) {
+    split_filter(cl.run.common.filter);
+    auto at = locate(cl.index_flag, cl.expected_flag);
+    if (!at.is_ok())
+        return input_error(at.error());
+    cl.run.common.index_path = at->index;
+    cl.run.common.expected_dir = at->expected;
+    return list_cases(cl.run.common, cl.as_json);
+}
+
+int do_run(command_line& cl) {
+    run_options& r = cl.run;
+    if (!r.out_dir.empty() && !r.resume_dir.empty())
+        return usage_error("--out and --resume exclude each other (--resume names the run folder)",
+                           "run");
+    split_filter(r.common.filter);
+    auto at = locate(cl.index_flag, cl.expected_flag);
+    if (!at.is_ok())
+        return input_error(at.error());
+    auto expected = required_path(at.value(), at->expected, "baselines folder", "expected",
+                                  "give --expected DIR or set PITFALL_EXPECTED");
+    auto probe = required_path(at.value(), at->probe, "environment probe", "probe",
+                               "and there is no pitfall-probe beside " + self_executable());
+    for (const auto* found : {&expected, &probe})
+        if (!found->is_ok())
+            return input_error(found->error());
+    r.common.index_path = at->index;
+    r.common.expected_dir = expected.value();
+    r.probe_program = probe.value();
+    r.runs_dir = at->runs;
+    r.argv = cl.argv;
+    return run_cases(r);
+}
+
+int do_compare(command_line& cl) {
+    if (cl.runs.size() != 2)
+        return usage_error("compare needs two run folders: pitfall compare RUN_A RUN_B", "compare");
+    cl.compare.run_a = cl.runs[0];
+    cl.compare.run_b = cl.runs[1];
+    cl.compare.as_json = cl.as_json;
+    cl.compare.argv = cl.argv;
+    return compare_runs(cl.compare);
+}
+
+int do_bless(command_line& cl) {
+    if (cl.runs.empty())
+        return usage_error("bless needs a run folder: pitfall bless RUN [RUN...]", "bless");
+    split_commas(cl.bless.scenarios);
+    split_commas(cl.bless.cases);
+    auto at = locate(cl.index_flag, cl.expected_flag);
+    if (!at.is_ok())
+        return input_error(at.error());
+    auto expected = required_path(at.value(), at->expected, "baselines folder", "expected",
+                                  "give --expected DIR or set PITFALL_EXPECTED");
+    if (!expected.is_ok())
+        return input_error(expected.error());
+    cl.bless.common.index_path = at->index;
+    cl.bless.common.expected_dir = expected.value();
+    cl.bless.run_dirs = cl.runs;
+    return bless_run(cl.bless);
+}
+
+int do_report(command_line& cl) {
+    report_options& r = cl.report;
+    if (cl.merge) {
+        if (cl.runs.empty())
+            return usage_error("--merge needs two or more run folders (or matrix cell folders): "
+                               "pitfall report --merge RUN RUN... [--out FILE]",
+                               "report");
+        if (r.format != "html" && r.format != "markdown")
+            return usage_error("--format " + r.format + ": a merged report is html or markdown",
+                               "report");
+        r.merge_dirs = cl.runs;
+        return report_run(r);
+    }
+    if (cl.runs.size() != 1)
+        return usage_error(
+            "report needs one run folder: pitfall report RUN [--format F] [--out FILE]", "report");
+    if (r.format != "html" && r.format != "junit" && r.format != "markdown" && r.format != "json")
+        return usage_error("--format " + r.format + ": expected html, junit, markdown or json",
+                           "report");
+    r.run_dir = cl.runs[0];
+    return report_run(r);
+}
+
+void build_app(CLI::App& app, command_line& cl) {
+    app.require_subcommand(0, 1); // one command; later words are that command's
+    app.formatter(std::make_shared<help_formatter>());
+    app.footer(overview_footer);
+    app.add_flag("--version", cl.version, "the version (as `pitfall version`)");
+    add_list(app, cl);
+    add_run(app, cl);
+    add_compare(app, cl);
+    add_bless(app, cl);
+    add_report(app, cl);
+    add_others(app, cl);
+    for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        sub->group("Commands");
+        sub->allow_extras(); // unknown options come back to reject_leftovers, said our way
     }
 }
 } // namespace
 
-int main(int argc, char** argv) {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty()) {
-        std::cerr << usage_text;
+int main(int argc, char** argv) try {
+    command_line cl;
+    cl.argv.assign(argv, argv + argc);
+    CLI::App app{description, "pitfall"};
+    build_app(app, cl);
+    if (argc < 2) {
+        std::cerr << app.help();
         return exit_bad_input;
     }
-    const std::string command = args[0];
-    if (command == "help" || command == "--help" || command == "-h") {
-        std::cout << usage_text;
+    if (const int rc = check_command(app, argv[1]); rc != exit_ok)
+        return rc;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return exit_ok;
+    } catch (const CLI::ParseError& e) {
+        const auto chosen = app.get_subcommands();
+        return usage_error(e.what(), chosen.empty() ? "" : chosen.front()->get_name());
+    }
+    const auto chosen = app.get_subcommands();
+    if (cl.version || chosen.front()->get_name() == "version") {
+        std::cout << "pitfall " << PITFALL_VERSION << '\n'; // --version, or `pitfall version`
         return exit_ok;
     }
-    if (command == "version" || command == "--version") {
-        std::cout << "pitfall " << PITFALL_VERSION << '\n';
-        return exit_ok;
-    }
-    if (command == "matrix") {
-        // The matrix driver is a script (it drives podman or docker, debootstrap and pip); it
-        // renders the merged report with this very binary.
-        const char* env_driver = std::getenv("PITFALL_MATRIX_DRIVER");
-        const std::string driver = env_driver != nullptr ? env_driver : PITFALL_DEFAULT_MATRIX_DRIVER;
-        char self[4096] = {};
-        if (const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1); n > 0)
-            ::setenv("PITFALL_BINARY", self, 1);
-        std::vector<char*> child{const_cast<char*>("python3"), const_cast<char*>(driver.c_str())};
-        for (std::size_t i = 1; i < args.size(); ++i)
-            child.push_back(argv[i + 1]);
-        child.push_back(nullptr);
-        ::execvp("python3", child.data());
-        std::cerr << "pitfall: error: cannot start python3 " << driver << ": " << std::strerror(errno) << '\n';
-        return exit_bad_input;
-    }
-    if (command == "compare") {
-        compare_options c;
-        c.argv.assign(argv, argv + argc);
-        std::vector<std::string> runs;
-        for (std::size_t i = 1; i < args.size(); ++i) {
-            if (args[i] == "--help" || args[i] == "-h") {
-                std::cout << usage_text;
-                return exit_ok;
-            }
-            if (args[i] == "--json")
-                c.as_json = true;
-            else if (args[i] == "--timing-floor" && i + 1 < args.size()) {
-                if (!parse_fraction(args[++i], c.timing_floor))
-                    return usage_error("--timing-floor " + args[i] + ": expected a fraction in [0, 1) (0.10 = 10%)");
-            } else if ((args[i] == "--index" || args[i] == "--expected") && i + 1 < args.size())
-                ++i; // global options: accepted everywhere, unused here (the runs carry their facts)
-            else if (args[i].rfind("--", 0) == 0)
-                return usage_error("unknown option '" + args[i] + "' for `pitfall compare`");
-            else
-                runs.push_back(args[i]);
-        }
-        if (runs.size() != 2)
-            return usage_error("compare needs two run folders: pitfall compare RUN_A RUN_B");
-        c.run_a = runs[0];
-        c.run_b = runs[1];
-        return compare_runs(c);
-    }
-    if (command == "report") {
-        report_options r;
-        std::vector<std::string> runs;
-        bool merge = false;
-        for (std::size_t i = 1; i < args.size(); ++i) {
-            const std::string& flag = args[i];
-            if (flag == "--help" || flag == "-h") {
-                std::cout << usage_text;
-                return exit_ok;
-            }
-            if (flag == "--merge") {
-                merge = true;
-                continue;
-            }
-            if (flag == "--format" || flag == "--out") {
-                if (i + 1 >= args.size())
-                    return usage_error(flag + " needs a value");
-                (flag == "--format" ? r.format : r.out) = args[++i];
-            } else if ((flag == "--index" || flag == "--expected") && i + 1 < args.size())
-                ++i; // global options: accepted everywhere, unused here (the run carries its facts)
-            else if (flag.rfind("--", 0) == 0)
-                return usage_error("unknown option '" + flag + "' for `pitfall report`");
-            else
-                runs.push_back(flag);
-        }
-        if (merge) {
-            if (runs.empty())
-                return usage_error("--merge needs two or more run folders (or matrix cell folders): pitfall report --merge RUN RUN... [--out FILE]");
-            if (r.format != "html" && r.format != "markdown")
-                return usage_error("--format " + r.format + ": a merged report is html or markdown");
-            r.merge_dirs = runs;
-            return report_run(r);
-        }
-        if (runs.size() != 1)
-            return usage_error("report needs one run folder: pitfall report RUN [--format F] [--out FILE]");
-        if (r.format != "html" && r.format != "junit" && r.format != "markdown" && r.format != "json")
-            return usage_error("--format " + r.format + ": expected html, junit, markdown or json");
-        r.run_dir = runs[0];
-        return report_run(r);
-    }
-    if (command == "bless") {
-        bless_options b;
-        const char* env_index = std::getenv("PITFALL_INDEX");
-        const char* env_expected = std::getenv("PITFALL_EXPECTED");
-        b.common.index_path = env_index != nullptr ? env_index : PITFALL_DEFAULT_INDEX;
-        b.common.expected_dir = env_expected != nullptr ? env_expected : PITFALL_DEFAULT_EXPECTED;
-        for (std::size_t i = 1; i < args.size(); ++i) {
-            const std::string& flag = args[i];
-            if (flag == "--help" || flag == "-h") {
-                std::cout << usage_text;
-                return exit_ok;
-            }
-            if (flag == "--dry-run") {
-                b.dry_run = true;
-                continue;
-            }
-            if (flag.rfind("--", 0) != 0) {
-                b.run_dirs.push_back(flag);
-                continue;
-            }
-            if (flag != "--scenario" && flag != "--case" && flag != "--profile" && flag != "--index" &&
-                flag != "--expected")
-                return usage_error("unknown option '" + flag + "' for `pitfall bless`");
-            if (i + 1 >= args.size())
-                return usage_error(flag + " needs a value");
-            const std::string value = args[++i];
-            if (flag == "--scenario")
-                split_into(value, b.scenarios);
-            else if (flag == "--case")
-                split_into(value, b.cases);
-            else if (flag == "--profile")
-                b.profile = value;
-            else if (flag == "--index")
-                b.common.index_path = value;
-            else
-                b.common.expected_dir = value;
-        }
-        if (b.run_dirs.empty())
-            return usage_error("bless needs a run folder: pitfall bless RUN [RUN...]");
-        return bless_run(b);
-    }
-    if (command != "list" && command != "run")
-        return usage_error("unknown command '" + command + "'");
-
-    run_options options;
-    options.argv.assign(argv, argv + argc);
-    common_options& common = options.common;
-    const char* env_index = std::getenv("PITFALL_INDEX");
-    const char* env_expected = std::getenv("PITFALL_EXPECTED");
-    common.index_path = env_index != nullptr ? env_index : PITFALL_DEFAULT_INDEX;
-    common.expected_dir = env_expected != nullptr ? env_expected : PITFALL_DEFAULT_EXPECTED;
-    // The probe beside this binary (a relocated build folder works), else where it was built.
-    options.probe_program = PITFALL_DEFAULT_PROBE;
-    char self[4096] = {};
-    if (const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1); n > 0) {
-        const std::string beside = std::string(self, static_cast<std::size_t>(n));
-        const std::string candidate = beside.substr(0, beside.rfind('/') + 1) + "pitfall-probe";
-        if (::access(candidate.c_str(), X_OK) == 0)
-            options.probe_program = candidate;
-    }
-    bool as_json = false;
-
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        const std::string& flag = args[i];
-        if (flag == "--help" || flag == "-h") {
-            std::cout << usage_text;
-            return exit_ok;
-        }
-        if (flag == "--json" && command == "list") {
-            as_json = true;
-            continue;
-        }
-        if (flag == "--replace" && command == "run") {
-            options.replace = true;
-            continue;
-        }
-        const bool takes_value = flag == "--scenario" || flag == "--backend" || flag == "--variant" ||
-                                 flag == "--label" || flag == "--index" || flag == "--expected" ||
-                                 (command == "run" && (flag == "--out" || flag == "--resume" || flag == "--profile" ||
-                                                       flag == "--samples" || flag == "--timeout-scale" ||
-                                                       flag == "--timing-floor" || flag == "--remeasure-pause" ||
-                                                       flag == "--skip-code"));
-        if (!takes_value)
-            return usage_error("unknown option '" + flag + "' for `pitfall " + command + "`");
-        if (i + 1 >= args.size())
-            return usage_error(flag + " needs a value");
-        const std::string value = args[++i];
-        if (flag == "--scenario")
-            split_into(value, common.filter.scenarios);
-        else if (flag == "--backend")
-            split_into(value, common.filter.backends);
-        else if (flag == "--variant")
-            split_into(value, common.filter.variants);
-        else if (flag == "--label")
-            split_into(value, common.filter.labels);
-        else if (flag == "--index")
-            common.index_path = value;
-        else if (flag == "--expected")
-            common.expected_dir = value;
-        else if (flag == "--out")
-            options.out_dir = value;
-        else if (flag == "--resume")
-            options.resume_dir = value;
-        else if (flag == "--profile")
-            options.profile_override = value;
-        else if (flag == "--samples") {
-            int n = 0;
-            if (!parse_int(value, n) || n < 1 || n % 2 == 0)
-                return usage_error("--samples " + value + ": expected an odd number >= 1");
-            options.samples = n;
-        } else if (flag == "--skip-code") {
-            int n = 0;
-            if (!parse_int(value, n) || n < 0 || n > 255)
-                return usage_error("--skip-code " + value + ": expected 0..255");
-            options.skip_code = n;
-        } else if (flag == "--timing-floor") {
-            if (!parse_fraction(value, options.timing_floor))
-                return usage_error("--timing-floor " + value + ": expected a fraction in [0, 1) (0.10 = 10%)");
-        } else if (flag == "--remeasure-pause") {
-            try {
-                std::size_t used = 0;
-                options.remeasure_pause = std::stod(value, &used);
-                if (used != value.size() || !(options.remeasure_pause >= 0) || options.remeasure_pause > 600)
-                    throw std::invalid_argument(value);
-            } catch (const std::exception&) {
-                return usage_error("--remeasure-pause " + value + ": expected seconds in [0, 600]");
-            }
-        } else if (flag == "--timeout-scale") {
-            try {
-                std::size_t used = 0;
-                options.timeout_scale = std::stod(value, &used);
-                if (used != value.size() || options.timeout_scale <= 0)
-                    throw std::invalid_argument(value);
-            } catch (const std::exception&) {
-                return usage_error("--timeout-scale " + value + ": expected a positive number");
-            }
-        }
-    }
-    if (!options.out_dir.empty() && !options.resume_dir.empty())
-        return usage_error("--out and --resume exclude each other (--resume names the run folder)");
+    CLI::App& sub = *chosen.front();
+    const std::string& command = sub.get_name();
+    if (command == "matrix")
+        return do_matrix(sub);
+    if (const int rc = reject_leftovers(sub); rc != exit_ok)
+        return rc;
+    if (command == "help")
+        return do_help(app, cl.help_topic);
     if (command == "list")
-        return list_cases(common, as_json);
-    return run_cases(options);
+        return do_list(cl);
+    if (command == "run")
+        return do_run(cl);
+    if (command == "compare")
+        return do_compare(cl);
+    if (command == "bless")
+        return do_bless(cl);
+    return do_report(cl);
+} catch (const std::exception& e) { // a bug or the system (memory): said, never an abort
+    std::cerr << "pitfall: error: " << e.what() << '\n';
+    return exit_bad_input;
 }

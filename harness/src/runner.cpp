@@ -445,7 +445,7 @@ int run_cases(const run_options& requested) {
     // The run folder: a new one, or the one being resumed.
     const std::string dir = resuming ? options.resume_dir
                             : !options.out_dir.empty() ? options.out_dir
-                                                       : std::string(PITFALL_DEFAULT_RUNS) + "/" + timestamp_folder();
+                                                       : options.runs_dir + "/" + timestamp_folder();
     const std::string results_path = dir + "/results.jsonl";
     std::error_code ec;
     if (!resuming && fs::exists(results_path, ec)) {

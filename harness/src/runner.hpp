@@ -29,7 +29,8 @@ struct common_options {
 struct run_options {
     common_options common;
     std::string probe_program;
-    std::string out_dir;    ///< empty: reports/runs/<timestamp>
+    std::string out_dir;    ///< empty: <runs_dir>/<timestamp>
+    std::string runs_dir;   ///< where a run without --out goes (the index's paths.runs)
     std::string resume_dir; ///< set: complete this run instead of starting one
     bool replace = false;   ///< --replace: an existing run folder at --out is started afresh
     std::string profile_override;

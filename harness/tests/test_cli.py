@@ -891,5 +891,234 @@ class Listing(FixtureTest):
             self.assertIn(v, p.stdout)
 
 
+
+class Cli(FixtureTest):
+    """The command line itself: help per command, --opt=value, "did you mean", bad values."""
+
+    COMMANDS = ("list", "run", "compare", "bless", "report", "matrix", "help", "version")
+    RUN_OPTIONS = ("--out", "--resume", "--replace", "--profile", "--samples", "--timeout-scale",
+                   "--timing-floor", "--remeasure-pause", "--skip-code", "--scenario", "--backend",
+                   "--variant", "--label", "--index", "--expected")
+
+    def bare(self, *args, **kw):
+        """The binary with exactly these arguments (no --index/--expected added)."""
+        return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60, **kw)
+
+    def assertBad(self, p, *needles):
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        for n in needles:
+            self.assertIn(n, p.stderr)
+
+    def test_help_lists_the_commands(self):
+        for args in (["help"], ["--help"], ["-h"]):
+            p = self.bare(*args)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(p.stdout.startswith("usage: pitfall"), p.stdout[:200])
+            for command in self.COMMANDS:
+                self.assertRegex(p.stdout, rf"\n  {command} ")
+            self.assertIn("exit status:", p.stdout)
+        p = self.bare()  # no command at all: the same text, as an error
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("usage: pitfall", p.stderr)
+
+    def test_help_per_command_with_examples(self):
+        for command in ("list", "run", "compare", "bless", "report", "matrix"):
+            by_help = self.bare("help", command)
+            self.assertEqual(by_help.returncode, 0, by_help.stderr)
+            self.assertTrue(by_help.stdout.startswith(f"usage: pitfall {command}"), by_help.stdout[:200])
+            examples = by_help.stdout.split("examples:\n", 1)[1].splitlines()
+            self.assertGreaterEqual(sum(line.startswith(f"  pitfall {command}") for line in examples), 2,
+                                    by_help.stdout)
+            if command != "matrix":  # `pitfall matrix --help` is the driver's own help
+                by_flag = self.bare(command, "--help")
+                self.assertEqual(by_flag.returncode, 0, by_flag.stderr)
+                self.assertEqual(by_flag.stdout, by_help.stdout)
+        run_help = self.bare("run", "--help").stdout
+        for option in self.RUN_OPTIONS:
+            self.assertRegex(run_help, rf"\n  {option}[ =]")
+        self.assertBad(self.bare("help", "rn"), "unknown command 'rn'", "did you mean 'run'?")
+
+    def test_version(self):
+        for args in (["version"], ["--version"]):
+            p = self.bare(*args)
+            self.assertEqual(p.returncode, 0)
+            self.assertRegex(p.stdout, r"^pitfall \d+\.\d+\.\d+\n$")
+
+    def test_opt_equals_value_is_opt_space_value(self):
+        spaced = self.pitfall("list", "--json", "--variant", "ok", "--backend", "cpu")
+        joined = self.bare("list", "--json", "--variant=ok", "--backend=cpu", f"--index={INDEX}",
+                           f"--expected={self.expected}")
+        self.assertEqual(joined.returncode, 0, joined.stderr)
+        self.assertEqual(joined.stdout, spaced.stdout)
+        self.assertEqual([c["test"] for c in json.loads(joined.stdout)], ["pitfall.cpu.harness_fixture.ok"])
+        # Filters are repeatable and comma-separated, in either spelling.
+        p = self.pitfall("list", "--json", "--backend=cpu", "--variant=ok,segv", "--variant", "hang")
+        self.assertEqual(sorted(c["variant"] for c in json.loads(p.stdout)), ["hang", "ok", "segv"])
+        out = self.run_dir()
+        p = self.pitfall("run", "--variant=ok", "--backend=cpu", f"--out={out}", "--samples=1")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(records(out, "run")[0]["options"]["samples"], 1)
+
+    def test_did_you_mean(self):
+        self.assertBad(self.pitfall("lst"), "unknown command 'lst'", "did you mean 'list'?")
+        self.assertBad(self.pitfall("run", "--sample", "3"),
+                       "unknown option '--sample' for `pitfall run`", "did you mean '--samples'?")
+        self.assertBad(self.pitfall("list", "--jsn"), "unknown option '--jsn'", "did you mean '--json'?")
+        self.assertBad(self.pitfall("bless", "r", "--dryrun"), "did you mean '--dry-run'?")
+        self.assertBad(self.bare("--verison"), "unknown option '--verison'", "did you mean '--version'?")
+        self.assertBad(self.pitfall("list", "--scenario", "harness_fixtur"),
+                       "unknown scenario 'harness_fixtur'", "did you mean 'harness_fixture'?")
+        self.assertBad(self.pitfall("list", "--variant", "hnag"), "unknown variant 'hnag'", "did you mean 'hang'?")
+        self.assertBad(self.pitfall("list", "--label", "fixtur"), "unknown label 'fixtur'", "did you mean 'fixture'?")
+        self.assertBad(self.pitfall("run", "--backend", "cdua"), "unknown backend 'cdua'", "did you mean 'cuda'?")
+        # Nothing near: no guess, still the list of known names.
+        p = self.pitfall("list", "--scenario", "zzzz")
+        self.assertBad(p, "unknown scenario 'zzzz' (known: harness_fixture)")
+        self.assertNotIn("did you mean", p.stderr)
+        self.assertBad(self.pitfall("run", "stray"), "unexpected argument 'stray' for `pitfall run`")
+
+    def test_bad_values_name_the_flag(self):
+        for args, needle in ((["run", "--samples", "4"], "--samples 4: expected an odd number"),
+                             (["run", "--samples=0"], "--samples 0"),
+                             (["run", "--timeout-scale", "x"], "--timeout-scale x: expected a positive number"),
+                             (["run", "--timeout-scale", "-1"], "--timeout-scale -1"),
+                             (["run", "--timing-floor", "1.5"], "--timing-floor 1.5: expected a fraction"),
+                             (["run", "--remeasure-pause", "601"], "--remeasure-pause 601"),
+                             (["run", "--skip-code", "300"], "--skip-code 300: expected 0..255"),
+                             (["compare", "a", "b", "--timing-floor", "lots"], "--timing-floor lots"),
+                             (["report", "a", "--format=pdf"], "--format pdf"),
+                             (["run", "--out"], "--out")):
+            with self.subTest(args=args):
+                self.assertBad(self.bare(args[0], "--index", INDEX, "--expected", self.expected, *args[1:]),
+                               needle)
+        self.assertFalse(os.path.exists(self.run_dir()))
+
+
+class Locate(FixtureTest):
+    """No paths compiled in: the index beside the binary (build tree or install), the paths it
+    names relative to itself, the environment's overrides, and a clear error when none is found."""
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PITFALL_INDEX", "PITFALL_EXPECTED", "PITFALL_MATRIX_DRIVER")}
+        env.update(extra)
+        return env
+
+    def copied_binary(self):
+        """BIN copied into <tmp>/prefix/bin/, with nothing beside it."""
+        bindir = os.path.join(self.tmp, "prefix", "bin")
+        os.makedirs(bindir)
+        shutil.copy2(BIN, bindir)
+        return os.path.join(bindir, os.path.basename(BIN))
+
+    def test_the_build_finds_its_own_index_beside_the_binary(self):
+        real_index = os.environ.get("PITFALL_REAL_INDEX", "")
+        self.assertTrue(real_index, "run through CTest: PITFALL_REAL_INDEX unset")
+        # build/<preset>/bin/pitfall -> build/<preset>/pitfall-index.json
+        self.assertEqual(os.path.realpath(os.path.join(os.path.dirname(BIN), "..", "pitfall-index.json")),
+                         os.path.realpath(real_index))
+        listed = subprocess.run([BIN, "list", "--json"], capture_output=True, text=True, env=self.env(),
+                                cwd=self.tmp, timeout=60)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        cpu = [c for c in json.loads(listed.stdout) if c["backend"] == "cpu"]
+        if not cpu:
+            self.skipTest("this build has no scenario with a CPU case")
+        out = self.run_dir()
+        p = subprocess.run([BIN, "run", "--scenario", cpu[0]["scenario"], "--variant", cpu[0]["variant"],
+                            "--backend", "cpu", "--samples", "1", "--out", out],
+                           capture_output=True, text=True, env=self.env(), cwd=self.tmp, timeout=300)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        header = records(out, "run")[0]
+        self.assertEqual(os.path.realpath(header["index"]), os.path.realpath(real_index))
+        # The baselines came from the index's paths.expected (the source tree's expected/).
+        self.assertIsNotNone(header["profile"]["name"], header["profile"])
+        self.assertEqual([r["case"] for r in records(out)], [cpu[0]["test"][len("pitfall."):]])
+
+    def test_a_copied_binary_without_an_index_says_where_it_looked(self):
+        pitfall = self.copied_binary()
+        for args in (["list"], ["run", "--variant", "ok"], ["bless", "somewhere"], ["matrix", "list"]):
+            with self.subTest(args=args):
+                p = subprocess.run([pitfall, *args], capture_output=True, text=True, env=self.env(),
+                                   timeout=60)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                prefix = os.path.join(self.tmp, "prefix")
+                for needle in ("no scenario index", "--index FILE", "$PITFALL_INDEX",
+                               os.path.join(prefix, "pitfall-index.json"),
+                               os.path.join(prefix, "share", "pitfall", "pitfall-index.json")):
+                    self.assertIn(needle, p.stderr)
+        # compare and report read only their run folders: no index needed.
+        p = subprocess.run([pitfall, "report", self.run_dir()], capture_output=True, text=True,
+                           env=self.env(), timeout=60)
+        self.assertNotIn("no scenario index", p.stderr)
+
+    def test_an_installed_layout_with_paths_relative_to_the_index(self):
+        pitfall = self.copied_binary()
+        share = os.path.join(self.tmp, "prefix", "share", "pitfall")
+        os.makedirs(os.path.join(share, "scenarios"))
+        shutil.copy2(MANIFEST, os.path.join(share, "scenarios", "harness_fixture.json"))
+        shutil.copytree(self.expected, os.path.join(share, "baselines"))
+        self.write_baseline({"cpu.ok": {"outcome": {"status": "ok"}}})
+        shutil.copy2(os.path.join(self.expected, "any", "harness_fixture.json"),
+                     os.path.join(share, "baselines", "any"))
+        index = {"schema": "pitfall.index/1",
+                 "paths": {"expected": "baselines", "runs": "../../runs"},
+                 "scenarios": [{"name": "harness_fixture", "program": PROGRAM,
+                                "manifest": "scenarios/harness_fixture.json"}]}
+        self.write_json(os.path.join(share, "pitfall-index.json"), index)
+        run = lambda *args, **env: subprocess.run([pitfall, *args], capture_output=True, text=True,
+                                                  env=self.env(**env), cwd=self.tmp, timeout=60)
+        listed = run("list", "--json")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertEqual(len(json.loads(listed.stdout)), 9)
+        # No probe named and none beside the copied binary: said, exit 2.
+        p = run("run", "--variant", "ok", "--backend", "cpu")
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("no environment probe", p.stderr)
+        self.assertIn("paths.probe", p.stderr)
+        index["paths"]["probe"] = os.path.join(os.path.dirname(BIN), "pitfall-probe")
+        self.write_json(os.path.join(share, "pitfall-index.json"), index)
+        p = run("run", "--variant", "ok", "--backend", "cpu", "--samples", "1")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        made = os.listdir(os.path.join(self.tmp, "prefix", "runs"))  # paths.runs, from the index's folder
+        self.assertEqual(len(made), 1, made)
+        self.assertEqual(by_case(os.path.join(self.tmp, "prefix", "runs", made[0]))
+                         ["cpu.harness_fixture.ok"]["verdict"], "PASS")  # judged by baselines/
+        # The environment overrides the index: an empty baselines folder judges nothing.
+        empty = os.path.join(self.tmp, "empty-expected")
+        shutil.copytree(os.path.join(share, "baselines"), empty)
+        os.unlink(os.path.join(empty, "any", "harness_fixture.json"))
+        out = self.run_dir()
+        p = run("run", "--variant", "ok", "--backend", "cpu", "--samples", "1", "--out", out,
+                PITFALL_EXPECTED=empty)
+        self.assertEqual(by_case(out)["cpu.harness_fixture.ok"]["verdict"], "NO_BASELINE", p.stdout)
+        # A malformed "paths" names the file and the field.
+        index["paths"]["runs"] = 7
+        self.write_json(os.path.join(share, "pitfall-index.json"), index)
+        p = run("list")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("field 'paths.runs'", p.stderr)
+
+    def test_matrix_passes_its_arguments_through(self):
+        driver = os.path.join(self.tmp, "driver.py")
+        with open(driver, "w") as f:
+            f.write("import json, os, sys\n"
+                    "print(json.dumps({'argv': sys.argv[1:], 'binary': os.environ.get('PITFALL_BINARY')}))\n"
+                    "sys.exit(3)\n")
+        args = ["run", "--cells", "a,b", "--help", "list", "--index", "x", "-j", "2"]
+        p = subprocess.run([BIN, "matrix", *args], capture_output=True, text=True,
+                           env=self.env(PITFALL_MATRIX_DRIVER=driver), timeout=60)
+        self.assertEqual(p.returncode, 3, p.stderr)  # the driver's own exit status
+        seen = json.loads(p.stdout)
+        self.assertEqual(seen["argv"], args)
+        self.assertEqual(os.path.realpath(seen["binary"]), os.path.realpath(BIN))
+        # Without the variable: the build's index names ci/matrix.py, whose help this is.
+        p = subprocess.run([BIN, "matrix", "--help"], capture_output=True, text=True, env=self.env(),
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("usage: pitfall matrix", p.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
