@@ -79,7 +79,8 @@ status injected_outcome(const status& own, const std::string& error_name) {
         lib = library::nccl;
     const stage where = own.is_ok() || own.is_unsupported() ? stage::compute : own.where();
     const bool sticky = lib == library::cuda_runtime && is_sticky_cuda_error(error_name);
-    return status::error(lib, error_name, std::string("injected by ") + env_name, where, sticky);
+    return status::as_reported(lib, error_name, std::string("injected by ") + env_name, where,
+                               sticky);
 }
 
 } // namespace pitfall::inject

@@ -1,6 +1,6 @@
 #include "locate.hpp"
 
-#include "pitfall/manifest.hpp"
+#include "pitfall/detail/manifest.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -228,9 +228,9 @@ status outcome_from_json(const json& o, const std::string& context) {
         const std::string reason = context + text("reason");
         if (text("error").empty())
             return status::unsupported(reason);
-        return status::unsupported_because(status::error(lib.value_or(library::host), text("error"),
-                                                         reason, where.value_or(stage::none),
-                                                         sticky),
+        return status::unsupported_because(status::as_reported(lib.value_or(library::host),
+                                                               text("error"), reason,
+                                                               where.value_or(stage::none), sticky),
                                            reason);
     }
     std::string message = context + text("message");
@@ -240,8 +240,8 @@ status outcome_from_json(const json& o, const std::string& context) {
         return status::error(host_error::child_result_unreadable,
                              context + "an outcome that is neither ok, unsupported nor an error",
                              stage::compute);
-    return status::error(lib.value_or(library::host), text("error"), std::move(message),
-                         where.value_or(stage::none), sticky);
+    return status::as_reported(lib.value_or(library::host), text("error"), std::move(message),
+                               where.value_or(stage::none), sticky);
 }
 
 status_or<child_report> read_child(const child_run& child, const std::string& who) {

@@ -171,6 +171,17 @@ status status::error(library lib, std::string name, std::string message, stage w
     return s;
 }
 
+status status::as_reported(library lib, std::string name, std::string message, stage where,
+                           bool sticky) {
+    status s;
+    s.m_library = lib == library::none ? library::host : lib;
+    s.m_name = std::move(name);
+    s.m_message = std::move(message);
+    s.m_stage = where;
+    s.m_sticky = sticky;
+    return s;
+}
+
 status status::error(host_error code, std::string message, stage where, const char* file,
                      int line) {
     return error(library::host, std::string(to_string(code)), std::move(message), where, false,

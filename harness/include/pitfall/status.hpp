@@ -109,6 +109,10 @@ public:
                         int line = 0);
     static status error(pitfall_error code, std::string message, stage where, const char* file = "",
                         int line = 0);
+    /// An error another process reported, or PITFALL_INJECT planted, taken as given: the closed
+    /// sets bound what this program's own code names, not what it reads back from elsewhere.
+    static status as_reported(library lib, std::string name, std::string message, stage where,
+                              bool sticky = false);
     /// A failed system call: library host, the errno name ("EINVAL"), strerror in the message.
     static status from_errno(int errnum, std::string message, stage where, const char* file = "",
                              int line = 0);
