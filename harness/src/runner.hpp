@@ -29,7 +29,8 @@ struct common_options {
 struct run_options {
     common_options common;
     std::string probe_program;
-    std::string out_dir;    ///< empty: reports/runs/<timestamp>
+    std::string out_dir;    ///< empty: <runs_dir>/<timestamp>
+    std::string runs_dir;   ///< the default folder of runs (set by the command line)
     std::string resume_dir; ///< set: complete this run instead of starting one
     bool replace = false;   ///< --replace: an existing run folder at --out is started afresh
     std::string profile_override;
@@ -74,7 +75,7 @@ int compare_runs(const compare_options& options);
 /// `pitfall bless RUN`: exit 0 written (or nothing to write), 2 refused or bad input.
 int bless_run(const bless_options& options);
 
-/// "2 AMBIGUOUS, 45 PASS": verdict counts, for the last line of run and compare.
+/// "45 PASS, 2 AMBIGUOUS": verdict counts in the verdict table's order, for run and compare.
 std::string counts_line(const std::map<std::string, int>& counts);
 /// The current UTC time with a strftime format ("%Y-%m-%d").
 std::string utc_now(const char* format);
@@ -83,9 +84,5 @@ double median(std::vector<double> v);
 /// The median of a result document's first series in seconds (by name): the figure the
 /// least-disturbed choices compare; NaN when the case timed nothing.
 double first_time_median(const nlohmann::json& result);
-
-/// The records of a run's results.jsonl; an unreadable last line (a kill mid-write) is
-/// skipped, any other malformed line is bad input naming the line.
-status_or<std::vector<nlohmann::json>> read_results(const std::string& path);
 
 } // namespace pitfall::runner
