@@ -303,6 +303,37 @@ class Verdicts(FixtureTest):
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("dry run: nothing written", d.stdout)
 
+    def test_bless_keeps_the_key_order_of_the_file(self):
+        # A baseline written by hand, its keys in no alphabetical order at any level.
+        entry = {"outcome": {"status": "ok"}, "note": "kept as written",
+                 "memory": {"tracked_peak_bytes": {"equals": 8192}},
+                 "provenance": {"kind": "observed", "fingerprint": "test", "date": "2026-11-22"}}
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+        before = read_text(path)
+        self.run_ok("a", extra=("--samples", "3"))
+        d = self.bless("a", "--dry-run")
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertEqual(read_text(path), before)  # a dry run writes nothing
+        changed = [line for line in d.stdout.splitlines()
+                   if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        removed = [line[1:].strip() for line in changed if line.startswith("-")]
+        # Only what changed: the provenance's date and fingerprint, and a brace that gains a
+        # comma where a key is added after it; nothing moved.
+        for line in removed:
+            self.assertRegex(line, r'^("date"|"fingerprint"|}$)', d.stdout)
+        for key in ('"schema"', '"scenario"', '"outcome"', '"status"', '"note"', '"kind"', '"equals"'):
+            self.assertFalse([line for line in changed if key in line], d.stdout)
+        b = self.bless("a")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(path) as f:
+            written = json.load(f)
+        self.assertEqual(list(written), ["schema", "scenario", "cases"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "memory", "provenance", "timings"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:3], ["kind", "fingerprint", "date"])
+
     def test_slowdown_is_a_perf_regression(self):
         self.run_ok("a", extra=("--samples", "15"))
         self.assertEqual(self.bless("a").returncode, 0)
