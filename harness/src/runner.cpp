@@ -864,7 +864,8 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
     print_failures(t, width);
     print_groups(t, width);
     if (!t.not_run.empty())
-        std::cout << "not run: " << t.not_run.size() << " cases\n";
+        std::cout << "not run: " << t.not_run.size()
+                  << (t.not_run.size() == 1 ? " case\n" : " cases\n");
     print_ratios(t.ratios);
     std::cout << "results: " << plan.folder->results_path()
               << "\nsummary: " << plan.folder->summary_path() << '\n';
