@@ -48,7 +48,7 @@ status_or<loaded_run> load_run_folder(const std::string& dir) {
 }
 
 std::string outcome_words(const json& o) {
-    const std::string st = o.value("status", "?");
+    std::string st = o.value("status", "?");
     if (st == "error")
         return o.value("error", "?") + "@" + o.value("stage", "?");
     if (st == "signal")

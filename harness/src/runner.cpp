@@ -528,7 +528,7 @@ attempt measure(const case_context& ctx, const process_request& req) {
     a.p = run_process(req);
     if (a.p.interrupted)
         return a;
-    a.log_text = read_tail(req.output_path, 16 * 1024);
+    a.log_text = read_tail(req.output_path, std::size_t{16} * 1024);
     a.o = observe(ctx.c, a.p, result_path, a.log_text, ctx.request.timeout_seconds);
     a.o.peak_rss_bytes = static_cast<double>(a.p.peak_rss_bytes);
     a.v = judge(a.o, *ctx.expected, ctx.c.backend, ctx.plan.judging);
