@@ -448,28 +448,6 @@ std::pair<const json*, const profile*> profile_choice::ratio_bounds_for(const st
     return {nullptr, nullptr};
 }
 
-const char* to_string(verdict_kind v) {
-    switch (v) {
-    case verdict_kind::pass: return "PASS";
-    case verdict_kind::fail: return "FAIL";
-    case verdict_kind::numeric_mismatch: return "NUMERIC_MISMATCH";
-    case verdict_kind::mem_regression: return "MEM_REGRESSION";
-    case verdict_kind::crash: return "CRASH";
-    case verdict_kind::timeout: return "TIMEOUT";
-    case verdict_kind::perf_regression: return "PERF_REGRESSION";
-    case verdict_kind::ambiguous: return "AMBIGUOUS";
-    case verdict_kind::unsupported: return "UNSUPPORTED";
-    case verdict_kind::no_baseline: return "NO_BASELINE";
-    }
-    return "?";
-}
-
-bool is_failing(verdict_kind v) {
-    return v == verdict_kind::fail || v == verdict_kind::numeric_mismatch ||
-           v == verdict_kind::mem_regression || v == verdict_kind::perf_regression || v == verdict_kind::crash ||
-           v == verdict_kind::timeout;
-}
-
 verdict judge(const observation& observed, const json& expected, const std::string& backend,
               const judge_context& context) {
     verdict v = judge_against(observed, expected, backend, context);
@@ -569,62 +547,94 @@ verdict judge_against(const observation& observed, const json& expected, const s
 }
 } // namespace
 
-json entry_from_record(const json& record, const json& previous, const json& fingerprint_summary,
-                       const std::string& fingerprint_id, const std::string& date, double rss_tolerance) {
-    json entry = previous.is_object() ? previous : json::object();
-    const json& observed = record.value("observed", json::object());
-    json outcome = json::object();
+namespace {
+using ordered_json = nlohmann::ordered_json;
+
+/// The observed events, each as a baseline expects it (outcome fields only).
+ordered_json expected_events(const json& result) {
+    ordered_json events = ordered_json::object();
+    const json observed = result.value("events", json::object());
+    for (const auto& [name, ev] : observed.items()) {
+        ordered_json e = ordered_json::object();
+        for (const char* field : {"status", "library", "error", "stage", "sticky"})
+            if (ev.contains(field))
+                e[field] = ev[field];
+        events[name] = e;
+    }
+    return events;
+}
+
+/// Times only: a series of fractions or counts (device_idle_fraction) is the scenario's
+/// finding, judged by its own bounds, not a speed.
+ordered_json expected_timings(const json& result) {
+    ordered_json timings = ordered_json::object();
+    const json samples = result.value("samples", json::object());
+    for (const auto& [name, series] : samples.items())
+        if (series.value("unit", "s") == "s" && series.contains("values") &&
+            series["values"].is_array() && !series["values"].empty())
+            timings[name] = {{"unit", series.value("unit", "s")}, {"samples", series["values"]}};
+    return timings;
+}
+
+ordered_json expected_memory(const case_record& record, double rss_tolerance) {
+    ordered_json memory = ordered_json::object();
+    const json mem = record.result.value("memory", json::object());
+    if (mem.contains("tracked_peak_bytes") && mem["tracked_peak_bytes"].is_number())
+        memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
+    if (record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0)
+        memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
+                                    {"rel_tol", rss_tolerance}};
+    return memory;
+}
+
+/// Sets entry[key] to `value`, or removes the key when `value` is empty.
+void set_or_erase(ordered_json& entry, const char* key, const ordered_json& value) {
+    if (value.empty())
+        entry.erase(key);
+    else
+        entry[key] = value;
+}
+} // namespace
+
+ordered_json entry_from_record(const case_record& record, const ordered_json& previous,
+                               const json& fingerprint_summary, const std::string& fingerprint_id,
+                               const std::string& date, double rss_tolerance) {
+    ordered_json entry = previous.is_object() ? previous : ordered_json::object();
+    ordered_json outcome = ordered_json::object();
     for (const char* field : {"status", "library", "error", "stage", "sticky", "signal", "exit_code"})
-        if (observed.contains(field) && !observed[field].is_null())
-            outcome[field] = observed[field];
+        if (record.observed.contains(field) && !record.observed[field].is_null())
+            outcome[field] = record.observed[field];
     if (outcome.value("status", "") == "unsupported") // the cause, not the wording of the reason
         outcome.erase("stage");
     entry["outcome"] = outcome;
-    const json& result = record.value("result", json());
-    entry.erase("events");
-    entry.erase("timings");
-    entry.erase("memory");
-    if (result.is_object()) {
-        json events = json::object();
-        const json observed_events = result.value("events", json::object());
-        for (const auto& [name, ev] : observed_events.items()) {
-            json e = json::object();
-            for (const char* field : {"status", "library", "error", "stage", "sticky"})
-                if (ev.contains(field))
-                    e[field] = ev[field];
-            events[name] = e;
-        }
-        if (!events.empty())
-            entry["events"] = events;
-        json memory = json::object();
-        const json mem = result.value("memory", json::object());
-        if (mem.contains("tracked_peak_bytes") && mem["tracked_peak_bytes"].is_number())
-            memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
-        json timings = json::object();
-        const json observed_samples = result.value("samples", json::object());
-        // Times only: a series of fractions or counts (device_idle_fraction) is the scenario's
-        // finding, judged by its own bounds, not a speed.
-        for (const auto& [name, series] : observed_samples.items())
-            if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
-                !series["values"].empty())
-                timings[name] = {{"unit", series.value("unit", "s")}, {"samples", series["values"]}};
-        if (!timings.empty())
-            entry["timings"] = timings;
-        const json process = record.value("process", json::object());
-        if (process.contains("peak_rss_bytes") && process["peak_rss_bytes"].is_number() &&
-            process["peak_rss_bytes"].get<double>() > 0)
-            memory["peak_rss_bytes"] = {{"value", process["peak_rss_bytes"]}, {"rel_tol", rss_tolerance}};
-        if (!memory.empty())
-            entry["memory"] = memory;
-    }
-    entry["provenance"] = {{"kind", "observed"},
-                           {"date", date},
-                           {"fingerprint", fingerprint_summary},
-                           {"fingerprint_id", fingerprint_id},
-                           {"run", record.value("case", "")}};
-    if (previous.is_object() && previous.contains("provenance") && previous["provenance"].contains("source"))
-        entry["provenance"]["source"] = previous["provenance"]["source"];
-    return entry;
+    const bool have_result = record.result.is_object();
+    set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
+    set_or_erase(entry, "memory",
+                 have_result ? expected_memory(record, rss_tolerance) : ordered_json());
+    set_or_erase(entry, "timings", have_result ? expected_timings(record.result) : ordered_json());
+    ordered_json provenance = {{"kind", "observed"},
+                               {"date", date},
+                               {"fingerprint", fingerprint_summary},
+                               {"fingerprint_id", fingerprint_id},
+                               {"run", record.key.str()}};
+    if (previous.is_object() && previous.contains("provenance") &&
+        previous["provenance"].contains("source"))
+        provenance["source"] = previous["provenance"]["source"];
+    entry["provenance"] = provenance;
+    return keep_key_order(previous, entry);
+}
+
+ordered_json keep_key_order(const ordered_json& previous, const ordered_json& fresh) {
+    if (!previous.is_object() || !fresh.is_object())
+        return fresh;
+    ordered_json out = ordered_json::object();
+    for (const auto& [key, value] : previous.items())
+        if (fresh.contains(key))
+            out[key] = keep_key_order(value, fresh[key]);
+    for (const auto& [key, value] : fresh.items())
+        if (!out.contains(key))
+            out[key] = value;
+    return out;
 }
 
 } // namespace pitfall::runner

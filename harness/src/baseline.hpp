@@ -12,6 +12,7 @@
 #pragma once
 
 #include "index.hpp"
+#include "model.hpp"
 #include "stats.hpp"
 #include "pitfall/status.hpp"
 
@@ -65,24 +66,6 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles,
                                          const nlohmann::json& summary,
                                          const std::string& override_name);
 
-enum class verdict_kind {
-    pass,
-    fail,
-    numeric_mismatch,
-    mem_regression,
-    crash,
-    timeout,
-    perf_regression,
-    ambiguous,
-    unsupported,
-    no_baseline
-};
-const char* to_string(verdict_kind v);
-/// FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, PERF_REGRESSION, CRASH and TIMEOUT fail a run;
-/// PASS, AMBIGUOUS (a timing neither clearly the same nor clearly slower: a warning),
-/// UNSUPPORTED and NO_BASELINE do not.
-bool is_failing(verdict_kind v);
-
 struct verdict {
     verdict_kind kind = verdict_kind::no_baseline;
     std::string reason;
@@ -120,10 +103,17 @@ std::optional<std::string> bound_violation(const std::string& name, const nlohma
 /// A case's baseline entry made from a judged run record: outcome, events, ran_on where a
 /// baseline already pinned it, tracked device bytes exactly, peak RSS within `rss_tolerance`,
 /// the timed series, and provenance {observed, date, fingerprint summary, fingerprint_id}.
-/// Fields of `previous` it does not produce (hand-written measurement bounds, ran_on) are kept.
-nlohmann::json entry_from_record(const nlohmann::json& record, const nlohmann::json& previous,
-                                 const nlohmann::json& fingerprint_summary,
-                                 const std::string& fingerprint_id, const std::string& date,
-                                 double rss_tolerance = 0.25);
+/// Fields of `previous` it does not produce (hand-written measurement bounds, ran_on) are kept,
+/// and so is the order of its keys, at every level: a blessed file's diff shows what changed.
+nlohmann::ordered_json entry_from_record(const case_record& record,
+                                         const nlohmann::ordered_json& previous,
+                                         const nlohmann::json& fingerprint_summary,
+                                         const std::string& fingerprint_id, const std::string& date,
+                                         double rss_tolerance = 0.25);
+
+/// `fresh` with the keys of `previous` first, in its order (objects at every level), then the
+/// keys only `fresh` has, in its order; values are `fresh`'s.
+nlohmann::ordered_json keep_key_order(const nlohmann::ordered_json& previous,
+                                      const nlohmann::ordered_json& fresh);
 
 } // namespace pitfall::runner

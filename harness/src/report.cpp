@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "model.hpp"
+#include "run_folder.hpp"
 #include "runner.hpp"
 #include "pitfall/detail/result_file.hpp"
 
@@ -81,8 +83,13 @@ std::string human_seconds(double s) {
     return fmt("%.2f", s) + " s";
 }
 
-bool is_warning(const std::string& verdict) { return verdict == "AMBIGUOUS" || verdict == "NO_BASELINE"; }
-bool is_error(const std::string& verdict) { return verdict == "CRASH" || verdict == "TIMEOUT"; }
+/// The verdict table's severity of a verdict named in a record.
+bool has_severity(const std::string& verdict, verdict_severity severity) {
+    const auto v = verdict_named(verdict);
+    return v && info(*v).severity == severity;
+}
+bool is_warning(const std::string& verdict) { return has_severity(verdict, verdict_severity::warning); }
+bool is_error(const std::string& verdict) { return has_severity(verdict, verdict_severity::error); }
 
 std::map<std::string, int> verdict_counts(const run_data& run) {
     std::map<std::string, int> counts;
@@ -106,9 +113,13 @@ std::string outcome_line(const json& record) {
     return st;
 }
 
-/// Whether some case or ratio has a failing verdict: what makes `pitfall run` exit 1.
+/// Whether some case or ratio has a failing verdict (the verdict table says which): what makes
+/// `pitfall run` exit 1.
 bool run_failing(const run_data& run) {
-    const auto failing = [](const json& r) { return r.value("failing", false); };
+    const auto failing = [](const json& r) {
+        const auto v = verdict_named(str(r, "verdict"));
+        return v && is_failing(*v);
+    };
     return std::any_of(run.cases.begin(), run.cases.end(), failing) ||
            std::any_of(run.ratios.begin(), run.ratios.end(), failing);
 }
@@ -142,64 +153,30 @@ std::string escape_markup(const std::string& text) {
 }
 
 status_or<run_data> load_run(const std::string& dir) {
+    PITFALL_ASSIGN_OR_RETURN(const run_folder folder, run_folder::open(dir));
+    PITFALL_ASSIGN_OR_RETURN(const run_log log, folder.read());
     run_data run;
     run.dir = dir;
-    PITFALL_ASSIGN_OR_RETURN(const auto records, read_results(dir + "/results.jsonl"));
-    std::map<std::string, json> last_case;
-    std::vector<std::string> order;
-    std::set<std::string> started;
-    for (const auto& r : records) {
-        const std::string kind = str(r, "record");
-        if (kind == "run" && run.header.is_null()) {
-            run.header = r;
-        } else if (kind == "resumed") {
-            ++run.resumed;
-            run.interrupted = false;
-        } else if (kind == "interrupted") {
-            run.interrupted = true;
-        } else if (kind == "started") {
-            started.insert(str(r, "case"));
-        } else if (kind == "case") {
-            const std::string key = str(r, "case");
-            if (last_case.count(key) == 0)
-                order.push_back(key);
-            last_case[key] = r;
-        }
-    }
-    if (run.header.is_null())
-        return status::error(library::pitfall, "bad_input",
-                             dir + "/results.jsonl: no run header (record \"run\"): not a pitfall run folder",
-                             stage::init);
+    run.header = log.header.to_json();
+    run.resumed = log.resumed;
+    run.interrupted = log.interrupted;
     // Run order is the selection's; cases finished but not selected (none today) go last.
-    std::vector<std::string> selection;
-    const json selected = arr(run.header, "selection");
-    for (const auto& k : selected)
-        if (k.is_string())
-            selection.push_back(k.get<std::string>());
     std::set<std::string> placed;
-    for (const auto& key : selection) {
+    for (const auto& selected : log.header.selection) {
+        const std::string key = selected.str();
         placed.insert(key);
-        if (const auto it = last_case.find(key); it != last_case.end())
-            run.cases.push_back(it->second);
-        else {
+        if (const case_record* r = log.find(key)) {
+            run.cases.push_back(r->to_json());
+        } else {
             run.not_finished.push_back(key);
-            if (started.count(key) != 0)
+            if (log.started.count(key) != 0)
                 run.started_unfinished.push_back(key);
         }
     }
-    for (const auto& key : order)
-        if (placed.count(key) == 0)
-            run.cases.push_back(last_case[key]);
-    std::ifstream summary(dir + "/summary.json");
-    if (summary) {
-        try {
-            const json s = json::parse(summary);
-            if (s.contains("ratios") && s["ratios"].is_array())
-                run.ratios = s["ratios"];
-        } catch (const json::parse_error&) {
-            // summary.json is derived; a damaged one costs the ratios, not the report.
-        }
-    }
+    for (const auto& r : log.cases)
+        if (placed.count(r.key.str()) == 0)
+            run.cases.push_back(r.to_json());
+    run.ratios = folder.summary_ratios();
     return run;
 }
 
@@ -212,13 +189,12 @@ status_or<run_data> load_cell_or_run(const std::string& dir) {
     try {
         cell = json::parse(in);
     } catch (const json::exception& e) {
-        return status::error(library::pitfall, "bad_input", cell_path + ": not JSON: " + e.what(), stage::init);
+        return bad_run_input(cell_path + ": not JSON: " + e.what());
     }
     if (!cell.is_object() || !cell.contains("outcome") || !cell["outcome"].is_string())
-        return status::error(library::pitfall, "bad_input", cell_path + ": no string field 'outcome': not a matrix cell",
-                             stage::init);
+        return bad_run_input(cell_path + ": no string field 'outcome': not a matrix cell");
     run_data run;
-    if (std::ifstream(dir + "/run/results.jsonl")) {
+    if (run_folder::open(dir + "/run").is_ok()) { // a cell that never ran has no run folder
         PITFALL_ASSIGN_OR_RETURN(run, load_run(dir + "/run"));
     }
     run.dir = dir;
@@ -270,6 +246,7 @@ json render_json(const run_data& run) {
               {"interrupted", run.interrupted},
               {"resumed", run.resumed}}},
             {"counts", verdict_counts(run)},
+            {"verdicts", verdicts_json()},
             {"failing", failing},
             {"cases", cases},
             {"not_finished", run.not_finished},

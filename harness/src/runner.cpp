@@ -1,24 +1,24 @@
+// `pitfall list` and `pitfall run`: a run is planned (the cases, the run folder, the profile),
+// executed case by case (each re-measured while its timing is uncertain), then summarised
+// (summary.json, the end of the terminal output, the reports).
 #include "runner.hpp"
 
 #include "baseline.hpp"
 #include "fingerprint.hpp"
-#include "report.hpp"
+#include "model.hpp"
 #include "pitfall/detail/inject.hpp"
-#include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/process.hpp"
+#include "pitfall/detail/result_file.hpp"
+#include "report.hpp"
+#include "run_folder.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <ctime>
-#include <fcntl.h>
-#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -30,12 +30,19 @@
 
 namespace pitfall::runner {
 using nlohmann::json;
-namespace fs = std::filesystem;
 
 std::string counts_line(const std::map<std::string, int>& counts) {
-    std::string line;
+    // Verdicts in the table's order (PASS, failures, warnings, skips), anything else after.
+    std::vector<std::string> names;
+    for (const auto& v : verdict_table())
+        if (counts.count(v.name) != 0)
+            names.push_back(v.name);
     for (const auto& [name, n] : counts)
-        line += (line.empty() ? "" : ", ") + std::to_string(n) + ' ' + name;
+        if (!verdict_named(name))
+            names.push_back(name);
+    std::string line;
+    for (const auto& name : names)
+        line += (line.empty() ? "" : ", ") + std::to_string(counts.at(name)) + ' ' + name;
     return line;
 }
 
@@ -61,8 +68,8 @@ double first_time_median(const json& result) {
         return std::nan("");
     const json samples = result.value("samples", json::object());
     for (const auto& [name, series] : samples.items())
-        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array() &&
-            !series["values"].empty())
+        if (series.value("unit", "s") == "s" && series.contains("values") &&
+            series["values"].is_array() && !series["values"].empty())
             return median(series["values"].get<std::vector<double>>());
     return std::nan("");
 }
@@ -74,14 +81,22 @@ int report_error(const status& s) {
     return exit_bad_input;
 }
 
-std::string now_iso8601() { return utc_now("%Y-%m-%dT%H:%M:%SZ"); }
+std::string now_iso8601() {
+    return utc_now("%Y-%m-%dT%H:%M:%SZ");
+}
+
+case_key key_of(const case_ref& c) {
+    return {c.backend, c.scenario->description.name, c.variant->name};
+}
 
 /// The most samples any timed series (unit "s") of a result holds; 0 when none.
 std::size_t samples_taken(const json& result) {
     std::size_t taken = 0;
-    const json series_by_name = result.is_object() ? result.value("samples", json::object()) : json::object();
+    const json series_by_name =
+        result.is_object() ? result.value("samples", json::object()) : json::object();
     for (const auto& [name, series] : series_by_name.items())
-        if (series.value("unit", "s") == "s" && series.contains("values") && series["values"].is_array())
+        if (series.value("unit", "s") == "s" && series.contains("values") &&
+            series["values"].is_array())
             taken = std::max(taken, series["values"].size());
     return taken;
 }
@@ -114,8 +129,6 @@ bool pause_unless_interrupted(double seconds) {
     return interrupt_requested == 0;
 }
 
-std::string timestamp_folder() { return utc_now("%Y%m%d-%H%M%S"); }
-
 std::string format_duration(double seconds) {
     const long s = std::lround(seconds);
     std::ostringstream out;
@@ -123,53 +136,10 @@ std::string format_duration(double seconds) {
     return out.str();
 }
 
-/// results.jsonl: one JSON document a line, each written with one write() and fsync'd, so a
-/// run killed at any moment keeps every line it finished.
-class results_log {
-public:
-    status open(const std::string& path) {
-        m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (m_fd < 0)
-            return status::error(library::pitfall, "bad_input",
-                                 "cannot write " + path + ": " + std::strerror(errno), stage::init);
-        // A line cut short by a kill mid-write is cut off, back to the last whole record, so
-        // the next record starts a line of its own and every later read sees only whole lines.
-        std::ifstream in(path, std::ios::binary);
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (!text.empty() && text.back() != '\n') {
-            const auto last_newline = text.rfind('\n');
-            const off_t keep = last_newline == std::string::npos ? 0 : static_cast<off_t>(last_newline + 1);
-            if (::ftruncate(m_fd, keep) != 0)
-                return status::error(library::pitfall, "bad_input",
-                                     "cannot repair " + path + ": " + std::strerror(errno), stage::init);
-        }
-        return status::ok();
-    }
-    void append(const json& record) {
-        const std::string line = record.dump() + "\n";
-        std::size_t done = 0;
-        while (done < line.size()) {
-            const ssize_t n = ::write(m_fd, line.data() + done, line.size() - done);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                return;
-            done += static_cast<std::size_t>(n);
-        }
-        ::fsync(m_fd);
-    }
-    ~results_log() {
-        if (m_fd >= 0)
-            ::close(m_fd);
-    }
-
-private:
-    int m_fd = -1;
-};
-
 // The dynamic loader's own words for a library it could not find, before main ran.
 std::optional<std::string> missing_library(const std::string& log) {
-    // "<program>: error while loading shared libraries: libcudnn.so.9: cannot open shared object file"
+    // "<program>: error while loading shared libraries: libcudnn.so.9: cannot open shared object
+    // file"
     static const std::string marker = "error while loading shared libraries: ";
     const auto at = log.find(marker);
     if (at == std::string::npos)
@@ -210,7 +180,9 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     const int code = p.exit_code.value_or(-1);
     if (code == 127) {
         if (const auto lib = missing_library(log_text)) {
-            o.outcome = {{"status", "load_error"}, {"error", "missing library " + *lib}, {"detail", last_line(log_text)}};
+            o.outcome = {{"status", "load_error"},
+                         {"error", "missing library " + *lib},
+                         {"detail", last_line(log_text)}};
             return o;
         }
     }
@@ -220,83 +192,91 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     }
     std::ifstream in(result_path);
     if (!in) {
-        o.outcome = {{"status", "bad_result"}, {"detail", "exit " + std::to_string(code) + " but no result file"}};
+        o.outcome = {{"status", "bad_result"},
+                     {"detail", "exit " + std::to_string(code) + " but no result file"}};
         return o;
     }
     try {
         o.result = json::parse(in);
     } catch (const json::parse_error& e) {
-        o.outcome = {{"status", "bad_result"}, {"detail", std::string("result is not JSON: ") + e.what()}};
+        o.outcome = {{"status", "bad_result"},
+                     {"detail", std::string("result is not JSON: ") + e.what()}};
         return o;
     }
     const std::string schema = o.result.value("schema", "");
     if (schema != result_schema || o.result.value("scenario", "") != c.scenario->description.name ||
-        o.result.value("variant", "") != c.variant->name || o.result.value("backend", "") != c.backend ||
-        !o.result.contains("outcome")) {
+        o.result.value("variant", "") != c.variant->name ||
+        o.result.value("backend", "") != c.backend || !o.result.contains("outcome") ||
+        !o.result["outcome"].is_object()) {
         o.outcome = {{"status", "bad_result"},
-                     {"detail", "result is not a " + std::string(result_schema) + " document for this case"}};
+                     {"detail",
+                      "result is not a " + std::string(result_schema) + " document for this case"}};
         return o;
     }
     o.outcome = o.result["outcome"];
     const bool says_unsupported = o.outcome.value("status", "") == "unsupported";
     if ((code == 77) != says_unsupported)
         o.outcome = {{"status", "bad_result"},
-                     {"detail", "exit " + std::to_string(code) + " disagrees with outcome " + o.outcome.dump()}};
+                     {"detail", "exit " + std::to_string(code) + " disagrees with outcome " +
+                                    o.outcome.dump()}};
     return o;
 }
 
+/// The median of a finished case's series `name`; NaN when it has none.
+double series_median(const case_record& record, const std::string& name) {
+    const json& res = record.result;
+    if (!res.is_object() || !res.contains("samples") || !res["samples"].contains(name) ||
+        !res["samples"][name].contains("values"))
+        return std::nan("");
+    return median(res["samples"][name]["values"].get<std::vector<double>>());
+}
 
 // Ratios between variants declared in scenario.json, from the medians measured in this run.
 // A ratio the chosen profiles bound ("ratios" in expected/<profile>/<scenario>.json) is judged:
 // PASS inside the bounds, PERF_REGRESSION outside (it fails the run); unbounded ones are
 // reported only.
-json compute_ratios(const scenario_index& index, const std::map<std::string, json>& finished,
+json compute_ratios(const scenario_index& index, const std::map<std::string, case_record>& finished,
                     const profile_choice& choice) {
     json out = json::array();
     for (const auto& s : index.scenarios) {
+        const std::string& scenario = s.description.name;
         for (const auto& r : s.description.ratios) {
-            for (const char* backend : {"cpu", "cuda"}) {
-                const std::string num_key = std::string(backend) + "." + s.description.name + "." + r.numerator;
-                const std::string den_key = std::string(backend) + "." + s.description.name + "." + r.denominator;
-                const auto num = finished.find(num_key);
-                const auto den = finished.find(den_key);
+            for (const std::string backend : {"cpu", "cuda"}) {
+                const auto num = finished.find(backend + "." + scenario + "." + r.numerator);
+                const auto den = finished.find(backend + "." + scenario + "." + r.denominator);
                 if (num == finished.end() || den == finished.end())
                     continue;
-                auto samples_of = [&](const json& rec) {
-                    const json& res = rec["result"];
-                    if (!res.is_object() || !res.contains("samples") || !res["samples"].contains(r.samples))
-                        return std::vector<double>{};
-                    return res["samples"][r.samples]["values"].get<std::vector<double>>();
-                };
-                const double a = median(samples_of(num->second));
-                const double b = median(samples_of(den->second));
+                const double a = series_median(num->second, r.samples);
+                const double b = series_median(den->second, r.samples);
                 if (!std::isfinite(a) || !std::isfinite(b) || b <= 0)
                     continue;
-                out.push_back({{"scenario", s.description.name},
-                               {"backend", backend},
-                               {"name", r.name},
-                               {"numerator", r.numerator},
-                               {"denominator", r.denominator},
-                               {"samples", r.samples},
-                               {"median_numerator", a},
-                               {"median_denominator", b},
-                               {"ratio", a / b}});
-                const auto [bound, from] = choice.ratio_bounds_for(s.description.name, std::string(backend) + "." + r.name);
+                json ratio = {{"scenario", scenario},
+                              {"backend", backend},
+                              {"name", r.name},
+                              {"numerator", r.numerator},
+                              {"denominator", r.denominator},
+                              {"samples", r.samples},
+                              {"median_numerator", a},
+                              {"median_denominator", b},
+                              {"ratio", a / b}};
+                const auto [bound, from] =
+                    choice.ratio_bounds_for(scenario, backend + "." + r.name);
                 if (bound != nullptr) {
                     const auto why = bound_violation(r.name, *bound, a / b);
-                    out.back()["bound"] = *bound;
-                    out.back()["profile"] = from->name;
-                    out.back()["verdict"] = why ? "PERF_REGRESSION" : "PASS";
-                    out.back()["failing"] = why.has_value();
+                    const verdict_kind v = why ? verdict_kind::perf_regression : verdict_kind::pass;
+                    ratio["bound"] = *bound;
+                    ratio["profile"] = from->name;
+                    ratio["verdict"] = to_string(v);
+                    ratio["failing"] = is_failing(v);
                     if (why)
-                        out.back()["reason"] = *why;
+                        ratio["reason"] = *why;
                 }
+                out.push_back(std::move(ratio));
             }
         }
     }
     return out;
 }
-
 
 std::string child_cuda_visible_devices() {
     // Under `ctest --resource-spec-file`, the GPU a test was given: pin the case to it.
@@ -308,35 +288,605 @@ std::string child_cuda_visible_devices() {
     if (id == std::string::npos)
         return {};
     const std::string value = spec.substr(id + 3, spec.find(',', id) - id - 3);
-    return !value.empty() && std::all_of(value.begin(), value.end(), ::isdigit) ? value : std::string{};
+    return !value.empty() && std::all_of(value.begin(), value.end(), ::isdigit) ? value
+                                                                                : std::string{};
+}
+
+// ---- plan ----------------------------------------------------------------------------------
+
+/// Everything a run needs, made before its first case: what to run, where, judged how. Built
+/// in place and never moved: the cases point into the index, the choice into the profiles.
+struct run_plan {
+    run_options options; ///< with a resumed run's own samples and timeout scale
+    scenario_index index;
+    std::vector<profile> profiles;
+    std::vector<case_ref> cases;
+    std::optional<run_folder> folder;
+    bool resuming = false;
+    std::map<std::string, case_record> finished; ///< key -> record; resumed: the earlier ones
+    profile_choice choice;
+    run_header header;
+    judge_context judging;
+    std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
+};
+
+/// A resumed run completes the run as it was asked for: its selection, samples and timeout
+/// scale come from its own header, not from this command line (the profiles are chosen again
+/// from this environment's fingerprint). Returns its selection.
+status_or<std::set<std::string>> plan_resume(run_plan& plan) {
+    const auto& f = plan.options.common.filter;
+    if (!f.scenarios.empty() || !f.backends.empty() || !f.variants.empty() || !f.labels.empty() ||
+        plan.options.samples || plan.options.timeout_scale != 1.0)
+        return bad_run_input("--resume completes a run as it was started: drop --scenario, "
+                             "--backend, --variant, --label, --samples and --timeout-scale");
+    auto folder = run_folder::resume(plan.options.resume_dir);
+    if (!folder.is_ok())
+        return bad_run_input("--resume " + folder.error().message());
+    plan.folder.emplace(std::move(folder).value());
+    PITFALL_ASSIGN_OR_RETURN(const run_log log, plan.folder->read());
+    std::set<std::string> selection;
+    for (const auto& key : log.header.selection)
+        selection.insert(key.str());
+    plan.options.samples = log.header.options.samples;
+    plan.options.timeout_scale = log.header.options.timeout_scale;
+    for (const auto& c : log.cases)
+        plan.finished.emplace(c.key.str(), c);
+    plan.resuming = true;
+    return selection;
+}
+
+/// The cases to run: the filter's, or a resumed run's own selection.
+status plan_cases(run_plan& plan, const std::optional<std::set<std::string>>& resumed) {
+    PITFALL_ASSIGN_OR_RETURN(std::vector<case_ref> cases,
+                             select_cases(plan.index, plan.options.common.filter));
+    if (resumed) {
+        std::vector<case_ref> kept;
+        std::copy_if(cases.begin(), cases.end(), std::back_inserter(kept),
+                     [&](const case_ref& c) { return resumed->count(c.key()) != 0; });
+        if (kept.size() != resumed->size())
+            return bad_run_input("--resume " + plan.options.resume_dir +
+                                 ": some of its cases are not in this build's index (" +
+                                 plan.index.path + ")");
+        cases = std::move(kept);
+    }
+    if (cases.empty())
+        return bad_run_input("the filters select no case (see `pitfall list`)");
+    plan.cases = std::move(cases);
+    return status::ok();
+}
+
+/// Where a new run goes: --out, else <runs folder>/<UTC timestamp>.
+std::string new_run_dir(const run_options& options) {
+    if (!options.out_dir.empty())
+        return options.out_dir;
+    const std::string runs = options.runs_dir.empty() ? "reports/runs" : options.runs_dir;
+    return runs + "/" + utc_now("%Y%m%d-%H%M%S");
+}
+
+status plan_run(const run_options& requested, run_plan& plan) {
+    plan.options = requested;
+    PITFALL_ASSIGN_OR_RETURN(plan.index, load_index(requested.common.index_path));
+    std::optional<std::set<std::string>> resumed;
+    if (!requested.resume_dir.empty()) {
+        PITFALL_ASSIGN_OR_RETURN(resumed, plan_resume(plan));
+    }
+    PITFALL_TRY(plan_cases(plan, resumed));
+    PITFALL_ASSIGN_OR_RETURN(plan.profiles,
+                             load_profiles(plan.options.common.expected_dir, plan.index));
+    if (!plan.resuming) {
+        PITFALL_ASSIGN_OR_RETURN(
+            run_folder folder, run_folder::create(new_run_dir(plan.options), plan.options.replace));
+        plan.folder.emplace(std::move(folder));
+    }
+    plan.visible_devices = child_cuda_visible_devices();
+    return status::ok();
+}
+
+/// Fingerprints the environment, chooses the profiles, appends the header and says so.
+status start_session(run_plan& plan) {
+    run_folder& folder = *plan.folder;
+    run_header& h = plan.header;
+    h.fingerprint = take_fingerprint(plan.options.probe_program, folder.logs_dir());
+    h.fingerprint_summary = fingerprint_summary(h.fingerprint);
+    h.fingerprint_id = fingerprint_id(h.fingerprint_summary);
+    PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,
+                                                         plan.options.profile_override));
+    h.resumed = plan.resuming;
+    h.at = now_iso8601();
+    h.pitfall_version = PITFALL_VERSION;
+    h.argv = plan.options.argv;
+    h.index = plan.index.path;
+    h.build = plan.index.build;
+    if (plan.choice.chosen != nullptr)
+        h.profile = plan.choice.chosen->name;
+    h.profile_reason = plan.choice.reason;
+    for (const auto& c : plan.cases)
+        h.selection.push_back(key_of(c));
+    h.options = {plan.options.samples, plan.options.timeout_scale, plan.options.timing_floor,
+                 plan.options.remeasure_pause};
+    plan.judging.fingerprint_id = h.fingerprint_id;
+    plan.judging.timing.floor = plan.options.timing_floor;
+    PITFALL_TRY(folder.append(h));
+    (void)write_file_atomically(folder.fingerprint_path(), h.fingerprint.dump(2) + "\n");
+
+    std::cout << "pitfall: " << plan.cases.size() << " cases -> " << folder.dir() << '\n'
+              << "profile: " << h.profile.value_or("(none)") << " (" << h.profile_reason << ")\n";
+    if (plan.resuming)
+        std::cout << "resuming: " << plan.finished.size() << " cases already finished\n";
+    if (const char* injecting = std::getenv(inject::env_name);
+        injecting != nullptr && *injecting != '\0')
+        std::cout << "warning: " << inject::env_name << "=" << injecting
+                  << " is set: the cases it names report injected faults, not real ones\n";
+    return status::ok();
+}
+
+// ---- execute -------------------------------------------------------------------------------
+
+/// The terminal's view of a run: each case once, on one line, with a counter and an ETA
+/// ("[ 7/78] cpu.dtype_casting.remedy_loss_scaling   PASS   0.4 s   ETA 0:31").
+class progress {
+public:
+    progress(const std::vector<case_ref>& cases, const std::map<std::string, case_record>& done)
+        : m_total(cases.size()) {
+        for (const auto& c : cases) {
+            m_width = std::max(m_width, c.key().size() + 2);
+            m_left += done.count(c.key()) == 0 ? 1 : 0;
+        }
+    }
+
+    void begin(std::size_t index, const case_key& key) {
+        m_started = std::chrono::steady_clock::now();
+        std::cout << '[' << std::setw(static_cast<int>(std::to_string(m_total).size())) << index + 1
+                  << '/' << m_total << "] " << std::left << std::setw(static_cast<int>(m_width))
+                  << key.str() << std::right << std::flush;
+    }
+    /// Said on the case's line while it goes on ("AMBIGUOUS? measuring again...").
+    void note(const std::string& text) { std::cout << text << std::flush; }
+    void interrupted() { std::cout << " INTERRUPTED\n"; }
+    void end(const case_record& record) {
+        // The case's whole time, re-measuring included: what the ETA must account for.
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+        m_spent += took;
+        ++m_ran;
+        --m_left;
+        std::ostringstream line;
+        line << std::left << std::setw(16) << to_string(record.verdict) << std::right << std::fixed
+             << std::setprecision(1) << std::setw(6) << took << " s   ETA "
+             << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left));
+        std::cout << line.str() << '\n';
+    }
+
+private:
+    std::size_t m_total = 0;
+    std::size_t m_width = 4;
+    std::size_t m_left = 0;
+    std::size_t m_ran = 0;
+    double m_spent = 0;
+    std::chrono::steady_clock::time_point m_started;
+};
+
+/// One case as it is run: its request, and what it is judged against.
+struct case_context {
+    const run_plan& plan;
+    const case_ref& c;
+    case_key key;
+    process_request request;
+    const json* expected = nullptr; ///< its baseline entry; a null document when none
+    const profile* judged_by = nullptr;
+};
+
+case_context prepare_case(const run_plan& plan, const case_ref& c) {
+    static const json no_entry;
+    case_context ctx{plan, c, key_of(c), {}, &no_entry, nullptr};
+    const run_folder& folder = *plan.folder;
+    process_request& req = ctx.request;
+    req.argv = {c.scenario->program,
+                "--backend",
+                c.backend,
+                "--variant",
+                c.variant->name,
+                "--out",
+                folder.case_result_path(ctx.key)};
+    if (plan.options.samples)
+        req.argv.insert(req.argv.end(),
+                        {"--param", "samples=" + std::to_string(*plan.options.samples)});
+    req.output_path = folder.case_log_path(ctx.key);
+    req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
+    if (!plan.visible_devices.empty()) {
+        // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
+        // is fastest first. Make CUDA count the same way.
+        req.env_set["CUDA_VISIBLE_DEVICES"] = plan.visible_devices;
+        req.env_set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    }
+    const auto [entry, from] = plan.choice.entry_for(ctx.key.scenario, ctx.key.entry_key());
+    if (entry != nullptr) {
+        ctx.expected = entry;
+        ctx.judged_by = from;
+    }
+    return ctx;
+}
+
+/// One process of a case, observed and judged.
+struct attempt {
+    process_outcome p;
+    observation o;
+    verdict v;
+    std::string log_text;
+};
+
+attempt measure(const case_context& ctx, const process_request& req) {
+    const std::string result_path = ctx.plan.folder->case_result_path(ctx.key);
+    ::unlink(result_path.c_str());
+    attempt a;
+    a.p = run_process(req);
+    if (a.p.interrupted)
+        return a;
+    a.log_text = read_tail(req.output_path, std::size_t{16} * 1024);
+    a.o = observe(ctx.c, a.p, result_path, a.log_text, ctx.request.timeout_seconds);
+    a.o.peak_rss_bytes = static_cast<double>(a.p.peak_rss_bytes);
+    a.v = judge(a.o, *ctx.expected, ctx.c.backend, ctx.plan.judging);
+    return a;
+}
+
+bool timing_uncertain(const verdict& v) {
+    return v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression;
+}
+
+/// The attempt whose verdict stands, and each attempt's summary for the record. An attempt
+/// that failed otherwise (a crash, another outcome) is the verdict; else the least disturbed.
+std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried) {
+    std::size_t best = 0;
+    double best_median = std::numeric_limits<double>::infinity();
+    json summaries = json::array();
+    for (std::size_t i = 0; i < tried.size(); ++i) {
+        const double m = first_time_median(tried[i].o.result);
+        summaries.push_back({{"verdict", to_string(tried[i].v.kind)},
+                             {"reason", tried[i].v.reason},
+                             {"samples", samples_taken(tried[i].o.result)},
+                             {"median_seconds", std::isfinite(m) ? json(m) : json(nullptr)},
+                             {"wall_seconds", tried[i].p.wall_seconds}});
+        if (is_failing(tried[i].v.kind) && !timing_uncertain(tried[i].v)) {
+            best = i;
+            break;
+        }
+        if (m < best_median) {
+            best_median = m;
+            best = i;
+        }
+    }
+    return {best, summaries};
+}
+
+/// Up to two more processes before a timing verdict stands, each after a pause and with three
+/// times the samples (remeasure_request). Separate processes on a shared machine differ by
+/// more than one process's samples show, and interference only ever adds time: like the
+/// baseline (the fastest of the runs blessed), the candidate is the least disturbed of its
+/// processes. Its verdict stands: a PERF_REGRESSION fails the run only when even that process
+/// is slower beyond tolerance; AMBIGUOUS warns. Returns the attempt that stands and the
+/// attempts' summaries; nullopt when interrupted while the timing was still uncertain.
+std::optional<std::pair<attempt, json>> remeasure(const case_context& ctx, attempt first,
+                                                  progress& out) {
+    std::vector<attempt> tried;
+    tried.push_back(std::move(first));
+    while (tried.size() < 3 && timing_uncertain(tried.back().v)) {
+        out.note(std::string(" ") + to_string(tried.back().v.kind) + "? measuring again...");
+        // Interference on a shared machine comes in episodes of seconds (a co-tenant busy on
+        // the other hyperthread of the core): a process started at once lands in the same
+        // one. The pause grows so that three attempts span several seconds.
+        if (!pause_unless_interrupted(ctx.plan.options.remeasure_pause *
+                                      static_cast<double>(tried.size())))
+            break;
+        attempt next = measure(ctx, remeasure_request(ctx.request, tried.front().o.result));
+        if (next.p.interrupted)
+            break;
+        tried.push_back(std::move(next));
+    }
+    if (interrupt_requested != 0 && tried.size() < 3 && timing_uncertain(tried.back().v))
+        return std::nullopt;
+    auto [best, summaries] = least_disturbed(tried);
+    attempt stands = std::move(tried[best]);
+    stands.v.reason =
+        "least disturbed of " + std::to_string(tried.size()) + " processes: " + stands.v.reason;
+    if (stands.v.kind == verdict_kind::ambiguous)
+        stands.v.reason += " (a warning, not a failure)";
+    if (stands.o.result.is_object()) // the kept result is the one judged
+        (void)write_file_atomically(ctx.plan.folder->case_result_path(ctx.key),
+                                    stands.o.result.dump(2) + "\n");
+    return std::make_pair(std::move(stands), std::move(summaries));
+}
+
+case_record make_record(const case_context& ctx, const attempt& a, json attempts) {
+    case_record r;
+    r.key = ctx.key;
+    r.kind = ctx.c.variant->kind;
+    r.labels = ctx.c.labels();
+    r.verdict = a.v.kind;
+    r.reason = a.v.reason;
+    r.observed = a.o.outcome;
+    r.process.exit_code = a.p.exit_code;
+    if (a.p.signal)
+        r.process.signal = signal_name(*a.p.signal);
+    r.process.timed_out = a.p.timed_out;
+    r.process.wall_seconds = a.p.wall_seconds;
+    r.process.peak_rss_bytes = a.p.peak_rss_bytes;
+    r.result = a.o.result;
+    r.timings = a.v.timings;
+    r.attempts = std::move(attempts);
+    if (ctx.judged_by != nullptr)
+        r.baseline_profile = ctx.judged_by->name;
+    r.baseline_entry = *ctx.expected;
+    r.log = run_folder::log_name(ctx.key);
+    const std::string& text = a.log_text;
+    r.output_tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+    r.finished_at = now_iso8601();
+    return r;
+}
+
+/// Runs one case to its record; nullopt when Ctrl-C (or TERM) ended it.
+std::optional<case_record> run_case(const run_plan& plan, const case_ref& c, progress& out) {
+    const case_context ctx = prepare_case(plan, c);
+    attempt a = measure(ctx, ctx.request);
+    if (a.p.interrupted)
+        return std::nullopt;
+    json attempts = json::array();
+    if (timing_uncertain(a.v)) {
+        auto settled = remeasure(ctx, std::move(a), out);
+        if (!settled)
+            return std::nullopt;
+        a = std::move(settled->first);
+        attempts = std::move(settled->second);
+    }
+    return make_record(ctx, a, std::move(attempts));
+}
+
+void warn(const status& s) {
+    if (!s.is_ok())
+        std::cerr << "pitfall: warning: " << s.message() << '\n';
+}
+
+/// Runs every case not finished yet, appending each record as it comes; true when
+/// interrupted.
+bool execute(run_plan& plan) {
+    install_interrupt_handlers();
+    progress out(plan.cases, plan.finished);
+    for (std::size_t i = 0; i < plan.cases.size(); ++i) {
+        const case_ref& c = plan.cases[i];
+        const case_key key = key_of(c);
+        if (plan.finished.count(key.str()) != 0)
+            continue;
+        if (interrupt_requested != 0)
+            return true;
+        out.begin(i, key);
+        warn(plan.folder->append_event("started", key, now_iso8601()));
+        std::optional<case_record> record = run_case(plan, c, out);
+        if (!record) {
+            warn(plan.folder->append_event("interrupted", key, now_iso8601()));
+            out.interrupted();
+            return true;
+        }
+        warn(plan.folder->append(*record));
+        out.end(*record);
+        plan.finished.emplace(key.str(), std::move(*record));
+    }
+    return false;
+}
+
+// ---- summarise -----------------------------------------------------------------------------
+
+/// Every finished case of the folder (a resumed run's earlier ones included), in run order.
+struct run_totals {
+    std::vector<const case_record*> finished;
+    std::vector<std::string> not_run;
+    std::map<std::string, int> counts;
+    json ratios = json::array();
+    bool any_failing = false;
+    bool all_unsupported = true;
+};
+
+run_totals tally(const run_plan& plan) {
+    run_totals t;
+    for (const auto& c : plan.cases) {
+        const auto it = plan.finished.find(c.key());
+        if (it == plan.finished.end()) {
+            t.not_run.push_back(c.key());
+            t.all_unsupported = false;
+            continue;
+        }
+        const case_record& r = it->second;
+        t.finished.push_back(&r);
+        ++t.counts[to_string(r.verdict)];
+        t.any_failing = t.any_failing || r.failing();
+        t.all_unsupported = t.all_unsupported && r.verdict == verdict_kind::unsupported;
+    }
+    t.ratios = compute_ratios(plan.index, plan.finished, plan.choice);
+    for (const auto& r : t.ratios)
+        t.any_failing = t.any_failing || r.value("failing", false);
+    return t;
+}
+
+status write_summary(const run_plan& plan, const run_totals& t, bool interrupted, int code) {
+    json cases = json::array();
+    for (const case_record* r : t.finished)
+        cases.push_back({{"case", r->key.str()},
+                         {"verdict", to_string(r->verdict)},
+                         {"failing", r->failing()},
+                         {"reason", r->reason},
+                         {"wall_seconds", r->process.wall_seconds}});
+    const json summary = {{"schema", "pitfall.summary/1"},
+                          {"at", now_iso8601()},
+                          {"complete", !interrupted && t.not_run.empty()},
+                          {"cases_selected", plan.cases.size()},
+                          {"cases_finished", t.finished.size()},
+                          {"counts", t.counts},
+                          {"profile", plan.header.to_json()["profile"]},
+                          {"fingerprint_summary", plan.header.fingerprint_summary},
+                          {"ratios", t.ratios},
+                          {"cases", cases},
+                          {"exit_code", code}};
+    return write_file_atomically(plan.folder->summary_path(), summary.dump(2) + "\n");
+}
+
+/// What a driver error means for a person, where the name alone does not say it.
+const char* gloss(const std::string& error) {
+    if (error == "cudaErrorInsufficientDriver")
+        return "no NVIDIA driver, or one older than the CUDA runtime";
+    if (error == "cudaErrorNoDevice")
+        return "no CUDA device visible";
+    return nullptr;
+}
+
+/// Cases that neither pass nor fail, grouped by verdict, backend and cause, in order of first
+/// appearance: a cause shared by many cases is said once.
+struct case_group {
+    verdict_kind verdict;
+    std::string backend;
+    std::string cause;
+    std::vector<const case_record*> members;
+};
+
+/// A skip's cause is the observed error (its name, not the wording around it); else the reason.
+std::string cause_of(const case_record& r) {
+    if (r.verdict != verdict_kind::unsupported)
+        return r.reason;
+    const std::string error = r.observed.value("error", "");
+    if (const char* meaning = gloss(error))
+        return error + " (" + meaning + ")";
+    return r.observed.value("reason", r.reason);
+}
+
+std::vector<case_group> group_quiet_cases(const std::vector<const case_record*>& finished) {
+    std::vector<case_group> groups;
+    for (const case_record* r : finished) {
+        if (r->failing() || r->verdict == verdict_kind::pass)
+            continue;
+        const std::string cause = cause_of(*r);
+        const auto it = std::find_if(groups.begin(), groups.end(), [&](const case_group& g) {
+            return g.verdict == r->verdict && g.backend == r->key.backend && g.cause == cause;
+        });
+        if (it != groups.end())
+            it->members.push_back(r);
+        else
+            groups.push_back({r->verdict, r->key.backend, cause, {r}});
+    }
+    return groups;
+}
+
+std::string upper(std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    return text;
+}
+
+/// "  cpu.harness_fixture.segv     CRASH             SIGSEGV (baseline: ok)"
+std::string case_line(std::size_t width, const std::string& key, verdict_kind v,
+                      const std::string& reason) {
+    std::string line = reason.substr(0, reason.find('\n'));
+    line.erase(line.find_last_not_of(' ') + 1);
+    if (line.size() > 160)
+        line = line.substr(0, 157) + "...";
+    std::ostringstream out;
+    out << "  " << std::left << std::setw(static_cast<int>(width)) << key << std::setw(18)
+        << to_string(v) << line << '\n';
+    return out.str();
+}
+
+/// Each failing case and ratio, with its reason.
+void print_failures(const run_totals& t, std::size_t width) {
+    std::string lines;
+    for (const case_record* r : t.finished)
+        if (r->failing())
+            lines += case_line(width, r->key.str(), r->verdict, r->reason);
+    for (const auto& ratio : t.ratios)
+        if (ratio.value("failing", false))
+            lines += "  ratio " + ratio["backend"].get<std::string>() + '.' +
+                     ratio["scenario"].get<std::string>() + '.' + ratio["name"].get<std::string>() +
+                     "  " + ratio.value("verdict", "") + ": " + ratio.value("reason", "") + '\n';
+    if (!lines.empty())
+        std::cout << "failing:\n" << lines;
+}
+
+/// Warnings, then skips: a case alone with its reason, a group as "33 CUDA cases UNSUPPORTED:
+/// <cause>".
+void print_groups(const run_totals& t, std::size_t width) {
+    const auto groups = group_quiet_cases(t.finished);
+    const std::pair<verdict_severity, const char*> sections[] = {
+        {verdict_severity::warning, "warnings:\n"}, {verdict_severity::skip, "skipped:\n"}};
+    for (const auto& [severity, heading] : sections) {
+        std::string lines;
+        for (const auto& g : groups) {
+            if (info(g.verdict).severity != severity)
+                continue;
+            if (g.members.size() == 1)
+                lines += case_line(width, g.members[0]->key.str(), g.verdict, g.members[0]->reason);
+            else
+                lines += "  " + std::to_string(g.members.size()) + ' ' + upper(g.backend) +
+                         " cases " + to_string(g.verdict) + ": " + g.cause + '\n';
+        }
+        if (!lines.empty())
+            std::cout << heading << lines;
+    }
+}
+
+void print_ratios(const json& ratios) {
+    for (const auto& r : ratios) {
+        std::ostringstream value;
+        value << std::setprecision(3) << r["ratio"].get<double>();
+        std::cout << "ratio " << r["backend"].get<std::string>() << '.'
+                  << r["scenario"].get<std::string>() << '.' << r["name"].get<std::string>()
+                  << " = " << value.str();
+        if (r.contains("verdict"))
+            std::cout << "  " << r["verdict"].get<std::string>() << " (bound " << r["bound"].dump()
+                      << ")";
+        std::cout << '\n';
+    }
+}
+
+/// The end of the terminal output: the counts; each failure with its reason; warnings and
+/// skips, a group's cause said once; what did not run; the ratios; where things are.
+void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
+    std::size_t width = 4;
+    for (const case_record* r : t.finished)
+        width = std::max(width, r->key.str().size() + 2);
+    std::cout << '\n';
+    if (!t.not_run.empty())
+        std::cout << t.finished.size() << " of ";
+    std::cout << plan.cases.size() << " cases: " << counts_line(t.counts);
+    if (interrupted)
+        std::cout << "  (interrupted: --resume " << plan.folder->dir() << " completes it)";
+    std::cout << '\n';
+    print_failures(t, width);
+    print_groups(t, width);
+    if (!t.not_run.empty())
+        std::cout << "not run: " << t.not_run.size()
+                  << (t.not_run.size() == 1 ? " case\n" : " cases\n");
+    print_ratios(t.ratios);
+    std::cout << "results: " << plan.folder->results_path()
+              << "\nsummary: " << plan.folder->summary_path() << '\n';
+}
+
+int summarise(const run_plan& plan, bool interrupted) {
+    const run_totals t = tally(plan);
+    int code = interrupted ? exit_interrupted : t.any_failing ? exit_failed : exit_ok;
+    if (!interrupted && !t.any_failing && t.all_unsupported && plan.options.skip_code)
+        code = *plan.options.skip_code;
+    warn(write_summary(plan, t, interrupted, code));
+    print_end(plan, t, interrupted);
+    // The reports, rendered from results.jsonl as written (an interrupted run's too: what a
+    // person reads first is what finished and what did not). A report that cannot be written
+    // is a warning: the results are safe either way.
+    const std::string dir = plan.folder->dir();
+    auto rendered = load_run(dir);
+    const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
+    if (written.is_ok())
+        std::cout << "reports: " << dir << '/' << report_html_name << ", " << report_junit_name
+                  << ", " << report_markdown_name << ", " << report_json_name << '\n';
+    else
+        std::cerr << "pitfall: warning: reports not written: " << written.message() << '\n';
+    return code;
 }
 
 } // namespace
-
-/// The records of an existing results.jsonl; an unreadable last line (a kill mid-write) is
-/// skipped, any other malformed line is bad input naming the line.
-status_or<std::vector<json>> read_results(const std::string& path) {
-    std::ifstream in(path);
-    if (!in)
-        return status::error(library::pitfall, "bad_input", "cannot read " + path, stage::init);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty())
-            lines.push_back(line);
-    std::vector<json> records;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        try {
-            records.push_back(json::parse(lines[i]));
-        } catch (const json::parse_error&) {
-            if (i + 1 == lines.size())
-                break;
-            return status::error(library::pitfall, "bad_input",
-                                 path + ": line " + std::to_string(i + 1) + " is not JSON", stage::init);
-        }
-    }
-    return records;
-}
-
 
 int list_cases(const common_options& options, bool as_json) {
     auto index = load_index(options.index_path);
@@ -362,401 +912,28 @@ int list_cases(const common_options& options, bool as_json) {
     std::size_t width = 4;
     for (const auto& c : cases.value())
         width = std::max(width, c.test_name().size());
-    std::cout << std::left << std::setw(static_cast<int>(width) + 2) << "CASE" << "LABELS\n";
+    std::cout << std::left << std::setw(static_cast<int>(width) + 2) << "CASE"
+              << "LABELS\n";
     for (const auto& c : cases.value()) {
         std::string labels;
         for (const auto& l : c.labels())
             labels += (labels.empty() ? "" : ",") + l;
-        std::cout << std::left << std::setw(static_cast<int>(width) + 2) << c.test_name() << labels << '\n';
+        std::cout << std::left << std::setw(static_cast<int>(width) + 2) << c.test_name() << labels
+                  << '\n';
     }
-    std::cout << cases.value().size() << " cases in " << index.value().scenarios.size() << " scenarios\n";
+    std::cout << cases.value().size() << " cases in " << index.value().scenarios.size()
+              << " scenarios\n";
     return exit_ok;
 }
 
 int run_cases(const run_options& requested) {
-    auto index_or = load_index(requested.common.index_path);
-    if (!index_or.is_ok())
-        return report_error(index_or.error());
-    const scenario_index& index = index_or.value();
-
-    // A resumed run completes the run as it was asked for: its selection, samples and timeout
-    // scale come from its own header, not from this command line (the profiles are chosen
-    // again from this environment's fingerprint).
-    run_options options = requested;
-    const bool resuming = !options.resume_dir.empty();
-    std::vector<json> earlier;
-    std::set<std::string> earlier_selection;
-    if (resuming) {
-        const auto& f = options.common.filter;
-        if (!f.scenarios.empty() || !f.backends.empty() || !f.variants.empty() || !f.labels.empty() ||
-            options.samples || options.timeout_scale != 1.0) {
-            std::cerr << "pitfall: error: --resume completes a run as it was started: drop --scenario, --backend, "
-                         "--variant, --label, --samples and --timeout-scale\n";
-            return exit_bad_input;
-        }
-        const std::string path = options.resume_dir + "/results.jsonl";
-        std::error_code exists_ec;
-        if (!fs::exists(path, exists_ec)) {
-            std::cerr << "pitfall: error: --resume " << options.resume_dir << ": no results.jsonl there\n";
-            return exit_bad_input;
-        }
-        auto records = read_results(path);
-        if (!records.is_ok())
-            return report_error(records.error());
-        earlier = std::move(records).value();
-        const auto header = std::find_if(earlier.begin(), earlier.end(),
-                                         [](const json& r) { return r.value("record", "") == "run"; });
-        if (header == earlier.end() || !header->contains("selection")) {
-            std::cerr << "pitfall: error: --resume " << path << ": no run header (record \"run\") to resume from\n";
-            return exit_bad_input;
-        }
-        for (const auto& key : (*header)["selection"])
-            earlier_selection.insert(key.get<std::string>());
-        const json saved = header->value("options", json::object());
-        if (saved.contains("samples") && saved["samples"].is_number_integer())
-            options.samples = saved["samples"].get<int>();
-        options.timeout_scale = saved.value("timeout_scale", 1.0);
-    }
-
-    auto cases_or = select_cases(index, options.common.filter);
-    if (!cases_or.is_ok())
-        return report_error(cases_or.error());
-    std::vector<case_ref> cases = std::move(cases_or).value();
-    if (resuming) {
-        std::vector<case_ref> kept;
-        for (const auto& c : cases)
-            if (earlier_selection.count(c.key()) != 0)
-                kept.push_back(c);
-        if (kept.size() != earlier_selection.size()) {
-            std::cerr << "pitfall: error: --resume " << options.resume_dir
-                      << ": some of its cases are not in this build's index (" << index.path << ")\n";
-            return exit_bad_input;
-        }
-        cases = std::move(kept);
-    }
-    if (cases.empty()) {
-        std::cerr << "pitfall: error: the filters select no case (see `pitfall list`)\n";
-        return exit_bad_input;
-    }
-    auto profiles_or = load_profiles(options.common.expected_dir, index);
-    if (!profiles_or.is_ok())
-        return report_error(profiles_or.error());
-
-    // The run folder: a new one, or the one being resumed.
-    const std::string dir = resuming ? options.resume_dir
-                            : !options.out_dir.empty() ? options.out_dir
-                                                       : options.runs_dir + "/" + timestamp_folder();
-    const std::string results_path = dir + "/results.jsonl";
-    std::error_code ec;
-    if (!resuming && fs::exists(results_path, ec)) {
-        if (!options.replace) {
-            std::cerr << "pitfall: error: --out " << dir
-                      << " already holds a run (use --resume to complete it, --replace to start it afresh)\n";
-            return exit_bad_input;
-        }
-        // Only what a run writes: --out may name a folder that holds other things too.
-        for (const char* item : {"results.jsonl", "summary.json", "fingerprint.json", "cases", "logs"})
-            fs::remove_all(fs::path(dir) / item, ec);
-    }
-    fs::create_directories(dir + "/cases", ec);
-    fs::create_directories(dir + "/logs", ec);
-    if (ec || ::access(dir.c_str(), W_OK) != 0) {
-        std::cerr << "pitfall: error: --out " << dir << ": cannot create or write the run folder"
-                  << (ec ? ": " + ec.message() : std::string()) << '\n';
-        return exit_bad_input;
-    }
-
-    std::map<std::string, json> finished; // case key -> its judged record
-    for (const auto& r : earlier)
-        if (r.value("record", "") == "case")
-            finished[r.value("case", "")] = r;
-
-    const json fingerprint = take_fingerprint(options.probe_program, dir + "/logs");
-    const json summary_facts = fingerprint_summary(fingerprint);
-    const std::string fp_id = fingerprint_id(summary_facts);
-    judge_context judging;
-    judging.fingerprint_id = fp_id;
-    judging.timing.floor = options.timing_floor;
-    auto choice_or = choose_profile(profiles_or.value(), summary_facts, options.profile_override);
-    if (!choice_or.is_ok())
-        return report_error(choice_or.error());
-    const profile_choice choice = choice_or.value();
-    const json profile_json = choice.chosen != nullptr
-                                  ? json{{"name", choice.chosen->name}, {"reason", choice.reason}}
-                                  : json{{"name", nullptr}, {"reason", choice.reason}};
-
-    results_log log;
-    if (auto opened = log.open(results_path); !opened.is_ok())
-        return report_error(opened);
-    json selection = json::array();
-    for (const auto& c : cases)
-        selection.push_back(c.key());
-    log.append({{"record", resuming ? "resumed" : "run"},
-                {"schema", "pitfall.run/1"},
-                {"at", now_iso8601()},
-                {"pitfall_version", PITFALL_VERSION},
-                {"argv", options.argv},
-                {"index", index.path},
-                {"build", index.build},
-                {"fingerprint", fingerprint},
-                {"fingerprint_summary", summary_facts},
-                {"fingerprint_id", fp_id},
-                {"profile", profile_json},
-                {"selection", selection},
-                {"options", {{"samples", options.samples ? json(*options.samples) : json(nullptr)},
-                             {"timeout_scale", options.timeout_scale},
-                             {"timing_floor", options.timing_floor},
-                             {"remeasure_pause_seconds", options.remeasure_pause}}}});
-    (void)write_file_atomically(dir + "/fingerprint.json", fingerprint.dump(2) + "\n");
-
-    std::cout << "pitfall: " << cases.size() << " cases -> " << dir << '\n'
-              << "profile: " << (choice.chosen ? choice.chosen->name : std::string("(none)")) << " ("
-              << choice.reason << ")\n";
-    if (resuming)
-        std::cout << "resuming: " << finished.size() << " cases already finished\n";
-    if (const char* injecting = std::getenv(inject::env_name); injecting != nullptr && *injecting != '\0')
-        std::cout << "warning: " << inject::env_name << "=" << injecting
-                  << " is set: the cases it names report injected faults, not real ones\n";
-
-    std::size_t name_width = 4;
-    for (const auto& c : cases)
-        name_width = std::max(name_width, c.test_name().size() + 2);
-
-    install_interrupt_handlers();
-    const std::string visible = child_cuda_visible_devices();
-    std::size_t position = 0;
-    double spent = 0;
-    std::size_t ran = 0;
-    bool interrupted = false;
-    std::vector<std::string> order;
-    for (const auto& c : cases) {
-        ++position;
-        const std::string key = c.key();
-        order.push_back(key);
-        if (finished.count(key) != 0)
-            continue;
-        if (interrupt_requested != 0) {
-            interrupted = true;
-            break;
-        }
-        std::cout << '[' << std::setw(static_cast<int>(std::to_string(cases.size()).size())) << position << '/'
-                  << cases.size() << "] " << std::left << std::setw(static_cast<int>(name_width)) << c.test_name() << std::right << std::flush;
-        log.append({{"record", "started"}, {"case", key}, {"at", now_iso8601()}});
-
-        const std::string result_path = dir + "/cases/" + key + ".json";
-        const std::string log_path = dir + "/logs/" + key + ".log";
-        ::unlink(result_path.c_str());
-        process_request req;
-        req.argv = {c.scenario->program, "--backend", c.backend, "--variant", c.variant->name, "--out", result_path};
-        if (options.samples)
-            req.argv.insert(req.argv.end(), {"--param", "samples=" + std::to_string(*options.samples)});
-        req.output_path = log_path;
-        req.timeout_seconds = c.scenario->description.timeout_seconds * options.timeout_scale;
-        if (!visible.empty()) {
-            // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
-            // is fastest first. Make CUDA count the same way.
-            req.env_set["CUDA_VISIBLE_DEVICES"] = visible;
-            req.env_set["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-        }
-        process_outcome p = run_process(req);
-        if (p.interrupted) {
-            log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
-            std::cout << " INTERRUPTED\n";
-            interrupted = true;
-            break;
-        }
-        std::string log_text = read_tail(log_path, 16 * 1024);
-        observation o = observe(c, p, result_path, log_text, req.timeout_seconds);
-        o.peak_rss_bytes = static_cast<double>(p.peak_rss_bytes);
-        static const json no_entry;
-        const auto [entry, judged_by] =
-            choice.entry_for(c.scenario->description.name, c.backend + "." + c.variant->name);
-        const json* expected = entry != nullptr ? entry : &no_entry;
-        verdict v = judge(o, *expected, c.backend, judging);
-        json attempts = json::array();
-        if (v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression) {
-            // Up to two more processes before a timing verdict stands, each after a pause and
-            // with three times the samples (remeasure_request). Separate processes on a shared
-            // machine differ by more than one process's samples show, and interference only
-            // ever adds time: like the baseline (the fastest of the runs blessed), the candidate
-            // is the least disturbed of its processes, the one with the lowest median.
-            // Its verdict stands: a PERF_REGRESSION fails the run only when even that process is
-            // slower beyond tolerance; AMBIGUOUS warns.
-            struct attempt {
-                process_outcome p;
-                observation o;
-                verdict v;
-                std::string log_text;
-            };
-            std::vector<attempt> tried{{p, o, v, log_text}};
-            while (tried.size() < 3 && (tried.back().v.kind == verdict_kind::ambiguous ||
-                                        tried.back().v.kind == verdict_kind::perf_regression)) {
-                std::cout << ' ' << to_string(tried.back().v.kind) << "? measuring again..." << std::flush;
-                // Interference on a shared machine comes in episodes of seconds (a co-tenant busy
-                // on the other hyperthread of the core): a process started at once lands in the
-                // same one.
-                // The pause grows so that three attempts span several seconds.
-                if (!pause_unless_interrupted(options.remeasure_pause * static_cast<double>(tried.size())))
-                    break;
-                ::unlink(result_path.c_str());
-                attempt next;
-                next.p = run_process(remeasure_request(req, tried.front().o.result));
-                if (next.p.interrupted)
-                    break;
-                next.log_text = read_tail(log_path, 16 * 1024);
-                next.o = observe(c, next.p, result_path, next.log_text, req.timeout_seconds);
-                next.o.peak_rss_bytes = static_cast<double>(next.p.peak_rss_bytes);
-                next.v = judge(next.o, *expected, c.backend, judging);
-                tried.push_back(std::move(next));
-            }
-            if (interrupt_requested != 0 && tried.size() < 3 &&
-                (tried.back().v.kind == verdict_kind::ambiguous || tried.back().v.kind == verdict_kind::perf_regression)) {
-                log.append({{"record", "interrupted"}, {"case", key}, {"at", now_iso8601()}});
-                std::cout << " INTERRUPTED\n";
-                interrupted = true;
-                break;
-            }
-            std::size_t best = 0;
-            double best_median = std::numeric_limits<double>::infinity();
-            for (std::size_t i = 0; i < tried.size(); ++i) {
-                const double m = first_time_median(tried[i].o.result);
-                attempts.push_back({{"verdict", to_string(tried[i].v.kind)},
-                                    {"reason", tried[i].v.reason},
-                                    {"samples", samples_taken(tried[i].o.result)},
-                                    {"median_seconds", std::isfinite(m) ? json(m) : json(nullptr)},
-                                    {"wall_seconds", tried[i].p.wall_seconds}});
-                // An attempt that failed otherwise (a crash, another outcome) is the verdict.
-                if (is_failing(tried[i].v.kind) && tried[i].v.kind != verdict_kind::perf_regression) {
-                    best = i;
-                    break;
-                }
-                if (m < best_median) {
-                    best_median = m;
-                    best = i;
-                }
-            }
-            p = tried[best].p;
-            o = tried[best].o;
-            v = tried[best].v;
-            log_text = tried[best].log_text;
-            v.reason = "least disturbed of " + std::to_string(tried.size()) + " processes: " + v.reason;
-            if (v.kind == verdict_kind::ambiguous)
-                v.reason += " (a warning, not a failure)";
-            if (o.result.is_object()) // the kept result is the one judged
-                (void)write_file_atomically(result_path, o.result.dump(2) + "\n");
-        }
-        json process = {{"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
-                        {"signal", p.signal ? json(signal_name(*p.signal)) : json(nullptr)},
-                        {"timed_out", p.timed_out},
-                        {"wall_seconds", p.wall_seconds},
-                        {"peak_rss_bytes", p.peak_rss_bytes}};
-        json record = {{"record", "case"},
-                       {"case", key},
-                       {"test", c.test_name()},
-                       {"scenario", c.scenario->description.name},
-                       {"backend", c.backend},
-                       {"variant", c.variant->name},
-                       {"kind", c.variant->kind},
-                       {"labels", c.labels()},
-                       {"verdict", to_string(v.kind)},
-                       {"failing", is_failing(v.kind)},
-                       {"reason", v.reason},
-                       {"observed", o.outcome},
-                       {"process", process},
-                       {"result", o.result},
-                       {"timings", v.timings},
-                       {"attempts", attempts},
-                       {"baseline", {{"profile", judged_by != nullptr ? json(judged_by->name) : json(nullptr)},
-                                     {"entry", *expected}}},
-                       {"log", "logs/" + key + ".log"},
-                       {"output_tail", log_text.size() > 2000 ? log_text.substr(log_text.size() - 2000) : log_text},
-                       {"finished_at", now_iso8601()}};
-        log.append(record);
-        finished[key] = record;
-        spent += p.wall_seconds;
-        ++ran;
-        std::size_t remaining = 0;
-        for (std::size_t k = position; k < cases.size(); ++k)
-            remaining += finished.count(cases[k].key()) == 0 ? 1 : 0;
-        std::cout << std::left << std::setw(17) << to_string(v.kind) << std::right << std::fixed
-                  << std::setprecision(2) << std::setw(7) << p.wall_seconds << " s   ETA "
-                  << format_duration(spent / static_cast<double>(ran) * static_cast<double>(remaining)) << '\n';
-        if (is_failing(v.kind) || v.kind == verdict_kind::no_baseline || v.kind == verdict_kind::ambiguous)
-            std::cout << "      " << v.reason << '\n';
-    }
-
-    // Summary over every finished case of this run folder (a resumed run included).
-    std::map<std::string, int> counts;
-    json summary_cases = json::array();
-    bool any_failing = false;
-    bool all_unsupported = true;
-    const std::size_t width = name_width;
-    std::ostringstream table;
-    table << '\n' << std::left << std::setw(static_cast<int>(width)) << "CASE" << std::setw(18) << "VERDICT"
-          << "DETAIL\n";
-    for (const auto& key : order) {
-        const auto it = finished.find(key);
-        if (it == finished.end()) {
-            table << std::left << std::setw(static_cast<int>(width)) << ("pitfall." + key) << "NOT RUN\n";
-            all_unsupported = false;
-            continue;
-        }
-        const json& r = it->second;
-        const std::string verdict_text = r.value("verdict", "?");
-        ++counts[verdict_text];
-        any_failing = any_failing || r.value("failing", false);
-        all_unsupported = all_unsupported && verdict_text == "UNSUPPORTED";
-        std::string reason = r.value("reason", "");
-        if (reason.size() > 90)
-            reason = reason.substr(0, 87) + "...";
-        table << std::left << std::setw(static_cast<int>(width)) << r.value("test", key) << std::setw(18)
-              << verdict_text << reason << '\n';
-        summary_cases.push_back({{"case", key},
-                                 {"verdict", verdict_text},
-                                 {"failing", r.value("failing", false)},
-                                 {"reason", r.value("reason", "")},
-                                 {"wall_seconds", r["process"].value("wall_seconds", 0.0)}});
-    }
-    const json ratios = compute_ratios(index, finished, choice);
-    for (const auto& r : ratios)
-        any_failing = any_failing || r.value("failing", false);
-    int code = interrupted ? exit_interrupted : any_failing ? exit_failed : exit_ok;
-    if (!interrupted && !any_failing && all_unsupported && options.skip_code)
-        code = *options.skip_code;
-    json summary = {{"schema", "pitfall.summary/1"},
-                    {"at", now_iso8601()},
-                    {"complete", !interrupted && finished.size() >= cases.size()},
-                    {"cases_selected", cases.size()},
-                    {"cases_finished", summary_cases.size()},
-                    {"counts", counts},
-                    {"profile", profile_json},
-                    {"fingerprint_summary", summary_facts},
-                    {"ratios", ratios},
-                    {"cases", summary_cases},
-                    {"exit_code", code}};
-    if (auto written = write_file_atomically(dir + "/summary.json", summary.dump(2) + "\n"); !written.is_ok())
-        std::cerr << "pitfall: warning: " << written.message() << '\n';
-
-    std::cout << table.str();
-    for (const auto& r : ratios)
-        std::cout << "ratio " << r["backend"].get<std::string>() << '.' << r["scenario"].get<std::string>() << '.'
-                  << r["name"].get<std::string>() << " = " << std::setprecision(3) << r["ratio"].get<double>()
-                  << (r.contains("verdict") ? "  " + r["verdict"].get<std::string>() + " (bound " + r["bound"].dump() + ")"
-                                            : std::string())
-                  << '\n';
-    std::cout << '\n' << counts_line(counts) << (interrupted ? "  (interrupted: --resume " + dir + " completes it)" : std::string()) << '\n'
-              << "results: " << results_path << "\nsummary: " << dir << "/summary.json\n";
-    // The reports, rendered from results.jsonl as written (an interrupted run's too: what a
-    // person reads first is what finished and what did not). A report that cannot be written
-    // is a warning: the results are safe either way.
-    auto rendered = load_run(dir);
-    const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
-    if (written.is_ok())
-        std::cout << "reports: " << dir << '/' << report_html_name << ", " << report_junit_name << ", "
-                  << report_markdown_name << ", " << report_json_name << '\n';
-    else
-        std::cerr << "pitfall: warning: reports not written: " << written.message() << '\n';
-    return code;
+    run_plan plan;
+    if (auto planned = plan_run(requested, plan); !planned.is_ok())
+        return report_error(planned);
+    if (auto started = start_session(plan); !started.is_ok())
+        return report_error(started);
+    const bool interrupted = execute(plan);
+    return summarise(plan, interrupted);
 }
 
 } // namespace pitfall::runner

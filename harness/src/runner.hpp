@@ -85,8 +85,4 @@ double median(std::vector<double> v);
 /// least-disturbed choices compare; NaN when the case timed nothing.
 double first_time_median(const nlohmann::json& result);
 
-/// The records of a run's results.jsonl; an unreadable last line (a kill mid-write) is
-/// skipped, any other malformed line is bad input naming the line.
-status_or<std::vector<nlohmann::json>> read_results(const std::string& path);
-
 } // namespace pitfall::runner

@@ -4,6 +4,7 @@ Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -148,9 +149,30 @@ class Endings(FixtureTest):
         self.assertEqual([r["name"] for r in summary["ratios"]], ["ok_over_ok"])
         self.assertAlmostEqual(summary["ratios"][0]["ratio"], 1.0)
         self.assertIn("CRASH", p.stdout)
-        self.assertRegex(p.stdout, r"\[ ?\d/\d\] pitfall\.cpu\.harness_fixture\.\w+ +\w+ +[\d.]+ s +ETA \d+:\d\d")
+        self.assertRegex(p.stdout, r"\[ ?\d/\d\] cpu\.harness_fixture\.\w+ +\w+ +[\d.]+ s +ETA \d+:\d\d")
         # Peak RSS is measured for each child.
         self.assertGreater(cases["cpu.harness_fixture.ok"]["process"]["peak_rss_bytes"], 0)
+
+    def test_skips_with_one_cause_are_said_once(self):
+        """The real CUDA cases on a machine without a usable GPU: each skip's cause said once
+        for its group ("7 CUDA cases UNSUPPORTED: <cause>"), not once a case."""
+        out = self.run_dir()
+        p = self.pitfall("run", "--backend", "cuda", "--out", out, "--samples", "1",
+                         index=os.environ["PITFALL_REAL_INDEX"], expected=os.environ["PITFALL_REAL_EXPECTED"])
+        skipped = [r for r in records(out) if r["verdict"] == "UNSUPPORTED"]
+        if len(skipped) < 2:
+            self.skipTest("fewer than two CUDA cases are skipped here (a GPU ran them)")
+        section = p.stdout.split("skipped:\n", 1)[1].split("\nratio ")[0].split("\nresults: ")[0]
+        lines = [line for line in section.splitlines() if line.startswith("  ")]
+        groups = [re.match(r"  (\d+) CUDA cases UNSUPPORTED: (.+)$", line) for line in lines]
+        counted = sum(int(g.group(1)) if g else 1 for g in groups)
+        self.assertEqual(counted, len(skipped), section)
+        causes = [g.group(2) for g in groups if g]
+        self.assertTrue(causes, section)
+        self.assertEqual(len(causes), len(set(causes)), section)  # each cause once
+        self.assertLess(len(lines), len(skipped), section)
+        for cause in causes:
+            self.assertRegex(cause, r"cudaErrorInsufficientDriver \(no NVIDIA driver|cudaErrorNoDevice|built without CUDA")
 
     def test_fingerprint_is_recorded_once(self):
         out = self.run_dir()
@@ -280,6 +302,37 @@ class Verdicts(FixtureTest):
         d = self.bless("b", "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("dry run: nothing written", d.stdout)
+
+    def test_bless_keeps_the_key_order_of_the_file(self):
+        # A baseline written by hand, its keys in no alphabetical order at any level.
+        entry = {"outcome": {"status": "ok"}, "note": "kept as written",
+                 "memory": {"tracked_peak_bytes": {"equals": 8192}},
+                 "provenance": {"kind": "observed", "fingerprint": "test", "date": "2026-11-22"}}
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+        before = read_text(path)
+        self.run_ok("a", extra=("--samples", "3"))
+        d = self.bless("a", "--dry-run")
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertEqual(read_text(path), before)  # a dry run writes nothing
+        changed = [line for line in d.stdout.splitlines()
+                   if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        removed = [line[1:].strip() for line in changed if line.startswith("-")]
+        # Only what changed: the provenance's date and fingerprint, and a brace that gains a
+        # comma where a key is added after it; nothing moved.
+        for line in removed:
+            self.assertRegex(line, r'^("date"|"fingerprint"|}$)', d.stdout)
+        for key in ('"schema"', '"scenario"', '"outcome"', '"status"', '"note"', '"kind"', '"equals"'):
+            self.assertFalse([line for line in changed if key in line], d.stdout)
+        b = self.bless("a")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(path) as f:
+            written = json.load(f)
+        self.assertEqual(list(written), ["schema", "scenario", "cases"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "memory", "provenance", "timings"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:3], ["kind", "fingerprint", "date"])
 
     def test_slowdown_is_a_perf_regression(self):
         self.run_ok("a", extra=("--samples", "15"))
@@ -489,6 +542,23 @@ class Reports(FixtureTest):
         verdicts = {c["case"]: c["verdict"] for c in doc["cases"]}
         self.assertEqual(verdicts["cpu.harness_fixture.segv"], "CRASH")
         self.assertEqual(verdicts["cpu.harness_fixture.unsupported"], "UNSUPPORTED")
+        # The verdict table travels with the report: every verdict the schema knows, once, and
+        # each case's "failing" is its verdict's.
+        table = {v["name"]: v for v in doc["verdicts"]}
+        with open(os.path.join(Schema.SCHEMA_DIR, "report.schema.json")) as f:
+            known = json.load(f)["$defs"]["verdict"]["enum"]
+        self.assertEqual(sorted(table), sorted(known))
+        self.assertEqual(len(doc["verdicts"]), len(known))
+        self.assertEqual({n for n, v in table.items() if v["failing"]},
+                         {"FAIL", "NUMERIC_MISMATCH", "MEM_REGRESSION", "PERF_REGRESSION", "CRASH", "TIMEOUT"})
+        for c in doc["cases"]:
+            self.assertEqual(c["failing"], table[c["verdict"]]["failing"], c["case"])
+        # The end of the terminal output: counts, each failure with its reason, a skip alone.
+        self.assertIn("5 cases: 2 PASS, 1 NUMERIC_MISMATCH, 1 CRASH, 1 UNSUPPORTED", p.stdout)
+        self.assertRegex(p.stdout, r"failing:\n  cpu\.harness_fixture\.segv +CRASH +signal SIGSEGV")
+        self.assertRegex(p.stdout, r"  cpu\.harness_fixture\.bad_check +NUMERIC_MISMATCH +check sum_matches_reference")
+        self.assertRegex(p.stdout, r"skipped:\n  cpu\.harness_fixture\.unsupported +UNSUPPORTED +.*never runs")
+        self.assertEqual(p.stdout.count("cpu.harness_fixture.ok "), 1, p.stdout)  # each case printed once
         # JUnit: one testcase per case, classname = scenario, name = backend.variant.
         cases, xml = self.junit(out)
         self.assertEqual(set(cases), {("harness_fixture", "cpu." + v)
@@ -692,7 +762,8 @@ class BrokenBaseline(unittest.TestCase):
             red = self.ctest(expected)
             self.assertNotEqual(red.returncode, 0, red.stdout)
             self.assertIn("0% tests passed, 1 tests failed out of 1", red.stdout)
-            self.assertIn("FAIL              behaviour changed: expected std::bad_alloc", red.stdout)
+            self.assertRegex(red.stdout, r"failing:\n  cpu\.float64_inputs\.reproduce +FAIL +behaviour changed: "
+                                         r"expected std::bad_alloc")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

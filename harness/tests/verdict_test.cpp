@@ -204,15 +204,20 @@ TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
 }
 
 TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
-    json record = {{"case", "cpu.s.v"},
+    json record = {{"record", "case"},
+                   {"case", "cpu.s.v"},
+                   {"verdict", "PASS"},
                    {"observed", oom},
                    {"process", {{"peak_rss_bytes", 5000000}}},
                    {"result", ok_result({{"outcome", oom},
                                          {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
-    json previous = {{"outcome", {{"status", "ok"}}},
-                     {"measurements", {{"loss", {{"max", 1}}}}},
-                     {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
-    const json e = entry_from_record(record, previous, {{"gpu_count", 0}}, "0123456789abcdef", "2026-11-23");
+    const json previous = {{"outcome", {{"status", "ok"}}},
+                           {"measurements", {{"loss", {{"max", 1}}}}},
+                           {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
+    const auto parsed = case_record::from_json(record);
+    ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
+    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(previous), {{"gpu_count", 0}},
+                                   "0123456789abcdef", "2026-11-23"));
     EXPECT_EQ(e["outcome"]["error"], "cudaErrorMemoryAllocation");
     EXPECT_EQ(e["measurements"], previous["measurements"]);
     EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);

@@ -1,0 +1,234 @@
+#include "run_folder.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+namespace pitfall::runner {
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const case_record* run_log::find(const std::string& key) const {
+    const auto it = m_at.find(key);
+    return it == m_at.end() ? nullptr : &cases[it->second];
+}
+
+void run_log::keep(case_record record) {
+    const std::string key = record.key.str();
+    if (const auto it = m_at.find(key); it != m_at.end()) {
+        cases[it->second] = std::move(record);
+        return;
+    }
+    m_at[key] = cases.size();
+    cases.push_back(std::move(record));
+}
+
+std::string run_folder::case_result_path(const case_key& key) const {
+    return m_dir + "/cases/" + key.str() + ".json";
+}
+
+run_folder::run_folder(run_folder&& other) noexcept
+    : m_dir(std::move(other.m_dir)), m_fd(other.m_fd) {
+    other.m_fd = -1;
+}
+
+run_folder& run_folder::operator=(run_folder&& other) noexcept {
+    if (this != &other) {
+        if (m_fd >= 0)
+            ::close(m_fd);
+        m_dir = std::move(other.m_dir);
+        m_fd = other.m_fd;
+        other.m_fd = -1;
+    }
+    return *this;
+}
+
+run_folder::~run_folder() {
+    if (m_fd >= 0)
+        ::close(m_fd);
+}
+
+status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
+    run_folder folder(dir);
+    std::error_code ec;
+    if (fs::exists(folder.results_path(), ec)) {
+        if (!replace)
+            return bad_run_input("--out " + dir +
+                                 " already holds a run (use --resume to complete "
+                                 "it, --replace to start it afresh)");
+        for (const char* item :
+             {"results.jsonl", "summary.json", "fingerprint.json", "cases", "logs"})
+            fs::remove_all(fs::path(dir) / item, ec);
+    }
+    fs::create_directories(dir + "/cases", ec);
+    if (!ec)
+        fs::create_directories(folder.logs_dir(), ec);
+    if (ec || ::access(dir.c_str(), W_OK) != 0)
+        return bad_run_input("--out " + dir + ": cannot create or write the run folder" +
+                             (ec ? ": " + ec.message() : std::string()));
+    PITFALL_TRY(folder.open_for_append());
+    return folder;
+}
+
+status_or<run_folder> run_folder::open(const std::string& dir) {
+    run_folder folder(dir);
+    std::error_code ec;
+    if (!fs::is_regular_file(folder.results_path(), ec))
+        return bad_run_input(dir + ": not a run folder (no results.jsonl)");
+    return folder;
+}
+
+status_or<run_folder> run_folder::resume(const std::string& dir) {
+    PITFALL_ASSIGN_OR_RETURN(run_folder folder, open(dir));
+    std::error_code ec;
+    fs::create_directories(dir + "/cases", ec);
+    fs::create_directories(folder.logs_dir(), ec);
+    PITFALL_TRY(folder.open_for_append());
+    return folder;
+}
+
+status run_folder::open_for_append() {
+    const std::string path = results_path();
+    m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (m_fd < 0)
+        return bad_run_input("cannot write " + path + ": " + std::strerror(errno));
+    // A line cut short by a kill mid-write is cut off, back to the last whole record, so the
+    // next record starts a line of its own and every later read sees only whole lines.
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!text.empty() && text.back() != '\n') {
+        const auto last_newline = text.rfind('\n');
+        const off_t keep =
+            last_newline == std::string::npos ? 0 : static_cast<off_t>(last_newline + 1);
+        if (::ftruncate(m_fd, keep) != 0)
+            return bad_run_input("cannot repair " + path + ": " + std::strerror(errno));
+    }
+    return status::ok();
+}
+
+status run_folder::append(const json& record) {
+    if (m_fd < 0)
+        return bad_run_input(results_path() + ": opened for reading, not for appending");
+    const std::string line = record.dump() + "\n";
+    std::size_t done = 0;
+    while (done < line.size()) {
+        const ssize_t n = ::write(m_fd, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return bad_run_input("cannot write " + results_path() + ": " + std::strerror(errno));
+        done += static_cast<std::size_t>(n);
+    }
+    ::fsync(m_fd);
+    return status::ok();
+}
+
+status run_folder::append_event(const char* kind, const case_key& key, const std::string& at) {
+    return append(json{{"record", kind}, {"case", key.str()}, {"at", at}});
+}
+
+namespace {
+
+using numbered_lines = std::vector<std::pair<std::size_t, json>>; // (line number, record)
+
+/// The lines of `path` as JSON with their numbers; a truncated last line is skipped.
+status_or<numbered_lines> parse_lines(const std::string& path) {
+    std::ifstream in(path);
+    if (!in)
+        return bad_run_input("cannot read " + path);
+    std::vector<std::pair<std::size_t, std::string>> lines;
+    std::size_t number = 0;
+    for (std::string line; std::getline(in, line);)
+        if (++number; !line.empty())
+            lines.emplace_back(number, line);
+    numbered_lines records;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        try {
+            records.emplace_back(lines[i].first, json::parse(lines[i].second));
+        } catch (const json::parse_error&) {
+            if (i + 1 == lines.size())
+                break; // a kill mid-write: that case did not finish
+            return bad_run_input(path + ": line " + std::to_string(lines[i].first) +
+                                 " is not JSON");
+        }
+    }
+    return records;
+}
+
+} // namespace
+
+status_or<std::vector<json>> run_folder::read_lines() const {
+    PITFALL_ASSIGN_OR_RETURN(numbered_lines lines, parse_lines(results_path()));
+    std::vector<json> records;
+    for (auto& [number, record] : lines)
+        records.push_back(std::move(record));
+    return records;
+}
+
+namespace {
+
+/// Adds one record to the log; a record of the wrong shape is an error without the place.
+status add_record(run_log& log, bool& have_header, const json& j) {
+    PITFALL_ASSIGN_OR_RETURN(const std::string kind, record_kind(j));
+    if (kind == "run" || kind == "resumed") {
+        PITFALL_ASSIGN_OR_RETURN(run_header h, run_header::from_json(j));
+        if (kind == "resumed") {
+            ++log.resumed;
+            log.interrupted = false;
+        } else if (!have_header) {
+            log.header = h;
+            have_header = true;
+        }
+        log.latest = std::move(h);
+    } else if (kind == "case") {
+        PITFALL_ASSIGN_OR_RETURN(case_record c, case_record::from_json(j));
+        log.keep(std::move(c));
+    } else if (kind == "started" || kind == "interrupted") {
+        const auto key = j.find("case");
+        if (key == j.end() || !key->is_string())
+            return bad_run_input("field 'case': expected a string (the case key)");
+        if (kind == "started")
+            log.started.insert(key->get<std::string>());
+        else
+            log.interrupted = true;
+    } else {
+        return bad_run_input("field 'record': '" + kind + "' is not a record kind (run, resumed, " +
+                             "started, case, interrupted)");
+    }
+    return status::ok();
+}
+
+} // namespace
+
+status_or<run_log> run_folder::read() const {
+    PITFALL_ASSIGN_OR_RETURN(const numbered_lines lines, parse_lines(results_path()));
+    run_log log;
+    bool have_header = false;
+    for (const auto& [number, record] : lines)
+        if (auto added = add_record(log, have_header, record); !added.is_ok())
+            return bad_run_input(results_path() + ": line " + std::to_string(number) + ": " +
+                                 added.message());
+    if (!have_header)
+        return bad_run_input(results_path() + ": no run header (record \"run\"): not written by " +
+                             "pitfall run");
+    return log;
+}
+
+json run_folder::summary_ratios() const {
+    std::ifstream in(summary_path());
+    if (!in)
+        return json::array();
+    try {
+        const json s = json::parse(in);
+        if (s.is_object() && s.contains("ratios") && s["ratios"].is_array())
+            return s["ratios"];
+    } catch (const json::parse_error&) {
+    }
+    return json::array();
+}
+
+} // namespace pitfall::runner
