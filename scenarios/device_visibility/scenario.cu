@@ -63,11 +63,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstring>
-#include <exception>
 #include <map>
-#include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -77,11 +76,8 @@ namespace {
 using pitfall::status;
 using pitfall::status_or;
 
-constexpr bool is_cuda(pitfall::backend_kind kind) { return kind == pitfall::backend_kind::cuda; }
-
-status bad_parameter(const std::string& name, const std::string& what) {
-    return status::error(pitfall::library::pitfall, "bad_parameter", "--param " + name + ": " + what,
-                         pitfall::stage::init);
+constexpr bool is_cuda(pitfall::backend_kind kind) {
+    return kind == pitfall::backend_kind::cuda;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,16 +141,17 @@ template <class Backend> status run_step(pitfall::context& ctx, std::size_t n) {
 // are not renumbered, so "past the last" is CPU number N of a machine with N configured CPUs.
 // ---------------------------------------------------------------------------------------------
 
-/// errno's symbolic name ("EINVAL"), which travels like a CUDA error name.
-std::string errno_name(int err) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-    if (const char* name = ::strerrorname_np(err))
-        return name;
-#endif
-    return "errno " + std::to_string(err);
+/// A whole decimal CPU number, or nullopt.
+std::optional<int> cpu_number(const std::string& text) {
+    int value = 0;
+    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (err != std::errc() || end != text.data() + text.size())
+        return std::nullopt;
+    return value;
 }
 
-/// "0,2-3" (taskset -c syntax) as CPU numbers; "" is the empty list.
+/// "0,2-3" (taskset -c syntax) as CPU numbers; "" is the empty list. A syntax rule
+/// scenario.json cannot state, so it is checked here (bad_parameter: exit 2).
 status_or<std::vector<int>> parse_cpu_list(const std::string& text) {
     std::vector<int> cpus;
     std::stringstream in(text);
@@ -162,17 +159,17 @@ status_or<std::vector<int>> parse_cpu_list(const std::string& text) {
         if (item.empty())
             continue;
         const auto dash = item.find('-');
-        try {
-            const int first = std::stoi(item.substr(0, dash));
-            const int last = dash == std::string::npos ? first : std::stoi(item.substr(dash + 1));
-            if (first < 0 || last < first || last >= CPU_SETSIZE)
-                return bad_parameter("visible_devices", "'" + item + "' is not a CPU range in [0, " +
-                                                            std::to_string(CPU_SETSIZE) + ")");
-            for (int c = first; c <= last; ++c)
-                cpus.push_back(c);
-        } catch (const std::exception&) {
-            return bad_parameter("visible_devices", "'" + item + "' is not a CPU number or range");
-        }
+        const auto first = cpu_number(item.substr(0, dash));
+        const auto last = dash == std::string::npos ? first : cpu_number(item.substr(dash + 1));
+        if (!first || !last)
+            return pitfall::bad_parameter("visible_devices",
+                                          "'" + item + "' is not a CPU number or range");
+        if (*first < 0 || *last < *first || *last >= CPU_SETSIZE)
+            return pitfall::bad_parameter("visible_devices", "'" + item +
+                                                                 "' is not a CPU range in [0, " +
+                                                                 std::to_string(CPU_SETSIZE) + ")");
+        for (int c = *first; c <= *last; ++c)
+            cpus.push_back(c);
     }
     return cpus;
 }
@@ -191,13 +188,9 @@ status set_affinity(const std::vector<int>& cpus) {
     for (const int c : cpus)
         if (c >= 0 && c < CPU_SETSIZE)
             CPU_SET(c, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
-        const int err = errno;
-        return status::error(pitfall::library::host, errno_name(err),
-                             std::string(std::strerror(err)) + " (from sched_setaffinity(" +
-                                 join_cpus(cpus) + "))",
-                             pitfall::stage::init, false, __FILE__, __LINE__);
-    }
+    if (::sched_setaffinity(0, sizeof set, &set) != 0)
+        return status::from_errno(errno, "sched_setaffinity(" + join_cpus(cpus) + ")",
+                                  pitfall::stage::init, __FILE__, __LINE__);
     return status::ok();
 }
 
@@ -213,63 +206,32 @@ int allowed_cpu_count() {
 // ---------------------------------------------------------------------------------------------
 // A child's result as this case's own: its outcome, proof of where it ran, figures and checks.
 // ---------------------------------------------------------------------------------------------
-status status_from_json(const nlohmann::json& o) {
-    const std::string st = o.value("status", "");
-    if (st == "ok")
-        return status::ok();
-    const auto lib = pitfall::library_from_string(o.value("library", ""));
-    const auto where = pitfall::stage_from_string(o.value("stage", ""));
-    const status cause =
-        status::error(lib.value_or(pitfall::library::pitfall), o.value("error", "unknown_error"),
-                      o.value("message", o.value("reason", "")), where.value_or(pitfall::stage::none),
-                      o.value("sticky", false));
-    if (st == "unsupported")
-        return o.contains("error") ? status::unsupported_because(cause, o.value("reason", ""))
-                                   : status::unsupported(o.value("reason", "unsupported"));
-    return cause;
-}
 
 /// The parent case reports what its child observed: the child's outcome becomes the case's
 /// outcome (so the harness judges the CUDA error the child met, by name), its ran_on becomes
-/// the case's proof of where the work ran, and its figures, events and checks are kept under
-/// "child.". A child that crashed, hung or wrote nothing is an error of its own, never ok.
+/// the case's proof of where the work ran, and its figures, samples, events and checks are kept
+/// under "child." (the baselines judge child.cuda_probe; adopt_child_facts takes the info and
+/// measurements, the rest is taken here). A child that crashed, hung or wrote nothing is an
+/// error of its own (read_child), never ok.
 status adopt_child(pitfall::context& ctx, const pitfall::child_run& child) {
-    const auto& p = child.process;
-    if (p.timed_out)
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "child_timed_out", child.output);
-    if (p.signal)
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "child_" + pitfall::signal_name(*p.signal),
-                                  child.output);
-    ctx.record("child_exit_code", static_cast<double>(p.exit_code.value_or(-1)));
-    nlohmann::json doc;
-    try {
-        doc = nlohmann::json::parse(child.result_json);
-    } catch (const std::exception&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "child_wrote_no_result",
-                                  "exit " + std::to_string(p.exit_code.value_or(-1)) + ": " +
-                                      child.output);
-    }
+    PITFALL_ASSIGN_OR_RETURN(const pitfall::child_report report,
+                             pitfall::read_child(child, "the child process"));
+    const nlohmann::json& doc = report.result;
+    ctx.record("child_exit_code", static_cast<double>(child.process.exit_code.value_or(-1)));
     ctx.ran_on(doc.value("ran_on", std::string("unknown: the child recorded no ran_on")));
+    pitfall::adopt_child_facts(ctx, doc);
     // value() returns a copy: each section is held in a local while it is iterated.
-    const nlohmann::json measurements = doc.value("measurements", nlohmann::json::object());
     const nlohmann::json samples = doc.value("samples", nlohmann::json::object());
     const nlohmann::json events = doc.value("events", nlohmann::json::object());
-    const nlohmann::json info = doc.value("info", nlohmann::json::object());
     const nlohmann::json checks = doc.value("checks", nlohmann::json::array());
-    for (const auto& [name, m] : measurements.items())
-        if (name != "case_wall_seconds" && m.contains("value") && m["value"].is_number())
-            ctx.record("child." + name, m["value"].get<double>(), m.value("unit", ""));
     for (const auto& [name, s] : samples.items())
         ctx.record_samples("child." + name, s.value("values", std::vector<double>{}),
                            s.value("unit", "s"));
     for (const auto& [name, e] : events.items())
-        ctx.record_event("child." + name, status_from_json(e));
-    for (const auto& [name, v] : info.items())
-        if (v.is_string())
-            ctx.record_info("child." + name, v.get<std::string>());
+        ctx.record_event("child." + name, pitfall::outcome_from_json(e));
     for (const auto& c : checks)
         ctx.check("child." + c.value("name", "?"), c.value("passed", false), c.value("detail", ""));
-    return status_from_json(doc.value("outcome", nlohmann::json::object()));
+    return report.outcome;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,30 +245,27 @@ struct config {
     double child_timeout = 30;
 };
 
-/// Parameters (defaults and docs in scenario.json), bounded so that every ordinal fits a
-/// cpu_set_t and a CUDA ordinal alike.
+/// Parameters (defaults, docs and bounds in scenario.json: every ordinal below CPU_SETSIZE,
+/// 1024, so that it fits a cpu_set_t and a CUDA ordinal alike).
 status_or<config> read_config(const pitfall::context& ctx) {
+    static_assert(CPU_SETSIZE == 1024, "scenario.json bounds bad_ordinal and device by 1023");
     config c;
     PITFALL_ASSIGN_OR_RETURN(c.visible_devices, ctx.param_string("visible_devices"));
     PITFALL_ASSIGN_OR_RETURN(c.bad_ordinal, ctx.param_int("bad_ordinal"));
     PITFALL_ASSIGN_OR_RETURN(c.device, ctx.param_int("device"));
     PITFALL_ASSIGN_OR_RETURN(const long long elements, ctx.param_int("elements"));
     PITFALL_ASSIGN_OR_RETURN(c.child_timeout, ctx.param_double("child_timeout_seconds"));
-    if (elements < 1 || elements > (1LL << 30))
-        return bad_parameter("elements", "must be in [1, 2^30]");
-    if (c.bad_ordinal < -1 || c.bad_ordinal >= CPU_SETSIZE)
-        return bad_parameter("bad_ordinal", "must be -1 (the count) or an ordinal below " +
-                                                std::to_string(CPU_SETSIZE));
-    if (c.device < 0 || c.device >= CPU_SETSIZE)
-        return bad_parameter("device", "must be an ordinal in [0, " + std::to_string(CPU_SETSIZE) + ")");
-    if (!(c.child_timeout > 0))
-        return bad_parameter("child_timeout_seconds", "must be positive");
+    // On cpu the list is a CPU list the child parses; a malformed one is refused here, in the
+    // case itself, rather than as a child that exits 2.
+    if (!is_cuda(ctx.backend()))
+        PITFALL_TRY(parse_cpu_list(c.visible_devices));
     c.elements = static_cast<std::size_t>(elements);
     return c;
 }
 
 // The child of reproduce_empty_visible_devices: how many devices does it have?
-template <class Backend> status count_devices(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status helper_count_devices(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
 #if PITFALL_HAS_CUDA
     if constexpr (is_cuda(Backend::kind)) {
         int count = 0;
@@ -328,19 +287,20 @@ template <class Backend> status count_devices(pitfall::context& ctx, const confi
 
 // reproduce_empty_visible_devices: the parent is a normal process; its child is started with
 // the device list emptied, as a batch scheduler or a container runtime would start a job.
-template <class Backend> status empty_visible_devices(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status reproduce_empty_visible_devices(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     // The parent's own view first: on a GPU host it sees its devices; only the child is blind.
 #if PITFALL_HAS_CUDA
     if constexpr (is_cuda(Backend::kind)) {
         int count = 0;
         const cudaError_t err = cudaGetDeviceCount(&count);
-        status seen = status::ok();
-        if (err != cudaSuccess)
-            seen = pitfall::detail::from_cuda(err, pitfall::stage::init, "cudaGetDeviceCount",
-                                              __FILE__, __LINE__);
-        else
+        if (err == cudaSuccess)
             ctx.record("parent_device_count", count);
-        ctx.record_event("parent_cudaGetDeviceCount", seen);
+        ctx.record_event("parent_cudaGetDeviceCount",
+                         err == cudaSuccess ? status::ok()
+                                            : pitfall::detail::from_cuda(err, pitfall::stage::init,
+                                                                         "cudaGetDeviceCount",
+                                                                         __FILE__, __LINE__));
     }
 #endif
     if (!is_cuda(Backend::kind))
@@ -349,8 +309,9 @@ template <class Backend> status empty_visible_devices(pitfall::context& ctx, con
     std::map<std::string, std::string> env;
     if (is_cuda(Backend::kind))
         env["CUDA_VISIBLE_DEVICES"] = cfg.visible_devices;
-    ctx.record_info("child_device_list", (is_cuda(Backend::kind) ? "CUDA_VISIBLE_DEVICES=\"" : "affinity \"") +
-                                             cfg.visible_devices + "\"");
+    ctx.record_info("child_device_list",
+                    (is_cuda(Backend::kind) ? "CUDA_VISIBLE_DEVICES=\"" : "affinity \"") +
+                        cfg.visible_devices + "\"");
     PITFALL_ASSIGN_OR_RETURN(const auto child,
                              pitfall::run_self(ctx, "helper_count_devices", env,
                                                {"visible_devices=" + cfg.visible_devices},
@@ -361,7 +322,8 @@ template <class Backend> status empty_visible_devices(pitfall::context& ctx, con
 // reproduce_ordinal_past_last: the program asks for a device by number, the way `/gpu:1` or
 // `cuda:1` does, without looking at how many there are. In process: CUDA_VISIBLE_DEVICES is
 // not changed, the ordinal is simply one too many.
-template <class Backend> status ordinal_past_last(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status reproduce_ordinal_past_last(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
 #if PITFALL_HAS_CUDA
     if constexpr (is_cuda(Backend::kind)) {
         int count = 0;
@@ -389,8 +351,8 @@ template <class Backend> status ordinal_past_last(pitfall::context& ctx, const c
     const long configured = ::sysconf(_SC_NPROCESSORS_CONF);
     ctx.record("device_count", static_cast<double>(configured));
     ctx.record("allowed_cpu_count", allowed_cpu_count());
-    const int ordinal = cfg.bad_ordinal >= 0 ? static_cast<int>(cfg.bad_ordinal)
-                                             : static_cast<int>(configured);
+    const int ordinal =
+        cfg.bad_ordinal >= 0 ? static_cast<int>(cfg.bad_ordinal) : static_cast<int>(configured);
     ctx.record("ordinal", ordinal);
     // A refused mask leaves the old one in place; an accepted one is ours to undo.
     cpu_set_t before;
@@ -404,7 +366,8 @@ template <class Backend> status ordinal_past_last(pitfall::context& ctx, const c
 
 // remedy_explicit_device: count, check, select, confirm, run, and say where. Every step that
 // can fail fails by name; nothing falls back.
-template <class Backend> status explicit_device(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status remedy_explicit_device(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     const int device = static_cast<int>(cfg.device);
     ctx.record("ordinal", device);
 #if PITFALL_HAS_CUDA
@@ -414,14 +377,16 @@ template <class Backend> status explicit_device(pitfall::context& ctx, const con
         ctx.record("device_count", count);
         // Checked before use, and refused by name with the numbers a person needs.
         if (device >= count)
-            return PITFALL_HOST_ERROR(pitfall::stage::init, "device_ordinal_out_of_range",
+            return PITFALL_HOST_ERROR(pitfall::stage::init,
+                                      pitfall::host_error::device_ordinal_out_of_range,
                                       "asked for cuda:" + std::to_string(device) + ", " +
                                           std::to_string(count) + " visible");
         PITFALL_CUDA_TRY(pitfall::stage::init, cudaSetDevice(device));
         int current = -1;
         PITFALL_CUDA_TRY(pitfall::stage::init, cudaGetDevice(&current));
         ctx.check("selected_device_is_current", current == device,
-                  "cudaGetDevice = " + std::to_string(current) + ", asked " + std::to_string(device));
+                  "cudaGetDevice = " + std::to_string(current) + ", asked " +
+                      std::to_string(device));
         PITFALL_TRY(run_step<pitfall::cuda_backend>(ctx, cfg.elements));
         ctx.ran_on(pitfall::cuda_backend::describe_device());
         return status::ok();
@@ -432,22 +397,24 @@ template <class Backend> status explicit_device(pitfall::context& ctx, const con
     cpu_set_t set;
     CPU_ZERO(&set);
     if (::sched_getaffinity(0, sizeof set, &set) != 0 || !CPU_ISSET(device, &set))
-        return PITFALL_HOST_ERROR(pitfall::stage::init, "device_ordinal_out_of_range",
-                                  "asked for cpu " + std::to_string(device) +
-                                      ", not in this process's affinity mask (" +
-                                      std::to_string(allowed) + " CPUs)");
+        return PITFALL_HOST_ERROR(
+            pitfall::stage::init, pitfall::host_error::device_ordinal_out_of_range,
+            "asked for cpu " + std::to_string(device) + ", not in this process's affinity mask (" +
+                std::to_string(allowed) + " CPUs)");
     PITFALL_TRY(set_affinity({device}));
     PITFALL_TRY(run_step<pitfall::cpu_backend>(ctx, cfg.elements));
     const int current = ::sched_getcpu(); // pinned: the step can only have run here
     ctx.check("pinned_cpu_is_current", current == device,
               "sched_getcpu = " + std::to_string(current) + ", asked " + std::to_string(device));
-    ctx.ran_on(pitfall::cpu_backend::describe_device() + ", pinned to cpu " + std::to_string(current));
+    ctx.ran_on(pitfall::cpu_backend::describe_device() + ", pinned to cpu " +
+               std::to_string(current));
     return status::ok();
 }
 
 // The program of both fallback children: the GPU when it answers; otherwise silent runs the
 // step on the CPU (the pitfall), loud returns the CUDA error.
-template <class Backend> status fallback_program(pitfall::context& ctx, const config& cfg, bool silent) {
+template <class Backend> status fallback_program(pitfall::context& ctx, bool silent) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
 #if PITFALL_HAS_CUDA
     if constexpr (is_cuda(Backend::kind)) {
         const status probe = pitfall::cuda_probe();
@@ -472,7 +439,8 @@ template <class Backend> status fallback_program(pitfall::context& ctx, const co
 
 // The parents of the fallback pair: the same hidden-GPU environment on both backends (the CPU
 // program is the control: it never looks at CUDA_VISIBLE_DEVICES).
-status run_fallback_child(pitfall::context& ctx, const config& cfg, const char* helper) {
+status run_fallback_child(pitfall::context& ctx, const char* helper) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     ctx.record_info("child_device_list", "CUDA_VISIBLE_DEVICES=\"" + cfg.visible_devices + "\"");
     PITFALL_ASSIGN_OR_RETURN(const auto child,
                              pitfall::run_self(ctx, helper,
@@ -481,40 +449,25 @@ status run_fallback_child(pitfall::context& ctx, const config& cfg, const char* 
     return adopt_child(ctx, child);
 }
 
-// Dispatch by variant name; the helper_* variants are the children the cases start with
-// run_self() and are never cases of their own.
-template <class Backend> status run_variant(pitfall::context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
-    const std::string& v = ctx.variant();
-    if (v == "reproduce_empty_visible_devices")
-        return empty_visible_devices<Backend>(ctx, cfg);
-    if (v == "reproduce_ordinal_past_last")
-        return ordinal_past_last<Backend>(ctx, cfg);
-    if (v == "reproduce_silent_fallback")
-        return run_fallback_child(ctx, cfg, "helper_silent_fallback");
-    if (v == "remedy_fail_loudly")
-        return run_fallback_child(ctx, cfg, "helper_fail_loudly");
-    if (v == "remedy_explicit_device")
-        return explicit_device<Backend>(ctx, cfg);
-    if (v == "helper_count_devices")
-        return count_devices<Backend>(ctx, cfg);
-    if (v == "helper_silent_fallback")
-        return fallback_program<Backend>(ctx, cfg, true);
-    if (v == "helper_fail_loudly")
-        return fallback_program<Backend>(ctx, cfg, false);
-    return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", v);
+template <class Backend> status reproduce_silent_fallback(pitfall::context& ctx) {
+    return run_fallback_child(ctx, "helper_silent_fallback");
+}
+template <class Backend> status remedy_fail_loudly(pitfall::context& ctx) {
+    return run_fallback_child(ctx, "helper_fail_loudly");
+}
+// The helper_* variants are the children the cases start with run_self(), never cases of
+// their own.
+template <class Backend> status helper_silent_fallback(pitfall::context& ctx) {
+    return fallback_program<Backend>(ctx, true);
+}
+template <class Backend> status helper_fail_loudly(pitfall::context& ctx) {
+    return fallback_program<Backend>(ctx, false);
 }
 
 } // namespace
 
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc", "host allocation failed");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
-}
-
-PITFALL_SCENARIO(run_case)
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_empty_visible_devices),
+                 PITFALL_VARIANT(reproduce_ordinal_past_last),
+                 PITFALL_VARIANT(reproduce_silent_fallback), PITFALL_VARIANT(remedy_fail_loudly),
+                 PITFALL_VARIANT(remedy_explicit_device), PITFALL_VARIANT(helper_count_devices),
+                 PITFALL_VARIANT(helper_silent_fallback), PITFALL_VARIANT(helper_fail_loudly))

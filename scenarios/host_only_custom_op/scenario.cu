@@ -67,6 +67,7 @@
 //   000 ex.3 (a Keras custom layer calling np.square "might function on CPU but fail on GPU";
 //   the fix: tf.square). Field report of the same crash: code-saturne/code_saturne#164 (a CPU
 //   convergence check dereferencing device-only buffers: SIGSEGV, CUDA 13.1, sm_75).
+#include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <algorithm>
@@ -74,9 +75,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <limits>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -167,27 +166,13 @@ struct config {
     std::size_t elements() const { return rows * features; }
 };
 
-pitfall::status bad_parameter(const std::string& name, const std::string& what) {
-    return pitfall::status::error(pitfall::library::pitfall, "bad_parameter",
-                                  "--param " + name + ": " + what, pitfall::stage::init);
-}
-
-pitfall::status_or<long long> bounded_int(const pitfall::context& ctx, const char* name,
-                                          long long lo, long long hi) {
-    PITFALL_ASSIGN_OR_RETURN(const long long v, ctx.param_int(name));
-    if (v < lo || v > hi)
-        return bad_parameter(name, "must be in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + "], got " + std::to_string(v));
-    return v;
-}
-
-// The bounds keep every BLAS dimension (rows, features, units) an int, and the input below
-// 2^36 bytes.
+// The bounds (scenario.json; the SDK enforces them) keep every BLAS dimension (rows, features,
+// units) an int, and the input below 2^36 bytes.
 pitfall::status_or<config> read_config(const pitfall::context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const long long rows, bounded_int(ctx, "rows", 1, 1LL << 24));
-    PITFALL_ASSIGN_OR_RETURN(const long long features, bounded_int(ctx, "features", 1, 4096));
-    PITFALL_ASSIGN_OR_RETURN(const long long units, bounded_int(ctx, "units", 1, 1024));
-    PITFALL_ASSIGN_OR_RETURN(const long long seed, bounded_int(ctx, "seed", 0, 1LL << 62));
+    PITFALL_ASSIGN_OR_RETURN(const long long rows, ctx.param_int("rows"));
+    PITFALL_ASSIGN_OR_RETURN(const long long features, ctx.param_int("features"));
+    PITFALL_ASSIGN_OR_RETURN(const long long units, ctx.param_int("units"));
+    PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
     config c;
     c.rows = static_cast<std::size_t>(rows);
     c.features = static_cast<std::size_t>(features);
@@ -195,22 +180,6 @@ pitfall::status_or<config> read_config(const pitfall::context& ctx) {
     c.seed = static_cast<std::uint64_t>(seed);
     return c;
 }
-
-/// splitmix64: a generator whose output is defined bit for bit on every platform.
-class splitmix64 {
-public:
-    explicit splitmix64(std::uint64_t seed) : m_state(seed) {}
-    double uniform(double lo, double hi) { // 53 random bits
-        std::uint64_t z = (m_state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        return lo + (hi - lo) * (static_cast<double>(z >> 11) * 0x1.0p-53);
-    }
-
-private:
-    std::uint64_t m_state;
-};
 
 /// What the model is fed, in float32 as Keras holds it, made on the host.
 struct layer_inputs {
@@ -220,7 +189,7 @@ struct layer_inputs {
 };
 
 layer_inputs make_inputs(const config& cfg) {
-    splitmix64 gen(cfg.seed);
+    pitfall::splitmix64 gen(cfg.seed); // defined bit for bit on every platform
     layer_inputs in;
     in.x.resize(cfg.elements());
     for (float& v : in.x)
@@ -508,35 +477,32 @@ pitfall::status device_op(pitfall::context& ctx, const config& cfg, const layer_
     return dense_and_check(ctx, cfg, in, d);
 }
 
-template <class Backend> pitfall::status run_variant(pitfall::context& ctx) {
+/// Every variant: the parameters, the inputs made from them, then the variant's own `body`.
+template <class Body> pitfall::status with_inputs(pitfall::context& ctx, Body body) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     const layer_inputs in = make_inputs(cfg);
     ctx.record("input_bytes", static_cast<double>(in.x.size() * sizeof(float)), "B");
-    const std::string& v = ctx.variant();
-    if (v == "reproduce_host_fn_device_data")
-        return host_fn_device_data<Backend>(ctx, cfg, in);
-    if (v == "reproduce_kernel_host_data")
-        return kernel_host_data<Backend>(ctx, cfg, in);
-    if (v == "fallback_copy_to_host")
-        return copy_to_host_fallback<Backend>(ctx, cfg, in);
-    if (v == "remedy_device_op")
-        return device_op<Backend>(ctx, cfg, in);
-    return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", v);
+    return body(ctx, cfg, in);
+}
+
+template <class Backend> pitfall::status reproduce_host_fn_device_data(pitfall::context& ctx) {
+    return with_inputs(ctx, host_fn_device_data<Backend>);
+}
+template <class Backend> pitfall::status reproduce_kernel_host_data(pitfall::context& ctx) {
+    return with_inputs(ctx, kernel_host_data<Backend>);
+}
+template <class Backend> pitfall::status fallback_copy_to_host(pitfall::context& ctx) {
+    return with_inputs(ctx, copy_to_host_fallback<Backend>);
+}
+template <class Backend> pitfall::status remedy_device_op(pitfall::context& ctx) {
+    return with_inputs(ctx, device_op<Backend>);
 }
 
 } // namespace host_only_custom_op
 
-/// The case: a host allocation failure (inputs and references at large `rows`) is an outcome
-/// like any other, never an escaping exception.
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return host_only_custom_op::run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc",
-                                  "host allocation failed (inputs, staging or reference buffers)");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
-}
-
-PITFALL_SCENARIO(run_case)
+// A host allocation failure (inputs and references at large `rows`) is std::bad_alloc, an
+// outcome like any other (the SDK's exception boundary).
+using namespace host_only_custom_op; // the variants by their own names
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_host_fn_device_data),
+                 PITFALL_VARIANT(reproduce_kernel_host_data),
+                 PITFALL_VARIANT(fallback_copy_to_host), PITFALL_VARIANT(remedy_device_op))
