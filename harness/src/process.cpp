@@ -92,34 +92,66 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     return text;
 }
 
-process_outcome run_process(const process_request& request) {
-    process_outcome out;
-    if (request.argv.empty()) {
-        out.start_error = "empty argv";
-        return out;
-    }
-    // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
+namespace {
+// Everything the child needs, prepared before fork: after it only async-signal-safe calls.
+struct exec_plan {
     std::vector<std::string> env_strings;
+    std::vector<std::string> args;
+    std::vector<char*> envp;
+    std::vector<char*> argv;
+    std::string output;
+};
+
+void prepare(const process_request& request, exec_plan& plan) {
     for (char** e = environ; *e != nullptr; ++e) {
         const std::string entry = *e;
         const auto eq = entry.find('=');
         if (eq != std::string::npos && request.env_set.count(entry.substr(0, eq)) != 0)
             continue;
-        env_strings.push_back(entry);
+        plan.env_strings.push_back(entry);
     }
     for (const auto& [key, value] : request.env_set)
-        env_strings.push_back(key + "=" + value);
-    std::vector<char*> envp;
-    for (auto& s : env_strings)
-        envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = request.argv;
-    std::vector<char*> argv;
-    for (auto& a : args)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string output = request.output_path.empty() ? "/dev/null" : request.output_path;
+        plan.env_strings.push_back(key + "=" + value);
+    for (auto& s : plan.env_strings)
+        plan.envp.push_back(s.data());
+    plan.envp.push_back(nullptr);
+    plan.args = request.argv;
+    for (auto& a : plan.args)
+        plan.argv.push_back(a.data());
+    plan.argv.push_back(nullptr);
+    plan.output = request.output_path.empty() ? "/dev/null" : request.output_path;
+}
 
+// In the child, between fork and exec: its own group, death with the parent, default signal
+// handlers, output to the file; an exec failure goes back through the pipe as errno.
+[[noreturn]] void exec_child(const exec_plan& plan, pid_t parent, int error_pipe) {
+    ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
+    // A harness killed outright (SIGKILL) cannot end its case: the kernel does it, so no
+    // orphaned case runs on beside the `--resume` that repeats it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+        ::_exit(127);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGINT, &dfl, nullptr);
+    ::sigaction(SIGTERM, &dfl, nullptr);
+    ::sigaction(SIGHUP, &dfl, nullptr);
+    const int fd = ::open(plan.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int null_in = ::open("/dev/null", O_RDONLY);
+    if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+    }
+    if (null_in >= 0)
+        ::dup2(null_in, STDIN_FILENO);
+    ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+    const int err = errno;
+    (void)!::write(error_pipe, &err, sizeof err);
+    ::_exit(127);
+}
+
+// Forks and execs; the pid, or -1 with out.start_error set.
+pid_t spawn(const process_request& request, const exec_plan& plan, process_outcome& out) {
     // An inherited "SIGCHLD ignored" makes the kernel reap children itself: wait4 would then
     // fail and every exit status read as 0. Children are ours to reap.
     struct sigaction chld {};
@@ -127,72 +159,50 @@ process_outcome run_process(const process_request& request) {
         chld.sa_handler = SIG_DFL;
         ::sigaction(SIGCHLD, &chld, nullptr);
     }
-
     int exec_error_pipe[2];
     if (::pipe2(exec_error_pipe, O_CLOEXEC) != 0) {
         out.start_error = std::string("pipe: ") + std::strerror(errno);
-        return out;
+        return -1;
     }
-    const auto started = clock_type::now();
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
         out.start_error = std::string("fork: ") + std::strerror(errno);
         ::close(exec_error_pipe[0]);
         ::close(exec_error_pipe[1]);
-        return out;
+        return -1;
     }
-    if (pid == 0) {
-        ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
-        // A harness killed outright (SIGKILL) cannot end its case: the kernel does it, so no
-        // orphaned case runs on beside the `--resume` that repeats it.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent)
-            ::_exit(127);
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        ::sigaction(SIGINT, &dfl, nullptr);
-        ::sigaction(SIGTERM, &dfl, nullptr);
-        ::sigaction(SIGHUP, &dfl, nullptr);
-        const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        const int null_in = ::open("/dev/null", O_RDONLY);
-        if (fd >= 0) {
-            ::dup2(fd, STDOUT_FILENO);
-            ::dup2(fd, STDERR_FILENO);
-        }
-        if (null_in >= 0)
-            ::dup2(null_in, STDIN_FILENO);
-        ::execve(argv[0], argv.data(), envp.data());
-        const int err = errno;
-        (void)!::write(exec_error_pipe[1], &err, sizeof err);
-        ::_exit(127);
-    }
+    if (pid == 0)
+        exec_child(plan, parent, exec_error_pipe[1]);
     ::setpgid(pid, pid); // also from the parent: no race with an early kill
     ::close(exec_error_pipe[1]);
     int exec_errno = 0;
-    if (::read(exec_error_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
-        ::close(exec_error_pipe[0]);
+    const bool exec_failed =
+        ::read(exec_error_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+    ::close(exec_error_pipe[0]);
+    if (exec_failed) {
         int st = 0;
         ::waitpid(pid, &st, 0);
         out.start_error = "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
-        return out;
+        return -1;
     }
-    ::close(exec_error_pipe[0]);
-    out.started = true;
+    return pid;
+}
 
+// Waits until the child exits, ending its whole group at the timeout or on an interrupt
+// (TERM, then KILL after the grace period). The child is left unreaped.
+void watch(pid_t pid, const process_request& request, clock_type::time_point started,
+           process_outcome& out) {
     const int pidfd = open_pidfd(pid);
     bool term_sent = false;
     clock_type::time_point term_time;
-    int status = 0;
-    struct rusage usage {};
     for (;;) {
         // WNOWAIT: look without reaping, so the group id stays ours while we end the rest of
         // the group (grandchildren a crashed case left behind), then reap with wait4.
         siginfo_t info{};
-        const int seen = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
-        if (seen == 0 && info.si_pid == pid)
-            break;
-        if (seen < 0 && errno != EINTR)
+        const int seen =
+            ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+        if ((seen == 0 && info.si_pid == pid) || (seen < 0 && errno != EINTR))
             break;
         const double elapsed = seconds_since(started);
         if (!term_sent && (elapsed >= request.timeout_seconds || interrupt_requested != 0)) {
@@ -220,7 +230,13 @@ process_outcome run_process(const process_request& request) {
     }
     if (pidfd >= 0)
         ::close(pidfd);
+}
+
+// Ends what is left of the group and reaps the child: its exit status or signal, peak RSS.
+void reap(pid_t pid, clock_type::time_point started, process_outcome& out) {
     ::kill(-pid, SIGKILL);
+    int status = 0;
+    struct rusage usage {};
     pid_t reaped = -1;
     while ((reaped = ::wait4(pid, &status, 0, &usage)) < 0 && errno == EINTR) {
     }
@@ -228,13 +244,31 @@ process_outcome run_process(const process_request& request) {
     if (reaped != pid) { // never report an exit status we did not read
         out.start_error = std::string("wait4: ") + std::strerror(errno);
         out.started = false;
-        return out;
+        return;
     }
     out.peak_rss_bytes = static_cast<long long>(usage.ru_maxrss) * 1024;
     if (WIFEXITED(status))
         out.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status))
         out.signal = WTERMSIG(status);
+}
+} // namespace
+
+process_outcome run_process(const process_request& request) {
+    process_outcome out;
+    if (request.argv.empty()) {
+        out.start_error = "empty argv";
+        return out;
+    }
+    exec_plan plan;
+    prepare(request, plan);
+    const auto started = clock_type::now();
+    const pid_t pid = spawn(request, plan, out);
+    if (pid < 0)
+        return out;
+    out.started = true;
+    watch(pid, request, started, out);
+    reap(pid, started, out);
     return out;
 }
 
