@@ -45,8 +45,12 @@ function(pitfall_scenario_program target dir links)
   if(PITFALL_HAS_CUDA)
     add_executable(${target} "${source}" "${generated}")
     set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
-    # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
+    # The per-kernel register/spill report (ptxas -v) goes to <build>/logs/ptxas/<target>.log
+    # through a compiler launcher, not to the terminal; the static checks read it from there.
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
+      "sh;${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ptxas-log.sh;${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
+    set_property(GLOBAL APPEND PROPERTY PITFALL_PTXAS_LOGS "${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
     if("cudnn" IN_LIST links AND PITFALL_HAS_CUDNN)
       target_link_libraries(${target} PRIVATE CUDNN::cudnn)
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
@@ -269,8 +273,10 @@ endfunction()
 
 # pitfall.static.cuda_binaries: the architectures embedded in every scenario program must be
 # exactly CMAKE_CUDA_ARCHITECTURES, and no kernel may use local memory (spills) without a
-# comment saying why. Reports land in <build>/static/. Needs cuobjdump (ci/setup.sh installs it
-# from NVIDIA's wheel when the toolkit lacks it); without it the test is skipped, saying so.
+# comment saying why, read from the binaries (cuobjdump) and from the ptxas reports the build
+# kept in <build>/logs/ptxas/. Reports land in <build>/static/. cuobjdump comes from
+# ci/setup.sh (NVIDIA's wheel) when the toolkit lacks it; without it only the ptxas part runs
+# and the test is skipped, saying so.
 function(pitfall_add_static_cuda_checks)
   find_program(PITFALL_CUOBJDUMP cuobjdump
                HINTS "${CUDAToolkit_BIN_DIR}" "${PROJECT_SOURCE_DIR}/.tools/cuda-tools/nvidia/cu13/bin")
@@ -285,12 +291,14 @@ function(pitfall_add_static_cuda_checks)
     file(GLOB scenario_sources "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.hpp")
     list(APPEND sources ${scenario_sources})
   endforeach()
+  get_property(ptxas_logs GLOBAL PROPERTY PITFALL_PTXAS_LOGS)
   add_test(NAME pitfall.static.cuda_binaries
            COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
                    --cuobjdump "${PITFALL_CUOBJDUMP}"
                    --architectures "${CMAKE_CUDA_ARCHITECTURES}"
                    --report-dir "${PROJECT_BINARY_DIR}/static"
                    --sources ${sources} "${PROJECT_SOURCE_DIR}/harness/include/pitfall/cuda_backend.cuh"
+                   --ptxas-logs ${ptxas_logs}
                    -- ${binaries} $<TARGET_FILE:pitfall_fixture>)
   set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
@@ -303,4 +311,15 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.cuda_binaries_detects_mismatch PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
+  # The ptxas half can fail too: a kernel that spills is named (ci/tests/fixtures: the report
+  # of CUDA 13.0's ptxas for a kernel holding 24 accumulators, built with -maxrregcount=16
+  # -arch=sm_90), and so is a log the build did not write.
+  add_test(NAME pitfall.static.ptxas_spills_detected
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   --ptxas-logs "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-spills.log"
+                                "${PROJECT_BINARY_DIR}/logs/ptxas/no-such-target.log")
+  set_tests_properties(pitfall.static.ptxas_spills_detected PROPERTIES
+    LABELS "static;gpu-compile" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "FAIL: ptxas-spills.log: kernel [^ ]*spill_kernel[^ ]* on sm_90 spills \\(256 bytes stored, 264 loaded\\).*FAIL: no-such-target.log: no ptxas log")
 endfunction()
