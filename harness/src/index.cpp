@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -24,6 +25,13 @@ status_or<std::string> read_text(const std::string& path, const char* what) {
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
+}
+// A path of the index: absolute, or relative to the index's folder (the installed index).
+std::string beside(const std::string& index_path, const std::string& path) {
+    const std::filesystem::path p(path);
+    if (p.is_absolute())
+        return path;
+    return (std::filesystem::path(index_path).parent_path() / p).lexically_normal().string();
 }
 } // namespace
 
@@ -67,8 +75,8 @@ status_or<scenario_index> load_index(const std::string& path) {
             !entry.contains("manifest") || !entry["manifest"].is_string())
             return bad_input(path + ": field '" + field + "': needs 'program' and 'manifest' strings");
         scenario_entry scenario;
-        scenario.program = entry["program"].get<std::string>();
-        scenario.manifest_path = entry["manifest"].get<std::string>();
+        scenario.program = beside(path, entry["program"].get<std::string>());
+        scenario.manifest_path = beside(path, entry["manifest"].get<std::string>());
         PITFALL_ASSIGN_OR_RETURN(const std::string manifest_text,
                                  read_text(scenario.manifest_path, "scenario manifest"));
         auto parsed = parse_manifest(manifest_text, scenario.manifest_path);
