@@ -2,7 +2,7 @@
 // directly, against the same case through `pitfall run` (index and baselines read, environment
 // probe, process group, timeout watch, result judged and appended to results.jsonl, summary).
 // The difference of the two medians is the harness's overhead for a run of one case.
-#include "pitfall/process.hpp"
+#include "pitfall/detail/process.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -6,7 +6,7 @@
 //          SDK) vs the same 4 GEMMs called raw: the ratio is what the SDK and the elementwise
 //          work add on top of BLAS.
 // After the runs it prints each ratio measured in this run (medians of the repetitions).
-#include "../scenarios/float64_inputs/dense_model.hpp"
+#include "pitfall/models/dense.hpp"
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>

@@ -1,8 +1,8 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
 #include "baseline.hpp"
 #include "runner.hpp"
-#include "pitfall/process.hpp"
-#include "pitfall/result_file.hpp"
+#include "pitfall/detail/process.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -17,7 +17,7 @@ status_or<void*> cpu_backend::allocate_bytes(std::size_t bytes) {
     } catch (const std::bad_alloc&) {
         tracker.release(bytes);
         tracker.count_failure();
-        return PITFALL_HOST_ERROR(stage::alloc, "std::bad_alloc",
+        return PITFALL_HOST_ERROR(stage::alloc, host_error::bad_alloc,
                                   "host allocation of " + std::to_string(bytes) + " bytes failed");
     }
 }

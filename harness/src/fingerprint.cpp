@@ -1,6 +1,6 @@
 #include "fingerprint.hpp"
 
-#include "pitfall/process.hpp"
+#include "pitfall/detail/process.hpp"
 
 #include <cstdio>
 #include <cstdlib>

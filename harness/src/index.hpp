@@ -1,7 +1,7 @@
 // The scenario index the build writes (pitfall-index.json) and the cases it yields.
 #pragma once
 
-#include "pitfall/manifest.hpp"
+#include "pitfall/detail/manifest.hpp"
 
 #include <nlohmann/json.hpp>
 

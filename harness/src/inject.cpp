@@ -1,4 +1,4 @@
-#include "pitfall/inject.hpp"
+#include "pitfall/detail/inject.hpp"
 #include "pitfall/memory.hpp"
 
 #include <cmath>
@@ -10,7 +10,7 @@ namespace {
 plan g_active;
 
 status bad(const std::string& item, const std::string& what) {
-    return status::error(library::pitfall, "bad_parameter",
+    return status::error(pitfall_error::bad_parameter,
                          std::string(env_name) + ": '" + item + "': " + what, stage::init);
 }
 

@@ -1,7 +1,8 @@
-#include "pitfall/manifest.hpp"
+#include "pitfall/detail/manifest.hpp"
 #include "pitfall/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pitfall {
 namespace {
@@ -11,7 +12,7 @@ struct reader {
     const std::string& origin;
 
     status fail(const std::string& field, const std::string& what) const {
-        return status::error(library::pitfall, "bad_manifest",
+        return status::error(pitfall_error::bad_manifest,
                              origin + ": field '" + field + "': " + what, stage::init);
     }
     status string(const json& obj, const std::string& path, const char* key, std::string& out,
@@ -42,14 +43,16 @@ struct reader {
 bool is_identifier(const std::string& text) {
     if (text.empty() || text[0] < 'a' || text[0] > 'z')
         return false;
-    return std::all_of(text.begin(), text.end(),
-                       [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+    return std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
 }
 
 const std::vector<std::string> known_top_keys{
-    "name",    "summary",         "failure_class", "seeds",    "labels", "backends",
-    "timeout_seconds", "links",   "params",        "variants", "ratios", "compile_checks"};
-const std::vector<std::string> known_variant_keys{"name",   "kind",         "doc",   "labels",
+    "name",  "summary", "failure_class", "seeds",  "labels",        "backends", "timeout_seconds",
+    "links", "params",  "variants",      "ratios", "compile_checks"};
+const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices"};
+const std::vector<std::string> known_variant_keys{"name",     "kind",         "doc",   "labels",
                                                   "backends", "needs_device", "helper"};
 } // namespace
 
@@ -83,24 +86,154 @@ std::string describe_offset(std::string_view text, std::size_t byte_offset) {
     return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
-status_or<manifest> parse_manifest(std::string_view text, const std::string& origin) {
-    json doc;
-    try {
-        doc = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-        return status::error(library::pitfall, "bad_manifest",
-                             origin + ": malformed JSON at " + describe_offset(text, e.byte) +
-                                 ": " + e.what(),
-                             stage::init);
+namespace {
+// A bound or a choice must be of the default's type: an integer parameter takes integer bounds.
+bool same_kind(const json& def, const json& value) {
+    if (def.is_number_integer())
+        return value.is_number_integer();
+    if (def.is_number())
+        return value.is_number();
+    return value.is_string();
+}
+
+status read_param(const reader& r, const std::string& key, const json& value, param_spec& p) {
+    const std::string path = "params." + key;
+    if (!is_identifier(key))
+        return r.fail(path, "parameter names must match [a-z][a-z0-9_]*");
+    if (key == "samples" || key == "warmup" || key == "warmup_seconds")
+        return r.fail(path, "'samples', 'warmup' and 'warmup_seconds' are built in");
+    if (!value.is_object() || !value.contains("default"))
+        return r.fail(path, "expected an object with a 'default'");
+    for (const auto& [field, ignored] : value.items())
+        if (std::find(known_param_keys.begin(), known_param_keys.end(), field) ==
+            known_param_keys.end())
+            return r.fail(path + "." + field, "unknown field (default, doc, min, max, choices)");
+    const json& def = value["default"];
+    if (!(def.is_number() && std::isfinite(def.get<double>())) && !def.is_string())
+        return r.fail(path + ".default", "expected a finite number or a string");
+    p = param_spec{key, def, {}, json(), json(), json()};
+    PITFALL_TRY(r.string(value, path + ".", "doc", p.doc, false));
+    for (const char* bound : {"min", "max"}) {
+        if (!value.contains(bound))
+            continue;
+        if (!def.is_number() || !same_kind(def, value[bound]))
+            return r.fail(path + "." + bound, def.is_number()
+                                                  ? "expected a number of the default's type"
+                                                  : "a string parameter has no bounds");
+        (std::string(bound) == "min" ? p.min : p.max) = value[bound];
     }
-    const reader r{origin};
-    if (!doc.is_object())
-        return r.fail("(top level)", "expected an object");
+    if (value.contains("choices")) {
+        const json& choices = value["choices"];
+        if (!choices.is_array() || choices.empty())
+            return r.fail(path + ".choices", "expected a non-empty array");
+        for (std::size_t i = 0; i < choices.size(); ++i)
+            if (!same_kind(def, choices[i]))
+                return r.fail(path + ".choices[" + std::to_string(i) + "]",
+                              "expected a value of the default's type");
+        p.choices = choices;
+    }
+    if (auto ok = check_param_value(p, def); !ok.is_ok())
+        return r.fail(path + ".default", ok.message());
+    return status::ok();
+}
+
+status read_params(const reader& r, const json& doc, manifest& m) {
+    if (!doc.contains("params"))
+        return status::ok();
+    if (!doc["params"].is_object())
+        return r.fail("params", "expected an object of {name: {default, doc, min, max, choices}}");
+    for (const auto& [key, value] : doc["params"].items()) {
+        param_spec p;
+        PITFALL_TRY(read_param(r, key, value, p));
+        m.params.push_back(std::move(p));
+    }
+    return status::ok();
+}
+
+status read_variant(const reader& r, const json& v, const std::string& path, manifest& m) {
+    if (!v.is_object())
+        return r.fail(path.substr(0, path.size() - 1), "expected an object");
+    for (const auto& [key, value] : v.items())
+        if (std::find(known_variant_keys.begin(), known_variant_keys.end(), key) ==
+            known_variant_keys.end())
+            return r.fail(path + key, "unknown field");
+    variant_spec spec;
+    PITFALL_TRY(r.string(v, path, "name", spec.name, true));
+    if (!is_identifier(spec.name))
+        return r.fail(path + "name", "'" + spec.name + "' must match [a-z][a-z0-9_]*");
+    if (m.find_variant(spec.name) != nullptr)
+        return r.fail(path + "name", "duplicate variant '" + spec.name + "'");
+    PITFALL_TRY(r.string(v, path, "kind", spec.kind, true));
+    if (spec.kind != "reproduce" && spec.kind != "remedy" && spec.kind != "probe")
+        return r.fail(path + "kind", "'" + spec.kind + "' is not reproduce, remedy or probe");
+    PITFALL_TRY(r.string(v, path, "doc", spec.doc, false));
+    PITFALL_TRY(r.strings(v, path, "labels", spec.labels));
+    PITFALL_TRY(r.strings(v, path, "backends", spec.backends));
+    for (const auto& b : spec.backends)
+        if (std::find(m.backends.begin(), m.backends.end(), b) == m.backends.end())
+            return r.fail(path + "backends", "'" + b + "' is not among the scenario's backends");
+    for (const auto& [key, flag] :
+         {std::pair<const char*, bool*>{"needs_device", &spec.needs_device},
+          std::pair<const char*, bool*>{"helper", &spec.helper}}) {
+        if (!v.contains(key))
+            continue;
+        if (!v[key].is_boolean())
+            return r.fail(path + key, "expected true or false");
+        *flag = v[key].get<bool>();
+    }
+    m.variants.push_back(std::move(spec));
+    return status::ok();
+}
+
+status read_ratios(const reader& r, const json& doc, manifest& m) {
+    if (!doc.contains("ratios"))
+        return status::ok();
+    if (!doc["ratios"].is_array())
+        return r.fail("ratios", "expected an array");
+    for (std::size_t i = 0; i < doc["ratios"].size(); ++i) {
+        const json& v = doc["ratios"][i];
+        const std::string path = "ratios[" + std::to_string(i) + "].";
+        if (!v.is_object())
+            return r.fail(path.substr(0, path.size() - 1), "expected an object");
+        ratio_spec ratio;
+        PITFALL_TRY(r.string(v, path, "name", ratio.name, true));
+        PITFALL_TRY(r.string(v, path, "numerator", ratio.numerator, true));
+        PITFALL_TRY(r.string(v, path, "denominator", ratio.denominator, true));
+        PITFALL_TRY(r.string(v, path, "samples", ratio.samples, true));
+        for (const auto* variant : {&ratio.numerator, &ratio.denominator})
+            if (m.find_variant(*variant) == nullptr)
+                return r.fail(path.substr(0, path.size() - 1),
+                              "names unknown variant '" + *variant + "'");
+        m.ratios.push_back(std::move(ratio));
+    }
+    return status::ok();
+}
+
+status read_compile_checks(const reader& r, const json& doc, manifest& m) {
+    if (!doc.contains("compile_checks"))
+        return status::ok();
+    if (!doc["compile_checks"].is_array())
+        return r.fail("compile_checks", "expected an array of {name, source, diagnostic}");
+    for (std::size_t i = 0; i < doc["compile_checks"].size(); ++i) {
+        const json& v = doc["compile_checks"][i];
+        const std::string path = "compile_checks[" + std::to_string(i) + "].";
+        if (!v.is_object())
+            return r.fail(path.substr(0, path.size() - 1), "expected an object");
+        compile_check_spec check;
+        PITFALL_TRY(r.string(v, path, "name", check.name, true));
+        if (!is_identifier(check.name))
+            return r.fail(path + "name", "'" + check.name + "' must match [a-z][a-z0-9_]*");
+        PITFALL_TRY(r.string(v, path, "source", check.source, true));
+        PITFALL_TRY(r.string(v, path, "diagnostic", check.diagnostic, true));
+        m.compile_checks.push_back(std::move(check));
+    }
+    return status::ok();
+}
+
+status read_top_level(const reader& r, const json& doc, manifest& m) {
     for (const auto& [key, value] : doc.items())
         if (std::find(known_top_keys.begin(), known_top_keys.end(), key) == known_top_keys.end())
             return r.fail(key, "unknown field");
-
-    manifest m;
     PITFALL_TRY(r.string(doc, "", "name", m.name, true));
     if (!is_identifier(m.name))
         return r.fail("name", "'" + m.name + "' must match [a-z][a-z0-9_]*");
@@ -115,107 +248,59 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
         if (!backend_from_string(b))
             return r.fail("backends", "unknown backend '" + b + "' (cpu, cuda)");
     if (doc.contains("timeout_seconds")) {
-        if (!doc["timeout_seconds"].is_number() || doc["timeout_seconds"].get<double>() <= 0)
+        const json& t = doc["timeout_seconds"];
+        if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
             return r.fail("timeout_seconds", "expected a positive number");
-        m.timeout_seconds = doc["timeout_seconds"].get<double>();
+        m.timeout_seconds = t.get<double>();
     }
     std::vector<std::string> links;
-    PITFALL_TRY(r.strings(doc, "", "links", links));
+    return r.strings(doc, "", "links", links);
+}
+} // namespace
 
-    if (doc.contains("params")) {
-        if (!doc["params"].is_object())
-            return r.fail("params", "expected an object of {name: {default, doc}}");
-        for (const auto& [key, value] : doc["params"].items()) {
-            const std::string path = "params." + key;
-            if (!is_identifier(key))
-                return r.fail(path, "parameter names must match [a-z][a-z0-9_]*");
-            if (key == "samples" || key == "warmup" || key == "warmup_seconds")
-                return r.fail(path, "'samples', 'warmup' and 'warmup_seconds' are built in");
-            if (!value.is_object() || !value.contains("default"))
-                return r.fail(path, "expected an object with a 'default'");
-            const json& def = value["default"];
-            if (!def.is_number() && !def.is_string())
-                return r.fail(path + ".default", "expected a number or a string");
-            param_spec p{key, def, {}};
-            PITFALL_TRY(r.string(value, path + ".", "doc", p.doc, false));
-            m.params.push_back(std::move(p));
-        }
+status check_param_value(const param_spec& spec, const json& value) {
+    const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    if (spec.min.is_number() && value.get<double>() < spec.min.get<double>())
+        return status::error(pitfall_error::bad_parameter,
+                             "must be >= " + text(spec.min) + ", got " + text(value), stage::init);
+    if (spec.max.is_number() && value.get<double>() > spec.max.get<double>())
+        return status::error(pitfall_error::bad_parameter,
+                             "must be <= " + text(spec.max) + ", got " + text(value), stage::init);
+    if (spec.choices.is_array() &&
+        std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end()) {
+        std::string list;
+        for (const auto& c : spec.choices)
+            list += (list.empty() ? "" : ", ") + text(c);
+        return status::error(pitfall_error::bad_parameter,
+                             "must be one of " + list + ", got " + text(value), stage::init);
     }
+    return status::ok();
+}
 
+status_or<manifest> parse_manifest(std::string_view text, const std::string& origin) {
+    json doc;
+    try {
+        doc = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error& e) {
+        return status::error(pitfall_error::bad_manifest,
+                             origin + ": malformed JSON at " + describe_offset(text, e.byte) +
+                                 ": " + e.what(),
+                             stage::init);
+    } catch (const json::exception& e) { // a number past double's range (1e999), say
+        return status::error(pitfall_error::bad_manifest, origin + ": " + e.what(), stage::init);
+    }
+    const reader r{origin};
+    if (!doc.is_object())
+        return r.fail("(top level)", "expected an object");
+    manifest m;
+    PITFALL_TRY(read_top_level(r, doc, m));
+    PITFALL_TRY(read_params(r, doc, m));
     if (!doc.contains("variants") || !doc["variants"].is_array() || doc["variants"].empty())
         return r.fail("variants", "missing or empty (an array of {name, kind, doc})");
-    for (std::size_t i = 0; i < doc["variants"].size(); ++i) {
-        const json& v = doc["variants"][i];
-        const std::string path = "variants[" + std::to_string(i) + "].";
-        if (!v.is_object())
-            return r.fail(path.substr(0, path.size() - 1), "expected an object");
-        for (const auto& [key, value] : v.items())
-            if (std::find(known_variant_keys.begin(), known_variant_keys.end(), key) ==
-                known_variant_keys.end())
-                return r.fail(path + key, "unknown field");
-        variant_spec spec;
-        PITFALL_TRY(r.string(v, path, "name", spec.name, true));
-        if (!is_identifier(spec.name))
-            return r.fail(path + "name", "'" + spec.name + "' must match [a-z][a-z0-9_]*");
-        if (m.find_variant(spec.name) != nullptr)
-            return r.fail(path + "name", "duplicate variant '" + spec.name + "'");
-        PITFALL_TRY(r.string(v, path, "kind", spec.kind, true));
-        if (spec.kind != "reproduce" && spec.kind != "remedy" && spec.kind != "probe")
-            return r.fail(path + "kind", "'" + spec.kind + "' is not reproduce, remedy or probe");
-        PITFALL_TRY(r.string(v, path, "doc", spec.doc, false));
-        PITFALL_TRY(r.strings(v, path, "labels", spec.labels));
-        PITFALL_TRY(r.strings(v, path, "backends", spec.backends));
-        for (const auto& b : spec.backends)
-            if (std::find(m.backends.begin(), m.backends.end(), b) == m.backends.end())
-                return r.fail(path + "backends", "'" + b + "' is not among the scenario's backends");
-        for (const auto& [key, flag] : {std::pair<const char*, bool*>{"needs_device", &spec.needs_device},
-                                        std::pair<const char*, bool*>{"helper", &spec.helper}}) {
-            if (!v.contains(key))
-                continue;
-            if (!v[key].is_boolean())
-                return r.fail(path + key, "expected true or false");
-            *flag = v[key].get<bool>();
-        }
-        m.variants.push_back(std::move(spec));
-    }
-
-    if (doc.contains("ratios")) {
-        if (!doc["ratios"].is_array())
-            return r.fail("ratios", "expected an array");
-        for (std::size_t i = 0; i < doc["ratios"].size(); ++i) {
-            const json& v = doc["ratios"][i];
-            const std::string path = "ratios[" + std::to_string(i) + "].";
-            if (!v.is_object())
-                return r.fail(path.substr(0, path.size() - 1), "expected an object");
-            ratio_spec ratio;
-            PITFALL_TRY(r.string(v, path, "name", ratio.name, true));
-            PITFALL_TRY(r.string(v, path, "numerator", ratio.numerator, true));
-            PITFALL_TRY(r.string(v, path, "denominator", ratio.denominator, true));
-            PITFALL_TRY(r.string(v, path, "samples", ratio.samples, true));
-            for (const auto* variant : {&ratio.numerator, &ratio.denominator})
-                if (m.find_variant(*variant) == nullptr)
-                    return r.fail(path.substr(0, path.size() - 1),
-                                  "names unknown variant '" + *variant + "'");
-            m.ratios.push_back(std::move(ratio));
-        }
-    }
-    if (doc.contains("compile_checks")) {
-        if (!doc["compile_checks"].is_array())
-            return r.fail("compile_checks", "expected an array of {name, source, diagnostic}");
-        for (std::size_t i = 0; i < doc["compile_checks"].size(); ++i) {
-            const json& v = doc["compile_checks"][i];
-            const std::string path = "compile_checks[" + std::to_string(i) + "].";
-            if (!v.is_object())
-                return r.fail(path.substr(0, path.size() - 1), "expected an object");
-            compile_check_spec check;
-            PITFALL_TRY(r.string(v, path, "name", check.name, true));
-            if (!is_identifier(check.name))
-                return r.fail(path + "name", "'" + check.name + "' must match [a-z][a-z0-9_]*");
-            PITFALL_TRY(r.string(v, path, "source", check.source, true));
-            PITFALL_TRY(r.string(v, path, "diagnostic", check.diagnostic, true));
-            m.compile_checks.push_back(std::move(check));
-        }
-    }
+    for (std::size_t i = 0; i < doc["variants"].size(); ++i)
+        PITFALL_TRY(read_variant(r, doc["variants"][i], "variants[" + std::to_string(i) + "].", m));
+    PITFALL_TRY(read_ratios(r, doc, m));
+    PITFALL_TRY(read_compile_checks(r, doc, m));
     return m;
 }
 

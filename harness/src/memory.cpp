@@ -57,7 +57,7 @@ status_or<std::optional<std::uint64_t>> device_memory_limit_from_env() {
         return std::optional<std::uint64_t>{};
     const auto bytes = parse_byte_size(text);
     if (!bytes)
-        return status::error(library::pitfall, "bad_environment",
+        return status::error(pitfall_error::bad_environment,
                              std::string(device_memory_limit_env) + "='" + text +
                                  "' is not a byte size (e.g. 1073741824, 512M, 2G)",
                              stage::init);
@@ -92,7 +92,7 @@ status memory_tracker::reserve(std::uint64_t bytes) {
         if (m_kind == backend_kind::cuda)
             return status::error(library::cuda_runtime, "cudaErrorMemoryAllocation",
                                  message.str(), stage::alloc, false, __FILE__, __LINE__);
-        return status::error(library::host, "std::bad_alloc", message.str(), stage::alloc, false,
+        return status::error(host_error::bad_alloc, message.str(), stage::alloc,
                              __FILE__, __LINE__);
     }
     m_current += bytes;

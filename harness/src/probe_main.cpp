@@ -3,7 +3,7 @@
 // before main) or a broken driver cannot take the harness down; every value comes from the
 // libraries' own calls, never from tools on PATH.
 #include "pitfall/backend.hpp"
-#include "pitfall/process.hpp"
+#include "pitfall/detail/process.hpp"
 
 #include <nlohmann/json.hpp>
 

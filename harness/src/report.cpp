@@ -1,13 +1,14 @@
 #include "report.hpp"
 
 #include "runner.hpp"
-#include "pitfall/result_file.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -71,18 +72,13 @@ std::string human_bytes(double bytes) {
 std::string human_seconds(double s) {
     if (!std::isfinite(s))
         return "-";
+    if (s < 1e-6)
+        return fmt("%.1f", s * 1e9) + " ns";
     if (s < 1e-3)
         return fmt("%.1f", s * 1e6) + " us";
     if (s < 1)
         return fmt("%.2f", s * 1e3) + " ms";
     return fmt("%.2f", s) + " s";
-}
-
-/// The case's time for charts: the median of its first series in seconds, else the process's
-/// wall time (a case that times nothing: the whole process is its cost).
-double case_seconds(const json& record) {
-    const double m = first_time_median(obj(record, "result"));
-    return std::isfinite(m) ? m : num(obj(record, "process"), "wall_seconds");
 }
 
 bool is_warning(const std::string& verdict) { return verdict == "AMBIGUOUS" || verdict == "NO_BASELINE"; }
@@ -469,110 +465,471 @@ std::string case_anchor(const std::string& key) {
     return id;
 }
 
-struct bar {
-    std::string label;
-    std::string series; ///< which colour: "cpu", "cuda", "speedup", "device", "host"
-    double value;
-    std::string title;  ///< hover text
-    double bound = std::nan(""); ///< a marker line (memory bound), NaN for none
+std::string text_of(const json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+/// The numbers of a JSON array; anything else in it is skipped.
+std::vector<double> numbers(const json& values) {
+    std::vector<double> out;
+    for (const auto& v : values)
+        if (v.is_number())
+            out.push_back(v.get<double>());
+    return out;
+}
+
+using series_list = std::vector<std::pair<std::string, std::vector<double>>>;
+
+/// A result's timed series (unit "s") holding at least one sample, by name.
+series_list timed_series(const json& result) {
+    series_list out;
+    const json samples = obj(result, "samples");
+    for (const auto& [name, series] : samples.items())
+        if (str(series, "unit", "s") == "s")
+            if (auto values = numbers(arr(series, "values")); !values.empty())
+                out.emplace_back(name, std::move(values));
+    return out;
+}
+
+/// What a CUDA case must show before the charts draw it: without it, a bar would put GPU time
+/// or memory where no GPU ran (no driver: the case stops at its first CUDA call).
+enum class evidence { timing, device_memory };
+
+/// Whether a case's bars belong in a chart: not when it was unsupported here, and for a CUDA
+/// case only with the evidence (a timed series; device allocations).
+bool charted(const json& r, evidence need) {
+    if (str(r, "verdict") == "UNSUPPORTED" || str(obj(r, "observed"), "status") == "unsupported")
+        return false;
+    if (str(r, "backend") != "cuda")
+        return true;
+    const json result = obj(r, "result");
+    if (need == evidence::timing)
+        return !timed_series(result).empty();
+    return num(obj(result, "memory"), "tracked_peak_bytes", 0) > 0;
+}
+
+/// The verdict grid's layout: scenario x variant rows (by scenario, then run order), one column
+/// per backend. The time charts follow it, so a case's CPU and GPU bars sit side by side.
+struct case_grid {
+    std::vector<std::string> backends;
+    std::vector<std::pair<std::string, std::string>> rows; // scenario, variant
+    std::map<std::pair<std::string, std::string>, std::map<std::string, const json*>> at;
+
+    const json* find(const std::pair<std::string, std::string>& row,
+                     const std::string& backend) const {
+        const auto& cells = at.at(row);
+        const auto it = cells.find(backend);
+        return it == cells.end() ? nullptr : it->second;
+    }
 };
 
-/// A horizontal bar chart as inline SVG; log scale when the values span more than 50x.
-std::string svg_bars(const std::string& title, std::vector<bar> bars, const std::string& unit,
-                     bool center_at_one = false) {
-    std::ostringstream s;
-    // A chart of a thousand rows is a wall, not a picture: past max_bars keep the most telling
-    // (largest; for a ratio, farthest from 1) and say so; every case is still in the grid.
-    constexpr std::size_t max_bars = 60;
-    std::string shown_note;
-    if (bars.size() > max_bars) {
-        const auto weight = [&](const bar& b) {
-            return center_at_one ? std::abs(std::log(std::max(b.value, 1e-12))) : b.value;
-        };
-        std::stable_sort(bars.begin(), bars.end(), [&](const bar& a, const bar& b) { return weight(a) > weight(b); });
-        shown_note = " (the " + std::to_string(max_bars) + " " + (center_at_one ? "farthest from 1" : "largest") +
-                     " of " + std::to_string(bars.size()) + ")";
-        bars.resize(max_bars);
+case_grid make_grid(const run_data& run) {
+    case_grid g;
+    for (const auto& r : run.cases) {
+        const std::string b = str(r, "backend"), s = str(r, "scenario"), v = str(r, "variant");
+        if (std::find(g.backends.begin(), g.backends.end(), b) == g.backends.end())
+            g.backends.push_back(b);
+        if (g.at.count({s, v}) == 0)
+            g.rows.emplace_back(s, v);
+        g.at[{s, v}][b] = &r;
     }
-    if (bars.empty()) {
-        s << "<p class=\"muted\">" << escape_markup(title) << ": nothing to draw in this run.</p>\n";
-        return s.str();
+    std::stable_sort(g.rows.begin(), g.rows.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    return g;
+}
+
+// ---- charts: horizontal bars as inline SVG
+
+struct bar {
+    std::string label;
+    std::string series; ///< its colour and legend entry (series_names)
+    double value;
+    std::string value_text;         ///< printed after the bar
+    std::string title;              ///< hover text
+    std::vector<double> marks = {}; ///< bound lines (a baseline's or a profile's bounds)
+};
+
+/// What each series means, in legend order.
+const std::pair<const char*, const char*> series_names[] = {
+    {"cpu", "CPU"},
+    {"cuda", "GPU (CUDA)"},
+    {"out", "outside its bound (fails the run)"},
+    {"tracked", "tracked peak: allocations through the backend (device memory on CUDA)"},
+    {"rss", "peak RSS of the case's process (host memory)"},
+};
+
+enum class axis_kind { seconds, bytes, ratio };
+
+struct chart {
+    std::string id;
+    std::string title;
+    std::string axis; ///< what the axis measures, with its unit
+    axis_kind kind;
+    std::vector<bar> bars;
+    std::string marks_text = "baseline bound"; ///< what a bound line means, for the legend
+};
+
+/// A tick's value as the axis prints it: short, in the axis's unit.
+std::string tick_text(double v, axis_kind kind) {
+    if (kind == axis_kind::ratio)
+        return fmt("%g", v) + "x";
+    if (kind == axis_kind::bytes) {
+        const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+        int u = 0;
+        for (; v >= 1024 && u < 4; ++u)
+            v /= 1024;
+        return fmt("%g", v) + " " + units[u];
     }
+    if (v == 0 || v >= 1)
+        return fmt("%g", v) + " s";
+    if (v >= 1e-3)
+        return fmt("%g", v * 1e3) + " ms";
+    if (v >= 1e-6)
+        return fmt("%g", v * 1e6) + " us";
+    return fmt("%g", v * 1e9) + " ns";
+}
+
+/// Where values land: a log scale when they span more than 50x (ratios always: 2x and 0.5x
+/// lie equally far from 1), else linear from 0.
+struct scale {
+    bool log;
+    double lo, hi;    ///< the axis's ends: values, or their log10 on a log scale
+    double x0, width; ///< pixels
+
+    double x(double v) const {
+        const double at = log ? std::log10(std::max(v, std::pow(10.0, lo))) : v;
+        return x0 + width * std::clamp((at - lo) / (hi - lo), 0.0, 1.0);
+    }
+    bool within(double v) const {
+        const double at = log ? std::log10(v) : v;
+        return v > 0 && at >= lo - 1e-9 && at <= hi + 1e-9;
+    }
+};
+
+scale make_scale(const chart& c, double x0, double width) {
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
-    for (const auto& b : bars)
-        for (double x : {b.value, b.bound})
-            if (std::isfinite(x) && x > 0) {
-                lo = std::min(lo, x);
-                hi = std::max(hi, x);
+    for (const auto& b : c.bars) {
+        std::vector<double> values = b.marks;
+        values.push_back(b.value);
+        for (double v : values)
+            if (std::isfinite(v) && v > 0) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
             }
-    if (center_at_one) {
+    }
+    if (c.kind == axis_kind::ratio) {
         lo = std::min(lo, 1.0);
         hi = std::max(hi, 1.0);
     }
     if (!(hi > 0))
-        hi = lo = 1;
-    const bool log_scale = hi / lo > 50 || center_at_one;
-    const double lmin = log_scale ? std::log10(lo) - 0.1 : 0;
-    const double lmax = log_scale ? std::log10(hi) + 0.1 : hi * 1.05;
+        lo = hi = 1;
+    if (c.kind == axis_kind::ratio || hi / lo > 50)
+        return {true, std::log10(lo) - 0.1, std::log10(hi) + 0.1, x0, width};
+    return {false, 0, hi * 1.05, x0, width};
+}
+
+/// Tick values: 1, 2, 5 per decade on a log scale (powers of 2 for bytes), thinned to at most
+/// 8; a round step on a linear one.
+std::vector<double> ticks(const scale& s, axis_kind kind) {
+    constexpr std::size_t most = 8;
+    std::vector<double> out;
+    const bool bytes = kind == axis_kind::bytes;
+    if (!s.log) {
+        const double raw = s.hi / 5, p = std::pow(10.0, std::floor(std::log10(raw)));
+        const double step = bytes          ? std::pow(2.0, std::ceil(std::log2(raw)))
+                            : raw <= p     ? p
+                            : raw <= 2 * p ? 2 * p
+                            : raw <= 5 * p ? 5 * p
+                                           : 10 * p;
+        for (int i = 0; i * step <= s.hi; ++i)
+            out.push_back(i * step);
+        return out;
+    }
+    const double base = bytes ? 2 : 10;
+    const double first = std::floor(s.lo / std::log10(base)),
+                 last = std::ceil(s.hi / std::log10(base));
+    const int strides[] = {1,  1,  2, 5,
+                           10, 20, 50}; // in exponents; 2 and 5 too on the first pass only
+    for (std::size_t pass = 0; pass < std::size(strides); ++pass) {
+        const int stride = strides[pass];
+        const bool with_2_5 = !bytes && pass == 0;
+        out.clear();
+        for (double e = std::ceil(first / stride) * stride; e <= last; e += stride)
+            for (const double m : {1.0, 2.0, 5.0})
+                if (const double v = m * std::pow(base, e); (m == 1 || with_2_5) && s.within(v))
+                    out.push_back(v);
+        if (out.size() <= most)
+            break;
+    }
+    return out;
+}
+
+/// Past max_bars a chart keeps the most telling (largest; for a ratio, farthest from 1) and
+/// says so in its title: a chart of a thousand rows is a wall, not a picture.
+std::string keep_most_telling(chart& c) {
+    constexpr std::size_t max_bars = 60;
+    if (c.bars.size() <= max_bars)
+        return "";
+    const bool ratio = c.kind == axis_kind::ratio;
+    const auto weight = [&](const bar& b) {
+        return ratio ? std::abs(std::log(std::max(b.value, 1e-12))) : b.value;
+    };
+    std::stable_sort(c.bars.begin(), c.bars.end(),
+                     [&](const bar& a, const bar& b) { return weight(a) > weight(b); });
+    const std::string note = " (the " + std::to_string(max_bars) + " " +
+                             (ratio ? "farthest from 1" : "largest") + " of " +
+                             std::to_string(c.bars.size()) + ")";
+    c.bars.resize(max_bars);
+    return note;
+}
+
+/// The legend: the series this chart draws, and its bound lines when it has any.
+std::string legend_html(const chart& c) {
+    std::set<std::string> present;
+    bool marks = false;
+    for (const auto& b : c.bars) {
+        present.insert(b.series);
+        marks = marks || !b.marks.empty();
+    }
+    std::string out = "<p class=\"legend\">";
+    for (const auto& [series, text] : series_names)
+        if (present.count(series) != 0)
+            out +=
+                "<span class=\"key k-" + std::string(series) + "\"></span>" + escape_markup(text);
+    if (marks)
+        out += "<span class=\"key k-bound\"></span>" + escape_markup(c.marks_text);
+    return out + "</p>\n";
+}
+
+/// The axis under the rows: a line, its ticks with their values (and grid lines up through the
+/// rows, drawn first so the bars cover them), and what it measures.
+void svg_axis(std::ostringstream& s, const chart& c, const scale& sc, int y, int top) {
+    s << "<line class=\"axis\" x1=\"" << sc.x0 << "\" x2=\"" << sc.x0 + sc.width << "\" y1=\"" << y
+      << "\" y2=\"" << y << "\"/>\n";
+    for (double v : ticks(sc, c.kind)) {
+        const std::string x = fmt("%.1f", sc.x(v));
+        s << "<line class=\"tick\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << top << "\" y2=\""
+          << y + 4 << "\"/><text x=\"" << x << "\" y=\"" << y + 15 << "\" class=\"tv\">"
+          << escape_markup(tick_text(v, c.kind)) << "</text>\n";
+    }
+    s << "<text x=\"" << sc.x0 << "\" y=\"" << y + 31 << "\" class=\"ca\">" << escape_markup(c.axis)
+      << (sc.log ? ", log scale" : "") << "</text>\n";
+}
+
+/// One row: its label, its bar (from 0, or from 1 for a ratio), bound lines, and its value.
+void svg_row(std::ostringstream& s, const chart& c, const scale& sc, const bar& b, int y,
+             int row_h) {
+    const double origin = c.kind == axis_kind::ratio ? sc.x(1) : sc.x0;
+    const double x = std::isfinite(b.value) && b.value > 0 ? sc.x(b.value) : sc.x0;
+    s << "<text x=\"" << sc.x0 - 6 << "\" y=\"" << y + 12 << "\" class=\"cl\">"
+      << escape_markup(b.label) << "</text>";
+    s << "<rect class=\"b-" << b.series << "\" x=\"" << fmt("%.1f", std::min(origin, x))
+      << "\" y=\"" << y + 2 << "\" width=\"" << fmt("%.1f", std::max(1.0, std::abs(x - origin)))
+      << "\" height=\"" << row_h - 4 << "\"><title>" << escape_markup(b.title) << "</title></rect>";
+    for (double m : b.marks) {
+        const std::string mx = fmt("%.1f", sc.x(m));
+        s << "<line class=\"bound\" x1=\"" << mx << "\" x2=\"" << mx << "\" y1=\"" << y
+          << "\" y2=\"" << y + row_h << "\"><title>"
+          << escape_markup(c.marks_text + " " + tick_text(m, c.kind)) << "</title></line>";
+    }
+    s << "<text x=\"" << fmt("%.1f", std::max(origin, x) + 4) << "\" y=\"" << y + 12
+      << "\" class=\"cv\">" << escape_markup(b.value_text) << "</text>\n";
+}
+
+/// A chart in its own block (id `c.id`): legend, then the bars; a line saying so when there is
+/// nothing to draw.
+std::string svg_chart(chart c) {
+    std::ostringstream s;
+    s << "<div id=\"" << c.id << "\" class=\"chart-box\">";
+    const std::string shown_note = keep_most_telling(c);
+    if (c.bars.empty()) {
+        s << "<p class=\"muted\">" << escape_markup(c.title)
+          << ": nothing to draw in this run.</p></div>\n";
+        return s.str();
+    }
     // Labels are right-aligned against the plot: 430 px holds about 70 characters at 11 px; a
     // longer one keeps its end (the variant and backend tell cases apart) after an ellipsis.
-    const int label_w = 430, plot_w = 420, row_h = 16, top = 26;
     constexpr std::size_t max_label = 70;
-    for (auto& b : bars)
+    std::size_t longest_value = 0;
+    for (auto& b : c.bars) {
         if (b.label.size() > max_label)
             b.label = "\xE2\x80\xA6" + b.label.substr(b.label.size() - (max_label - 1));
-    const int height = top + static_cast<int>(bars.size()) * row_h + 24;
-    const auto xpos = [&](double v) {
-        const double t = log_scale ? (std::log10(std::max(v, lo)) - lmin) / (lmax - lmin) : v / lmax;
-        return label_w + plot_w * std::clamp(t, 0.0, 1.0);
-    };
-    s << "<figure class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"" << label_w + plot_w + 110
-      << "\" height=\"" << height << "\" viewBox=\"0 0 " << label_w + plot_w + 110 << ' ' << height << "\">\n";
-    s << "<title>" << escape_markup(title) << "</title>\n";
-    s << "<text x=\"0\" y=\"16\" class=\"ct\">" << escape_markup(title + shown_note) << (log_scale ? " (log scale)" : "")
-      << "</text>\n";
-    const double origin = center_at_one ? xpos(1.0) : label_w;
-    for (std::size_t i = 0; i < bars.size(); ++i) {
-        const auto& b = bars[i];
-        const int y = top + static_cast<int>(i) * row_h;
-        const double x = std::isfinite(b.value) && b.value > 0 ? xpos(b.value) : label_w;
-        s << "<text x=\"" << label_w - 6 << "\" y=\"" << y + 12 << "\" class=\"cl\">" << escape_markup(b.label) << "</text>";
-        s << "<rect class=\"b-" << b.series << "\" x=\"" << fmt("%.1f", std::min(origin, x)) << "\" y=\"" << y + 2
-          << "\" width=\"" << fmt("%.1f", std::max(1.0, std::abs(x - origin))) << "\" height=\"" << row_h - 4
-          << "\"><title>" << escape_markup(b.title) << "</title></rect>";
-        if (std::isfinite(b.bound) && b.bound > 0) {
-            const double bx = xpos(b.bound);
-            s << "<line class=\"bound\" x1=\"" << fmt("%.1f", bx) << "\" x2=\"" << fmt("%.1f", bx) << "\" y1=\"" << y
-              << "\" y2=\"" << y + row_h << "\"><title>bound " << escape_markup(human_bytes(b.bound)) << "</title></line>";
-        }
-        s << "<text x=\"" << fmt("%.1f", std::max(origin, x) + 4) << "\" y=\"" << y + 12 << "\" class=\"cv\">"
-          << escape_markup(b.title.substr(b.title.rfind(": ") == std::string::npos ? 0 : b.title.rfind(": ") + 2)) << "</text>\n";
+        longest_value = std::max(longest_value, b.value_text.size());
     }
-    if (center_at_one)
-        s << "<line class=\"axis\" x1=\"" << fmt("%.1f", origin) << "\" x2=\"" << fmt("%.1f", origin) << "\" y1=\"" << top
-          << "\" y2=\"" << height - 20 << "\"/>";
-    s << "<text x=\"" << label_w << "\" y=\"" << height - 4 << "\" class=\"cv\">" << escape_markup(unit) << "</text>\n";
-    s << "</svg></figure>\n";
+    const int label_w = 430, plot_w = 420, row_h = 16, top = 4;
+    const int width = label_w + plot_w + 12 + static_cast<int>(longest_value) * 7;
+    const int axis_y = top + static_cast<int>(c.bars.size()) * row_h + 2;
+    const int height = axis_y + 38;
+    const scale sc = make_scale(c, label_w, plot_w);
+    s << "<p class=\"ct\">" << escape_markup(c.title + shown_note) << "</p>" << legend_html(c)
+      << "<figure class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\""
+      << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << ' ' << height
+      << "\">\n<title>" << escape_markup(c.title) << "</title>\n";
+    svg_axis(s, c, sc, axis_y, top);
+    for (std::size_t i = 0; i < c.bars.size(); ++i)
+        svg_row(s, c, sc, c.bars[i], top + static_cast<int>(i) * row_h, row_h);
+    if (c.kind == axis_kind::ratio) // 1: numerator and denominator alike; bars grow from it
+        s << "<line class=\"one\" x1=\"" << fmt("%.1f", sc.x(1)) << "\" x2=\""
+          << fmt("%.1f", sc.x(1)) << "\" y1=\"" << top << "\" y2=\"" << axis_y << "\"/>\n";
+    s << "</svg></figure></div>\n";
     return s.str();
 }
 
-/// The upper bound a baseline memory entry allows, for the chart's marker.
-double memory_bound(const json& bound) {
-    if (!bound.is_object())
-        return std::nan("");
-    if (bound.contains("equals") && bound["equals"].is_number())
-        return bound["equals"].get<double>();
-    if (bound.contains("max") && bound["max"].is_number())
-        return bound["max"].get<double>();
-    if (bound.contains("value") && bound["value"].is_number()) {
-        const double v = bound["value"].get<double>();
-        if (bound.contains("rel_tol") && bound["rel_tol"].is_number())
-            return v * (1 + bound["rel_tol"].get<double>());
-        if (bound.contains("abs_tol") && bound["abs_tol"].is_number())
-            return v + bound["abs_tol"].get<double>();
-        return v;
+/// The lines a bound draws: its min and max, its value's tolerance band, or the value it equals.
+std::vector<double> bound_marks(const json& b) {
+    std::vector<double> out;
+    if (!b.is_object())
+        return out;
+    const double v = num(b, "value");
+    if (std::isfinite(v)) {
+        const double tol =
+            b.contains("rel_tol") ? num(b, "rel_tol", 0) * std::abs(v) : num(b, "abs_tol", 0);
+        return tol > 0 ? std::vector<double>{v - tol, v + tol} : std::vector<double>{v};
     }
-    return std::nan("");
+    for (const char* k : {"equals", "min", "max"})
+        if (std::isfinite(num(b, k)))
+            out.push_back(num(b, k));
+    return out;
+}
+
+std::string series_of(const std::string& backend) {
+    return backend == "cuda" ? "cuda" : "cpu";
+}
+
+/// Per-sample times: the median of each timed series of each case, its backends side by side.
+chart sample_time_chart(const case_grid& g) {
+    chart c{"chart-sample-times",
+            "Timed samples: the median of each series, per case",
+            "seconds per sample (median of the series)",
+            axis_kind::seconds,
+            {}};
+    for (const auto& row : g.rows) {
+        std::vector<std::string> names; // the row's series, in order of first appearance
+        std::map<std::string, std::map<std::string, std::vector<double>>>
+            values; // series -> backend -> samples
+        for (const auto& b : g.backends)
+            if (const json* r = g.find(row, b); r != nullptr && charted(*r, evidence::timing))
+                for (auto& [name, v] : timed_series(obj(*r, "result"))) {
+                    if (values.count(name) == 0)
+                        names.push_back(name);
+                    values[name][b] = std::move(v);
+                }
+        for (const auto& name : names)
+            for (const auto& [b, v] : values[name]) {
+                const double m = median(v);
+                const std::string n = std::to_string(v.size());
+                c.bars.push_back({row.first + "." + row.second + " " + name + " [" + b + "]",
+                                  series_of(b), m, human_seconds(m) + " (n=" + n + ")",
+                                  b + " " + row.first + "." + row.second + " " + name +
+                                      ": median " + human_seconds(m) + " of " + n + " samples"});
+            }
+    }
+    return c;
+}
+
+/// Whole-process times: every case that ran, start-up to exit.
+chart process_time_chart(const case_grid& g) {
+    chart c{"chart-process-times",
+            "Process wall time per case: start-up, set-up, warm-up and every sample",
+            "seconds of wall-clock time per case process",
+            axis_kind::seconds,
+            {}};
+    for (const auto& row : g.rows)
+        for (const auto& b : g.backends)
+            if (const json* r = g.find(row, b); r != nullptr && charted(*r, evidence::timing)) {
+                const double t = num(obj(*r, "process"), "wall_seconds");
+                if (std::isfinite(t) && t > 0)
+                    c.bars.push_back(
+                        {row.first + "." + row.second + " [" + b + "]", series_of(b), t,
+                         human_seconds(t),
+                         b + " " + row.first + "." + row.second + ": " + human_seconds(t)});
+            }
+    return c;
+}
+
+/// The ratios scenario.json declares, as this run measured them (summary.json): a scenario
+/// that declares none has no bar.
+chart ratio_chart(const run_data& run) {
+    chart c{"chart-ratios",
+            "Ratios scenario.json declares: median of one variant's series / another's",
+            "ratio of the medians, numerator / denominator (x)",
+            axis_kind::ratio,
+            {},
+            "bound in the profile"};
+    for (const auto& r : run.ratios) {
+        const double x = num(r, "ratio");
+        if (!std::isfinite(x) || x <= 0)
+            continue;
+        const std::string b = str(r, "backend"), key = str(r, "scenario") + "." + str(r, "name");
+        const std::string pair = str(r, "numerator") + " / " + str(r, "denominator");
+        std::string title = b + " " + key + " = " + pair + ", medians of " + str(r, "samples") +
+                            ": " + fmt("%.4g", num(r, "median_numerator")) + " / " +
+                            fmt("%.4g", num(r, "median_denominator")) + " = " + fmt("%.4g", x);
+        if (r.contains("bound"))
+            title += "; bound " + r["bound"].dump() + " (" + str(r, "profile") +
+                     "): " + str(r, "verdict");
+        c.bars.push_back({key + " [" + b + "]", r.value("failing", false) ? "out" : series_of(b), x,
+                          fmt("%.3g", x) + "x = " + pair, title,
+                          bound_marks(r.value("bound", json()))});
+    }
+    return c;
+}
+
+/// Memory peaks against their baseline bounds: the backend's tracked allocations and the
+/// process's peak RSS.
+chart memory_chart(const run_data& run) {
+    chart c{"chart-memory",
+            "Memory peaks against their baseline bounds",
+            "bytes at the peak",
+            axis_kind::bytes,
+            {}};
+    for (const auto& r : run.cases) {
+        if (!charted(r, evidence::device_memory))
+            continue;
+        const json expected =
+            r.contains("baseline") ? obj(obj(r["baseline"], "entry"), "memory") : json::object();
+        const std::string key = str(r, "case");
+        const double tracked = num(obj(obj(r, "result"), "memory"), "tracked_peak_bytes");
+        if (std::isfinite(tracked) && tracked > 0)
+            c.bars.push_back({key, "tracked", tracked, human_bytes(tracked),
+                              "tracked peak " + key + ": " + human_bytes(tracked),
+                              bound_marks(expected.value("tracked_peak_bytes", json()))});
+        const double rss = num(obj(r, "process"), "peak_rss_bytes");
+        if (std::isfinite(rss) && rss > 0)
+            c.bars.push_back({key, "rss", rss, human_bytes(rss),
+                              "peak RSS " + key + ": " + human_bytes(rss),
+                              bound_marks(expected.value("peak_rss_bytes", json()))});
+    }
+    return c;
+}
+
+/// One line when no CUDA case put anything in the charts, saying why (the reason a group of
+/// unsupported cases shares, once); empty when a GPU case ran.
+std::string no_gpu_line(const run_data& run) {
+    int cuda = 0, unsupported = 0;
+    std::set<std::string> reasons;
+    for (const auto& r : run.cases) {
+        if (str(r, "backend") != "cuda")
+            continue;
+        if (charted(r, evidence::timing) || charted(r, evidence::device_memory))
+            return "";
+        ++cuda;
+        if (str(r, "verdict") == "UNSUPPORTED") {
+            ++unsupported;
+            reasons.insert(str(r, "reason"));
+        }
+    }
+    std::string text = "No GPU case ran.";
+    if (cuda == 0)
+        text += " This run selected no CUDA case.";
+    if (unsupported > 0)
+        text += " " + std::to_string(unsupported) + " CUDA case(s) UNSUPPORTED" +
+                (reasons.size() == 1 ? ": " + *reasons.begin() : "") + ".";
+    if (cuda > unsupported)
+        text += " " + std::to_string(cuda - unsupported) +
+                " CUDA case(s) recorded no GPU timing or device memory.";
+    return "<p class=\"muted\" id=\"no-gpu\">" + escape_markup(text) +
+           " The charts show CPU cases only.</p>\n";
 }
 
 std::string pre_json(const json& j) {
@@ -580,77 +937,78 @@ std::string pre_json(const json& j) {
 }
 
 const char* html_style = R"CSS(
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1b1f24;background:#fff}
-h1{font-size:1.5em;margin:0 0 .3em}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:2px 8px;text-align:left;vertical-align:top}
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1b1f24;
+background:#fff}
+h1{font-size:1.5em;margin:0 0 .3em}
+h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:4px 0}
+td,th{border:1px solid #d0d7de;padding:2px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}.muted{color:#656d76}
 .v{display:inline-block;padding:0 6px;border-radius:3px;font-weight:600;font-size:12px}
 .pass{background:#dafbe1;color:#116329}.fail{background:#ffebe9;color:#a40e26}
 .warn{background:#fff8c5;color:#7d4e00}.skip{background:#eaeef2;color:#57606a}
 .grid td.cell{text-align:center}.grid a{text-decoration:none}
 details{border:1px solid #d0d7de;border-radius:4px;margin:4px 0;padding:2px 8px}
-summary{cursor:pointer}pre{background:#f6f8fa;padding:6px;overflow:auto;max-height:24em;white-space:pre-wrap}
-.chart text{font:11px system-ui,sans-serif}.chart .ct{font-size:13px;font-weight:600}.chart .cl{text-anchor:end}
-.chart .cv{fill:#57606a}.b-cpu{fill:#0969da}.b-cuda{fill:#1a7f37}.b-speedup{fill:#8250df}
-.b-device{fill:#1a7f37}.b-host{fill:#0969da}.bound{stroke:#cf222e;stroke-width:2}.axis{stroke:#57606a}
-.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+summary{cursor:pointer}
+pre{background:#f6f8fa;padding:6px;overflow:auto;max-height:24em;white-space:pre-wrap}
+td.values{font-family:ui-monospace,monospace;font-size:12px}
+.chart{margin:0 0 1.2em}.chart text{font:11px system-ui,sans-serif}
+.ct{font-weight:600;margin:1em 0 0}
+.chart .cl{text-anchor:end}.chart .cv,.chart .ca{fill:#57606a}
+.chart .tv{fill:#57606a;text-anchor:middle;font-size:10px}
+.b-cpu,.k-cpu{fill:#0969da;background:#0969da}.b-cuda,.k-cuda{fill:#1a7f37;background:#1a7f37}
+.b-out,.k-out{fill:#cf222e;background:#cf222e}.b-tracked,.k-tracked{fill:#bf8700;background:#bf8700}
+.b-rss,.k-rss{fill:#8c959f;background:#8c959f}.k-bound{background:#a40e26;width:3px!important}
+.bound{stroke:#a40e26;stroke-width:2}.axis,.one{stroke:#57606a}.tick{stroke:#eaeef2}
+.legend{margin:.2em 0}.legend .key{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
 )CSS";
-} // namespace
 
-std::string render_html(const run_data& run) {
-    const auto counts = verdict_counts(run);
-    const json fp = fingerprint_summary(run);
+// ---- the page's parts
+
+std::string html_header(const run_data& run) {
     std::ostringstream h;
-    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-      << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>" << html_style
-      << "</style></head>\n<body>\n";
-
-    // ---- header: the environment
-    h << "<header id=\"fingerprint\"><h1>pitfall report</h1>\n<p class=\"muted\">run " << escape_markup(run.dir)
-      << ", started " << escape_markup(str(run.header, "at")) << ", pitfall " << escape_markup(str(run.header, "pitfall_version"))
-      << ", profile <b>" << escape_markup(str(obj(run.header, "profile"), "name", "none")) << "</b> ("
-      << escape_markup(str(obj(run.header, "profile"), "reason")) << ")</p>\n";
-    h << "<table class=\"fp\"><tr><th>fingerprint</th><td>" << escape_markup(str(run.header, "fingerprint_id")) << "</td></tr>\n";
-    for (const auto& [k, v] : fp.items())
-        h << "<tr><th>" << escape_markup(k) << "</th><td>" << escape_markup(v.is_string() ? v.get<std::string>() : v.dump())
+    const json profile = obj(run.header, "profile");
+    h << "<header id=\"fingerprint\"><h1>pitfall report</h1>\n<p class=\"muted\">run "
+      << escape_markup(run.dir) << ", started " << escape_markup(str(run.header, "at"))
+      << ", pitfall " << escape_markup(str(run.header, "pitfall_version")) << ", profile <b>"
+      << escape_markup(str(profile, "name", "none")) << "</b> ("
+      << escape_markup(str(profile, "reason")) << ")</p>\n";
+    h << "<table class=\"fp\"><tr><th>fingerprint</th><td>"
+      << escape_markup(str(run.header, "fingerprint_id")) << "</td></tr>\n";
+    const json facts = fingerprint_summary(run);
+    for (const auto& [k, v] : facts.items())
+        h << "<tr><th>" << escape_markup(k) << "</th><td>" << escape_markup(text_of(v))
           << "</td></tr>\n";
     h << "</table>\n<p id=\"counts\">";
-    for (const auto& [v, n] : counts)
-        h << "<span class=\"v " << verdict_class(v) << "\">" << escape_markup(v) << ' ' << n << "</span> ";
+    for (const auto& [v, n] : verdict_counts(run))
+        h << "<span class=\"v " << verdict_class(v) << "\">" << escape_markup(v) << ' ' << n
+          << "</span> ";
     if (run.interrupted)
         h << "<span class=\"v warn\">interrupted</span>";
     h << "</p></header>\n";
+    return h.str();
+}
 
-    // ---- verdict grid: scenario x variant rows, one column per backend
-    std::vector<std::string> backends;
-    std::vector<std::pair<std::string, std::string>> rows; // scenario, variant
-    std::map<std::pair<std::string, std::string>, std::map<std::string, const json*>> cell;
-    for (const auto& r : run.cases) {
-        const std::string b = str(r, "backend"), s = str(r, "scenario"), v = str(r, "variant");
-        if (std::find(backends.begin(), backends.end(), b) == backends.end())
-            backends.push_back(b);
-        if (cell.count({s, v}) == 0)
-            rows.emplace_back(s, v);
-        cell[{s, v}][b] = &r;
-    }
-    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    h << "<h2>Verdicts</h2>\n<table class=\"grid\" id=\"verdict-grid\"><tr><th>scenario</th><th>variant</th>";
-    for (const auto& b : backends)
+std::string html_verdict_grid(const run_data& run, const case_grid& g) {
+    std::ostringstream h;
+    h << "<h2>Verdicts</h2>\n<table class=\"grid\" "
+         "id=\"verdict-grid\"><tr><th>scenario</th><th>variant</th>";
+    for (const auto& b : g.backends)
         h << "<th>" << escape_markup(b) << "</th>";
     h << "</tr>\n";
-    for (const auto& [s, v] : rows) {
-        h << "<tr><td>" << escape_markup(s) << "</td><td>" << escape_markup(v) << "</td>";
-        for (const auto& b : backends) {
-            const auto it = cell[{s, v}].find(b);
-            if (it == cell[{s, v}].end()) {
+    for (const auto& row : g.rows) {
+        h << "<tr><td>" << escape_markup(row.first) << "</td><td>" << escape_markup(row.second)
+          << "</td>";
+        for (const auto& b : g.backends) {
+            const json* r = g.find(row, b);
+            if (r == nullptr) {
                 h << "<td class=\"cell muted\">-</td>";
                 continue;
             }
-            const std::string verdict = str(*it->second, "verdict");
-            h << "<td class=\"cell\"><a href=\"#" << case_anchor(str(*it->second, "case")) << "\" title=\""
-              << escape_markup(str(*it->second, "reason")) << "\"><span class=\"v " << verdict_class(verdict) << "\">"
-              << escape_markup(verdict) << "</span></a></td>";
+            const std::string verdict = str(*r, "verdict");
+            h << "<td class=\"cell\"><a href=\"#" << case_anchor(str(*r, "case")) << "\" title=\""
+              << escape_markup(str(*r, "reason")) << "\"><span class=\"v " << verdict_class(verdict)
+              << "\">" << escape_markup(verdict) << "</span></a></td>";
         }
         h << "</tr>\n";
     }
@@ -661,116 +1019,131 @@ std::string render_html(const run_data& run) {
             h << (i ? ", " : "") << "<code>" << escape_markup(run.not_finished[i]) << "</code>";
         h << " (the run ended first; <code>pitfall run --resume</code> completes it).</p>\n";
     }
+    return h.str();
+}
 
-    // ---- charts
-    h << "<h2>Charts</h2>\n<p class=\"legend\"><span class=\"b-cpu\" style=\"background:#0969da\"></span>CPU"
-      << "<span style=\"background:#1a7f37\"></span>GPU (CUDA)</p>\n";
-    std::vector<bar> times;
-    for (const auto& [s, v] : rows)
-        for (const auto& b : backends)
-            if (const auto it = cell[{s, v}].find(b); it != cell[{s, v}].end()) {
-                const std::string verdict = str(*it->second, "verdict");
-                if (verdict == "UNSUPPORTED")
-                    continue;
-                const double t = case_seconds(*it->second);
-                if (std::isfinite(t) && t > 0)
-                    times.push_back({s + "." + v + " [" + b + "]", b == "cuda" ? "cuda" : "cpu", t,
-                                     b + " " + s + "." + v + ": " + human_seconds(t)});
-            }
-    h << "<div id=\"chart-time\">" << svg_bars("CPU vs GPU time per case (median sample, else process wall time)", times, "seconds") << "</div>\n";
+std::string html_charts(const run_data& run, const case_grid& g) {
+    return "<h2>Charts</h2>\n" + no_gpu_line(run) + svg_chart(sample_time_chart(g)) +
+           svg_chart(process_time_chart(g)) + svg_chart(ratio_chart(run)) +
+           svg_chart(memory_chart(run));
+}
 
-    std::vector<bar> speedups;
-    for (const auto& b : backends) {
-        std::map<std::string, std::vector<const json*>> by_scenario;
-        for (const auto& r : run.cases)
-            if (str(r, "backend") == b && str(r, "verdict") != "UNSUPPORTED")
-                by_scenario[str(r, "scenario")].push_back(&r);
-        for (const auto& [s, list] : by_scenario) {
-            const json* reproduce = nullptr;
-            for (const json* r : list)
-                if (str(*r, "kind") == "reproduce" && std::isfinite(first_time_median(obj(*r, "result")))) {
-                    reproduce = r;
-                    break;
-                }
-            if (reproduce == nullptr)
-                continue;
-            const double base = first_time_median(obj(*reproduce, "result"));
-            for (const json* r : list) {
-                if (str(*r, "kind") != "remedy")
-                    continue;
-                const double t = first_time_median(obj(*r, "result"));
-                if (std::isfinite(t) && t > 0 && base > 0)
-                    speedups.push_back({s + "." + str(*r, "variant") + " [" + b + "]", "speedup", base / t,
-                                        b + " " + s + ": " + str(*reproduce, "variant") + " / " + str(*r, "variant") +
-                                            ": " + fmt("%.2fx", base / t)});
-            }
-        }
+/// A case's reason, observed outcome and where it ran.
+std::string case_facts_table(const json& r) {
+    std::ostringstream h;
+    const json o = obj(r, "observed");
+    h << "<table><tr><th>reason</th><td class=\"reason\">" << escape_markup(str(r, "reason"))
+      << "</td></tr>\n";
+    for (const char* k : {"status", "library", "error", "stage", "sticky", "signal", "message"})
+        if (o.contains(k))
+            h << "<tr><th>" << k << "</th><td>" << escape_markup(str(o, k)) << "</td></tr>\n";
+    h << "<tr><th>wall time</th><td>" << human_seconds(num(obj(r, "process"), "wall_seconds"))
+      << "</td></tr>\n";
+    h << "<tr><th>ran on</th><td>" << escape_markup(str(obj(r, "result"), "ran_on", "-"))
+      << "</td></tr>\n";
+    h << "<tr><th>judged by</th><td>"
+      << escape_markup(r.contains("baseline") ? str(r["baseline"], "profile", "no baseline")
+                                              : "no baseline")
+      << "</td></tr></table>\n";
+    return h.str();
+}
+
+/// Every series the case recorded: each value, its median and its unit.
+std::string samples_table(const json& result) {
+    const json samples = obj(result, "samples");
+    if (samples.empty())
+        return "";
+    std::ostringstream h;
+    h << "<table "
+         "class=\"samples\"><tr><th>series</th><th>unit</th><th>n</th><th>median</th><th>samples, "
+         "in "
+         "order taken</th></tr>\n";
+    for (const auto& [name, series] : samples.items()) {
+        const std::vector<double> values = numbers(arr(series, "values"));
+        const std::string unit = str(series, "unit", "s");
+        const double m = median(values);
+        std::string listed;
+        for (double v : values)
+            listed += (listed.empty() ? "" : " ") + fmt("%.6g", v);
+        h << "<tr><td>" << escape_markup(name) << "</td><td>" << escape_markup(unit) << "</td><td>"
+          << values.size() << "</td><td>" << (std::isfinite(m) ? fmt("%.6g", m) : "-")
+          << (unit == "s" && std::isfinite(m) ? " (" + human_seconds(m) + ")" : "")
+          << "</td><td class=\"values\">" << escape_markup(listed) << "</td></tr>\n";
     }
-    h << "<div id=\"chart-speedup\">"
-      << svg_bars("Remedy vs reproduce: median time of the first reproduce variant / the remedy's", speedups,
-                  "speedup (x); right of the axis: the remedy is faster", true)
-      << "</div>\n";
+    h << "</table>\n";
+    return h.str();
+}
 
-    std::vector<bar> memory;
-    for (const auto& r : run.cases) {
-        if (str(r, "verdict") == "UNSUPPORTED")
-            continue;
-        const json expected_memory = r.contains("baseline") ? obj(obj(r["baseline"], "entry"), "memory")
-                                                            : json::object();
-        const json result = obj(r, "result");
-        const double device = result.is_object() ? num(obj(result, "memory"), "tracked_peak_bytes") : std::nan("");
-        if (std::isfinite(device) && device > 0)
-            memory.push_back({str(r, "case"), "device", device, "device peak " + str(r, "case") + ": " + human_bytes(device),
-                              memory_bound(expected_memory.value("tracked_peak_bytes", json()))});
-        const double host = num(obj(r, "process"), "peak_rss_bytes");
-        if (std::isfinite(host) && host > 0)
-            memory.push_back({str(r, "case"), "host", host, "host peak RSS " + str(r, "case") + ": " + human_bytes(host),
-                              memory_bound(expected_memory.value("peak_rss_bytes", json()))});
+/// A table of name -> value from `j[key]`, under the heading `what`; nothing when it is empty.
+/// Values are numbers or strings; a measurement's {value, unit} gives both columns.
+std::string facts_table(const json& result, const char* key, const char* what, bool with_unit) {
+    const json facts = obj(result, key);
+    if (facts.empty())
+        return "";
+    std::ostringstream h;
+    h << "<table class=\"" << key << "\"><tr><th>" << what << "</th><th>value</th>"
+      << (with_unit ? "<th>unit</th>" : "") << "</tr>\n";
+    for (const auto& [k, v] : facts.items()) {
+        const bool pair = v.is_object() && v.contains("value");
+        h << "<tr><td>" << escape_markup(k) << "</td><td>"
+          << escape_markup(text_of(pair ? v["value"] : v)) << "</td>";
+        if (with_unit)
+            h << "<td>" << escape_markup(str(v, "unit")) << "</td>";
+        h << "</tr>\n";
     }
-    h << "<p class=\"legend\"><span style=\"background:#1a7f37\"></span>device (tracked peak)"
-      << "<span style=\"background:#0969da\"></span>host (peak RSS)<span style=\"background:#cf222e\"></span>baseline bound</p>\n";
-    h << "<div id=\"chart-memory\">" << svg_bars("Memory peaks against their baseline bounds", memory, "bytes") << "</div>\n";
+    h << "</table>\n";
+    return h.str();
+}
 
-    // ---- every case, expandable
+std::string checks_table(const json& result) {
+    if (arr(result, "checks").empty())
+        return "";
+    std::ostringstream h;
+    h << "<table class=\"checks\"><tr><th>check</th><th>passed</th><th>detail</th></tr>\n";
+    for (const auto& c : result["checks"])
+        h << "<tr><td>" << escape_markup(str(c, "name")) << "</td><td>"
+          << (c.value("passed", false) ? "yes" : "<b>no</b>") << "</td><td>"
+          << escape_markup(str(c, "detail")) << "</td></tr>\n";
+    h << "</table>\n";
+    return h.str();
+}
+
+/// One case, expandable: its verdict and outcome, then what it recorded and was judged against.
+std::string case_details(const json& r) {
+    std::ostringstream h;
+    const std::string verdict = str(r, "verdict");
+    const json result = obj(r, "result");
+    h << "<details class=\"case\" id=\"" << case_anchor(str(r, "case"))
+      << "\"><summary><span class=\"v " << verdict_class(verdict) << "\">" << escape_markup(verdict)
+      << "</span> <code>" << escape_markup(str(r, "test", str(r, "case")))
+      << "</code> <span class=\"muted\">" << escape_markup(outcome_line(r))
+      << "</span></summary>\n";
+    h << case_facts_table(r) << samples_table(result) << facts_table(result, "info", "info", false)
+      << facts_table(result, "measurements", "measurement", true) << checks_table(result);
+    if (!obj(r, "timings").empty())
+        h << "<p>timings against the baseline</p>" << pre_json(r["timings"]);
+    if (r.contains("baseline"))
+        h << "<p>baseline entry</p>" << pre_json(obj(r["baseline"], "entry"));
+    if (!str(r, "output_tail").empty())
+        h << "<p>output (end)</p><pre>" << escape_markup(str(r, "output_tail")) << "</pre>";
+    h << "</details>\n";
+    return h.str();
+}
+} // namespace
+
+std::string render_html(const run_data& run) {
+    const case_grid grid = make_grid(run);
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>"
+      << html_style << "</style></head>\n<body>\n";
+    h << html_header(run) << html_verdict_grid(run, grid) << html_charts(run, grid);
     h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
-    for (const auto& r : run.cases) {
-        const std::string verdict = str(r, "verdict");
-        const json o = obj(r, "observed");
-        const json result = obj(r, "result");
-        h << "<details class=\"case\" id=\"" << case_anchor(str(r, "case")) << "\"><summary><span class=\"v "
-          << verdict_class(verdict) << "\">" << escape_markup(verdict) << "</span> <code>" << escape_markup(str(r, "test", str(r, "case")))
-          << "</code> <span class=\"muted\">" << escape_markup(outcome_line(r)) << "</span></summary>\n";
-        h << "<table><tr><th>reason</th><td class=\"reason\">" << escape_markup(str(r, "reason")) << "</td></tr>\n";
-        for (const char* k : {"status", "library", "error", "stage", "sticky", "signal", "message"})
-            if (o.contains(k))
-                h << "<tr><th>" << k << "</th><td>" << escape_markup(str(o, k)) << "</td></tr>\n";
-        h << "<tr><th>wall time</th><td>" << human_seconds(num(obj(r, "process"), "wall_seconds")) << "</td></tr>\n";
-        h << "<tr><th>ran on</th><td>" << escape_markup(str(result, "ran_on", "-")) << "</td></tr>\n";
-        h << "<tr><th>judged by</th><td>" << escape_markup(r.contains("baseline") ? str(r["baseline"], "profile", "no baseline") : "no baseline")
-          << "</td></tr></table>\n";
-        if (result.is_object() && !obj(result, "measurements").empty()) {
-            h << "<table class=\"measurements\"><tr><th>measurement</th><th>value</th><th>unit</th></tr>\n";
-            for (const auto& [k, m] : result["measurements"].items())
-                h << "<tr><td>" << escape_markup(k) << "</td><td>" << escape_markup(m.is_object() && m.contains("value") ? m["value"].dump() : m.dump())
-                  << "</td><td>" << escape_markup(str(m, "unit")) << "</td></tr>\n";
-            h << "</table>\n";
-        }
-        if (result.is_object() && !arr(result, "checks").empty()) {
-            h << "<table class=\"checks\"><tr><th>check</th><th>passed</th><th>detail</th></tr>\n";
-            for (const auto& c : result["checks"])
-                h << "<tr><td>" << escape_markup(str(c, "name")) << "</td><td>" << (c.value("passed", false) ? "yes" : "<b>no</b>")
-                  << "</td><td>" << escape_markup(str(c, "detail")) << "</td></tr>\n";
-            h << "</table>\n";
-        }
-        if (!obj(r, "timings").empty())
-            h << "<p>timings</p>" << pre_json(r["timings"]);
-        if (r.contains("baseline"))
-            h << "<p>baseline entry</p>" << pre_json(obj(r["baseline"], "entry"));
-        if (!str(r, "output_tail").empty())
-            h << "<p>output (end)</p><pre>" << escape_markup(str(r, "output_tail")) << "</pre>";
-        h << "</details>\n";
-    }
-    h << "</div>\n<footer class=\"muted\"><p>Rendered from results.jsonl by <code>pitfall report</code>, "
+    for (const auto& r : run.cases)
+        h << case_details(r);
+    h << "</div>\n<footer class=\"muted\"><p>Rendered from results.jsonl by <code>pitfall "
+         "report</code>, "
       << escape_markup(utc_now("%Y-%m-%dT%H:%M:%SZ")) << ".</p></footer>\n</body></html>\n";
     return h.str();
 }

@@ -1,4 +1,4 @@
-#include "pitfall/result_file.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -12,7 +12,7 @@ status write_file_atomically(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return PITFALL_HOST_ERROR(stage::none, "write_failed",
+        return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
                                   "cannot write " + path + ": " + std::strerror(errno));
     std::size_t done = 0;
     while (done < text.size()) {
@@ -23,7 +23,7 @@ status write_file_atomically(const std::string& path, const std::string& text) {
             const int err = errno;
             ::close(fd);
             ::unlink(tmp.c_str());
-            return PITFALL_HOST_ERROR(stage::none, "write_failed",
+            return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
                                       "cannot write " + path + ": " + std::strerror(err));
         }
         done += static_cast<std::size_t>(n);
@@ -31,7 +31,7 @@ status write_file_atomically(const std::string& path, const std::string& text) {
     if (::fsync(fd) != 0 || ::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        return PITFALL_HOST_ERROR(stage::none, "write_failed",
+        return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
                                   "cannot write " + path + ": " + std::strerror(err));
     }
     return status::ok();

@@ -3,9 +3,9 @@
 #include "baseline.hpp"
 #include "fingerprint.hpp"
 #include "report.hpp"
-#include "pitfall/inject.hpp"
-#include "pitfall/result_file.hpp"
-#include "pitfall/process.hpp"
+#include "pitfall/detail/inject.hpp"
+#include "pitfall/detail/result_file.hpp"
+#include "pitfall/detail/process.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "pitfall/process.hpp"
+#include "pitfall/detail/process.hpp"
 
 #include <gtest/gtest.h>
 

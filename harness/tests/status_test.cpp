@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 namespace {
 using namespace pitfall;
 
@@ -13,15 +15,18 @@ TEST(Status, OkByDefault) {
 }
 
 TEST(Status, ErrorCarriesNameLibraryStageAndPlace) {
-    const status s = status::error(library::cuda_runtime, "cudaErrorMemoryAllocation", "out of memory",
-                                   stage::alloc, false, "x.cu", 12);
+    const status s = status::error(library::cuda_runtime, "cudaErrorMemoryAllocation",
+                                   "out of memory", stage::alloc, false, "x.cu", 12);
     EXPECT_FALSE(s.is_ok());
-    EXPECT_EQ(s.describe(), "cudaErrorMemoryAllocation (cuda_runtime, alloc, not sticky) at x.cu:12: out of memory");
+    EXPECT_EQ(
+        s.describe(),
+        "cudaErrorMemoryAllocation (cuda_runtime, alloc, not sticky) at x.cu:12: out of memory");
     EXPECT_EQ(s.at_stage(stage::copy).where(), stage::copy);
 }
 
 TEST(Status, UnsupportedBecauseKeepsTheCause) {
-    const status cause = status::error(library::cuda_runtime, "cudaErrorInsufficientDriver", "m", stage::init);
+    const status cause =
+        status::error(library::cuda_runtime, "cudaErrorInsufficientDriver", "m", stage::init);
     const status s = status::unsupported_because(cause, "no driver");
     EXPECT_TRUE(s.is_unsupported());
     EXPECT_FALSE(s.is_ok());
@@ -30,25 +35,29 @@ TEST(Status, UnsupportedBecauseKeepsTheCause) {
 }
 
 TEST(Status, StickyListMatchesCudaFacts) {
-    for (const char* sticky : {"cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorAssert",
-                               "cudaErrorMisalignedAddress", "cudaErrorHardwareStackError"})
+    for (const char* sticky :
+         {"cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorAssert",
+          "cudaErrorMisalignedAddress", "cudaErrorHardwareStackError"})
         EXPECT_TRUE(is_sticky_cuda_error(sticky)) << sticky;
-    for (const char* not_sticky : {"cudaErrorMemoryAllocation", "cudaErrorInsufficientDriver",
-                                   "cudaErrorNoDevice", "cudaErrorInvalidDevice", "cudaErrorNoKernelImageForDevice"})
+    for (const char* not_sticky :
+         {"cudaErrorMemoryAllocation", "cudaErrorInsufficientDriver", "cudaErrorNoDevice",
+          "cudaErrorInvalidDevice", "cudaErrorNoKernelImageForDevice"})
         EXPECT_FALSE(is_sticky_cuda_error(not_sticky)) << not_sticky;
 }
 
 TEST(Status, NamesRoundTrip) {
     for (auto lib : {library::cuda_runtime, library::cublas, library::cudnn, library::host})
         EXPECT_EQ(library_from_string(to_string(lib)), lib);
-    for (auto st : {stage::alloc, stage::copy, stage::launch, stage::synchronize, stage::library_call})
+    for (auto st :
+         {stage::alloc, stage::copy, stage::launch, stage::synchronize, stage::library_call})
         EXPECT_EQ(stage_from_string(to_string(st)), st);
     EXPECT_FALSE(stage_from_string("later").has_value());
 }
 
 status_or<int> half(int x) {
     if (x % 2 != 0)
-        return PITFALL_HOST_ERROR(stage::compute, "odd", "cannot halve " + std::to_string(x));
+        return PITFALL_HOST_ERROR(stage::compute, host_error::exception,
+                                  "cannot halve " + std::to_string(x));
     return x / 2;
 }
 status quarter(int x, int& out) {
@@ -62,8 +71,42 @@ TEST(Status, MacrosPropagateTheFirstError) {
     EXPECT_TRUE(quarter(8, out).is_ok());
     EXPECT_EQ(out, 2);
     const status s = quarter(6, out);
-    EXPECT_EQ(s.name(), "odd");
+    EXPECT_EQ(s.name(), "std::exception");
+    EXPECT_EQ(s.lib(), library::host);
     EXPECT_EQ(s.message(), "cannot halve 3");
+}
+
+TEST(Status, HostAndPitfallNamesAreClosedSets) {
+    // Every enumerator has a name of its own, and the name is listed for its library.
+    for (auto code : {host_error::bad_alloc, host_error::write_failed, host_error::child_killed,
+                      host_error::no_batch_fits}) {
+        const status s = status::error(code, "m", stage::init);
+        EXPECT_EQ(s.lib(), library::host);
+        EXPECT_NE(s.name(), "unknown");
+        EXPECT_TRUE(is_listed_error_name(library::host, s.name())) << s.name();
+    }
+    EXPECT_EQ(status::error(pitfall_error::bad_parameter, "m", stage::init).name(),
+              "bad_parameter");
+    EXPECT_TRUE(is_listed_error_name(library::pitfall, "cudnn_loaded_minor_older"));
+    // A name outside the sets never becomes an outcome name: it is kept in the message.
+    const status unlisted = status::error(library::host, "made_up_name", "what", stage::init);
+    EXPECT_EQ(unlisted.lib(), library::pitfall);
+    EXPECT_EQ(unlisted.name(), "unlisted_error_name");
+    EXPECT_EQ(unlisted.message(), "made_up_name: what");
+    EXPECT_FALSE(is_listed_error_name(library::pitfall, "made_up_name"));
+    // Vendor libraries name their own errors.
+    EXPECT_TRUE(is_listed_error_name(library::cuda_runtime, "cudaErrorNoDevice"));
+    EXPECT_EQ(status::error(library::cudnn, "CUDNN_STATUS_NOT_SUPPORTED", "", stage::init).name(),
+              "CUDNN_STATUS_NOT_SUPPORTED");
+}
+
+TEST(Status, ErrnoNames) {
+    const status s = status::from_errno(EINVAL, "sched_setaffinity", stage::init);
+    EXPECT_EQ(s.lib(), library::host);
+    EXPECT_EQ(s.name(), "EINVAL");
+    EXPECT_NE(s.message().find("sched_setaffinity: "), std::string::npos);
+    EXPECT_TRUE(is_listed_error_name(library::host, "ENOENT"));
+    EXPECT_FALSE(is_listed_error_name(library::host, "Enot_an_errno"));
 }
 
 TEST(ByteSize, ParsesSuffixesAndRejectsJunk) {
@@ -109,8 +152,8 @@ TEST(CpuBackend, SameFunctorAndGemmAgreeWithAHandReference) {
     ASSERT_TRUE(cpu_backend::copy_to_device(a.value(), h_a, 4).is_ok());
     auto c = cpu_backend::allocate<double>(4);
     ASSERT_TRUE(c.is_ok());
-    ASSERT_TRUE(cpu_backend::gemm(transpose::no, transpose::no, 2, 2, 2, 1.0, a->data(), 2, a->data(), 2, 0.0,
-                                  c->data(), 2)
+    ASSERT_TRUE(cpu_backend::gemm(transpose::no, transpose::no, 2, 2, 2, 1.0, a->data(), 2,
+                                  a->data(), 2, 0.0, c->data(), 2)
                     .is_ok());
     double h_c[4];
     ASSERT_TRUE(cpu_backend::copy_to_host(h_c, c.value(), 4).is_ok());

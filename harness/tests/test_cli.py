@@ -525,8 +525,9 @@ class Reports(FixtureTest):
         self.assertIn("**NUMERIC_MISMATCH**", md)
         # HTML: one file, nothing fetched from elsewhere, the parts a person looks for.
         html = read_text(os.path.join(out, "report.html"))
-        for part in ('id="fingerprint"', 'id="verdict-grid"', 'id="chart-time"', 'id="chart-speedup"',
-                     'id="chart-memory"', "<svg", '<details class="case" id="case-cpu-harness_fixture-segv"'):
+        for part in ('id="fingerprint"', 'id="verdict-grid"', 'id="chart-sample-times"', 'id="chart-process-times"',
+                     'id="chart-ratios"', 'id="chart-memory"', "<svg",
+                     '<details class="case" id="case-cpu-harness_fixture-segv"'):
             self.assertIn(part, html)
         for remote in ("<script", "<link", "@import", "src=\"http", "url("):
             self.assertNotIn(remote, html)
@@ -621,9 +622,12 @@ class Reports(FixtureTest):
         self.assertEqual(console, [])  # no console errors (nor any other message)
         self.assertIn('id="verdict-grid"', dom)
         self.assertEqual(dom.count("<details"), 4)
-        self.assertGreaterEqual(dom.count("<svg"), 2)  # time and memory; this run has no remedy/reproduce pair
-        for chart in ("chart-time", "chart-speedup", "chart-memory"):
+        # Sample times, process times, the declared ratio (ok_over_ok) and memory, each its own chart.
+        self.assertEqual(dom.count("<svg"), 4)
+        for chart in ("chart-sample-times", "chart-process-times", "chart-ratios", "chart-memory"):
             self.assertIn(f'id="{chart}"', dom)
+        self.assertIn("No GPU case ran. This run selected no CUDA case.", dom)  # and no GPU series drawn
+        self.assertNotIn("GPU (CUDA)", dom)
         self.assertNotIn("<script", dom)  # the error name stayed text: no script element in the page
         self.assertIn("&lt;script&gt;document.title='owned'&lt;/script&gt;", dom)
         self.assertNotIn("<title>owned</title>", dom)

@@ -28,7 +28,7 @@
 //   math throughout; the price is float32 rounding, measured against the float64 reference.
 // Seed: 000 ex.1 (float64 numpy arrays into model.fit), 002 ex.3 (cast features to float32).
 //
-// Every case runs two trainings with the code under test (dense_model.hpp) and one with the
+// Every case runs two trainings with the code under test (pitfall/models/dense.hpp) and one with the
 // reference written below:
 //   1. fit: the timed run. Each timed sample is one epoch over all `rows` rows; the warm-up
 //      epochs train too, so the model sees warmup + samples epochs (10 by default, the seed's
@@ -37,8 +37,7 @@
 //      first `check_rows` rows, then its predictions on those rows. Small on purpose, so that
 //   3. the float64 reference (plain nested loops, its own weight layout) can replay exactly the
 //      same steps cheaply at any scale; it judges both backends.
-#include "dense_model.hpp"
-
+#include "pitfall/models/dense.hpp"
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDA && PITFALL_HAS_CUDNN
@@ -77,41 +76,22 @@ struct config {
     int check_epochs = 0;
 };
 
-pitfall::status bad_parameter(const std::string& name, const std::string& what) {
-    return pitfall::status::error(pitfall::library::pitfall, "bad_parameter",
-                                  "--param " + name + ": " + what, pitfall::stage::init);
-}
-
-// An integer parameter within [lo, hi]: BLAS takes int sizes, so the bounds keep every
-// dimension and leading dimension representable.
-pitfall::status_or<long long> bounded_int(const pitfall::context& ctx, const char* name,
-                                          long long lo, long long hi) {
-    PITFALL_ASSIGN_OR_RETURN(const long long v, ctx.param_int(name));
-    if (v < lo || v > hi)
-        return bad_parameter(name, "must be in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + "], got " + std::to_string(v));
-    return v;
-}
-
+// Bounds live in scenario.json (BLAS takes int sizes: they keep every dimension and leading
+// dimension representable); the SDK refuses a value outside them before the case starts.
 pitfall::status_or<config> read_config(const pitfall::context& ctx) {
     config c;
-    PITFALL_ASSIGN_OR_RETURN(const long long rows, bounded_int(ctx, "rows", 1, 1LL << 32));
-    PITFALL_ASSIGN_OR_RETURN(const long long features, bounded_int(ctx, "features", 1, 1 << 20));
-    PITFALL_ASSIGN_OR_RETURN(const long long hidden, bounded_int(ctx, "hidden", 1, 1 << 12));
-    PITFALL_ASSIGN_OR_RETURN(const long long batch, bounded_int(ctx, "batch", 1, 1 << 20));
-    PITFALL_ASSIGN_OR_RETURN(const long long seed, bounded_int(ctx, "seed", 0, 1LL << 62));
-    PITFALL_ASSIGN_OR_RETURN(const long long check_rows,
-                             bounded_int(ctx, "check_rows", 1, 1 << 24));
-    PITFALL_ASSIGN_OR_RETURN(const long long check_epochs,
-                             bounded_int(ctx, "check_epochs", 1, 1000));
-    PITFALL_ASSIGN_OR_RETURN(const double lr, ctx.param_double("learning_rate"));
-    if (!(lr > 0.0) || !std::isfinite(lr))
-        return bad_parameter("learning_rate", "must be a positive finite number");
+    PITFALL_ASSIGN_OR_RETURN(const long long rows, ctx.param_int("rows"));
+    PITFALL_ASSIGN_OR_RETURN(const long long features, ctx.param_int("features"));
+    PITFALL_ASSIGN_OR_RETURN(const long long hidden, ctx.param_int("hidden"));
+    PITFALL_ASSIGN_OR_RETURN(const long long batch, ctx.param_int("batch"));
+    PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
+    PITFALL_ASSIGN_OR_RETURN(const long long check_rows, ctx.param_int("check_rows"));
+    PITFALL_ASSIGN_OR_RETURN(const long long check_epochs, ctx.param_int("check_epochs"));
+    PITFALL_ASSIGN_OR_RETURN(c.learning_rate, ctx.param_double("learning_rate"));
     c.rows = static_cast<std::size_t>(rows);
     c.features = static_cast<int>(features);
     c.hidden = static_cast<int>(hidden);
     c.batch = static_cast<int>(batch);
-    c.learning_rate = lr;
     c.seed = static_cast<std::uint64_t>(seed);
     c.check_rows = std::min(static_cast<std::size_t>(check_rows), c.rows);
     c.check_epochs = static_cast<int>(check_epochs);
@@ -485,30 +465,24 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
     return pitfall::status::ok();
 }
 
-template <class Backend> pitfall::status run_variant(pitfall::context& ctx) {
+// What numpy hands over: float64 features and labels, made on the host from a fixed seed.
+// Element type T is what the training runs in.
+template <class Backend, class T> pitfall::status train_on(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
-    // What numpy hands over: float64 features and labels, made on the host from a fixed seed.
     const dataset data = pitfall::dense::make_dataset(cfg.rows, cfg.features, cfg.seed);
-    if (ctx.variant() == "reproduce")
-        return run_training<Backend, double>(ctx, cfg, data);
-    if (ctx.variant() == "remedy")
-        return run_training<Backend, float>(ctx, cfg, data);
-    return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", ctx.variant());
+    return run_training<Backend, T>(ctx, cfg, data);
+}
+
+/// float64 end to end. A host allocation failure (the data set is rows x features doubles on
+/// the host first, 8 GB at the seed's size) is std::bad_alloc, an outcome like any other.
+template <class Backend> pitfall::status reproduce(pitfall::context& ctx) {
+    return train_on<Backend, double>(ctx);
+}
+/// Cast once at the boundary, float32 from there on.
+template <class Backend> pitfall::status remedy(pitfall::context& ctx) {
+    return train_on<Backend, float>(ctx);
 }
 
 } // namespace
 
-/// The case: a host allocation failure (the data set is rows x features doubles on the host
-/// first, 8 GB at the seed's size) is an outcome like any other, never an escaping exception.
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc",
-                                  "host allocation failed (data set or reference buffers)");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
-}
-
-PITFALL_SCENARIO(run_case)
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy))

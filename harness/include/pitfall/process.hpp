@@ -1,55 +1,28 @@
-// pitfall/process.hpp: running one child process the way the harness (and a scenario that needs
-// a second real process) needs: its own process group, argv (never a shell), output to a file,
-// a timeout that ends the whole group (TERM, then KILL), the exit status or signal plus peak RSS
-// from wait4, and death with the parent.
+// pitfall/process.hpp: how a child process ended, as a scenario sees it in a child_run (see
+// run_self in pitfall/scenario.hpp): its exit status or signal, whether it was ended at its
+// timeout, its wall time and peak RSS.
 //
-//   pitfall::process_request req;
-//   req.argv = {"/bin/true"};
-//   const pitfall::process_outcome out = pitfall::run_process(req);   // out.exit_code == 0
+//   if (child.process.signal) ctx.record_info("child", "ended by " +
+//   pitfall::signal_name(*child.process.signal));
 #pragma once
 
-#include "pitfall/status.hpp"
-
-#include <csignal>
-#include <map>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace pitfall {
 
-struct process_request {
-    std::vector<std::string> argv;              ///< argv[0] is the program's path
-    std::map<std::string, std::string> env_set; ///< added to (or replacing in) our environment
-    std::string output_path;                    ///< stdout and stderr go here ("" = /dev/null)
-    double timeout_seconds = 60;
-    double kill_grace_seconds = 2; ///< between TERM and KILL
-};
-
 struct process_outcome {
-    bool started = false;           ///< false: fork/exec failed (see start_error)
+    bool started = false; ///< false: fork/exec failed (see start_error)
     std::string start_error;
-    std::optional<int> exit_code;   ///< set when it exited
-    std::optional<int> signal;      ///< set when a signal ended it
-    bool timed_out = false;         ///< we ended it at the timeout
-    bool interrupted = false;       ///< we ended it because the harness was interrupted
+    std::optional<int> exit_code; ///< set when it exited
+    std::optional<int> signal;    ///< set when a signal ended it
+    bool timed_out = false;       ///< we ended it at the timeout
+    bool interrupted = false;     ///< we ended it because the harness was interrupted
     double wall_seconds = 0;
-    long long peak_rss_bytes = 0;   ///< ru_maxrss of the child
+    long long peak_rss_bytes = 0; ///< ru_maxrss of the child
 };
-
-/// Set by the harness's SIGINT/SIGTERM handler; a running child group is ended when it is set.
-extern volatile std::sig_atomic_t interrupt_requested;
-/// Installs handlers that set interrupt_requested (and remembers which signal).
-void install_interrupt_handlers();
-int interrupt_signal();
-
-/// Runs the request to completion (or timeout/interrupt). Never throws.
-process_outcome run_process(const process_request& request);
 
 /// "SIGSEGV" for 11; "signal N" for unknown numbers.
 std::string signal_name(int sig);
-
-/// The last `max_bytes` of a file (for stderr tails in records).
-std::string read_tail(const std::string& path, std::size_t max_bytes);
 
 } // namespace pitfall

@@ -1,28 +1,34 @@
-// pitfall/scenario.hpp: what a scenario program sees, and its one registration macro.
+// pitfall/scenario.hpp: what a scenario program sees, and its registration macros.
 //
-// A scenario is a function template over the backend that runs one variant and returns the
-// observed outcome as a status; everything else it learns goes into the context:
+// A scenario is one function template over the backend per variant. Each returns the observed
+// outcome as a status; everything else it learns goes into the context:
 //
-//   template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
+//   template <class Backend> pitfall::status reproduce(pitfall::context& ctx) {
 //       PITFALL_ASSIGN_OR_RETURN(const long long n, ctx.param_int("n"));
 //       PITFALL_ASSIGN_OR_RETURN(auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
 //           return Backend::for_each(n, my_functor{...}); }));
 //       ctx.record_samples("step_seconds", seconds, "s");
 //       return pitfall::status::ok();
 //   }
-//   PITFALL_SCENARIO(run_case)
+//   template <class Backend> pitfall::status remedy(pitfall::context& ctx) { ... }
+//   PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy))
 //
-// The macro writes main(): the process protocol (`--list`, `--backend B --variant V --out F
-// [--param k=v ...]`), parameter defaults and checks from scenario.json (compiled in), the CUDA
-// readiness probe, and the result file. Exit 0: a result was written whatever the outcome;
-// 77: unsupported here (reason in the result); 2: bad usage.
+// The macro writes main(): the process protocol (`--list`, `--check-variants`, `--backend B
+// --variant V --out F [--param k=v ...]`), parameter defaults and bounds from scenario.json
+// (compiled in: `min`, `max`, `choices`), the CUDA readiness probe, the exception boundary and
+// the result file. The variants in code must be exactly those of scenario.json, or the program
+// refuses to start. Exit 0: a result was written whatever the outcome; 77: unsupported here
+// (reason in the result); 2: bad usage or a bad parameter.
 #pragma once
 
 #include "pitfall/backend.hpp"
 #include "pitfall/process.hpp"
 #include "pitfall/status.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,13 +87,28 @@ private:
     std::unique_ptr<impl> m_impl;
 };
 
+/// A parameter value that breaks a rule scenario.json cannot state (one parameter against
+/// another: a batch larger than the data set). The case does not run: the program exits 2 and
+/// names the parameter. Bounds of one parameter belong in scenario.json (min, max, choices).
+status bad_parameter(const std::string& name, const std::string& why);
+
+/// For a variant with no honest CPU analog: UNSUPPORTED on the CPU backend, saying why; ok on
+/// CUDA. `PITFALL_TRY(pitfall::cuda_only<Backend>("a CUDA Graph removes launch cost..."));`
+template <class Backend> status cuda_only(const std::string& why_not_on_cpu) {
+    if constexpr (Backend::kind == backend_kind::cpu)
+        return status::unsupported("no CPU analog: " + why_not_on_cpu);
+    else
+        return status::ok();
+}
+
 /// Untimed calls of `fn` until both `warmup` calls and `warmup_seconds` have passed. Time, not
 /// a count: a fresh process runs its first ~0.1 s up to 30% slower on shared machines (clock
 /// ramp, page faults, memory placement), and a median taken in that phase moves a whole run.
 template <class Backend, class Fn> status warm_up(const context& ctx, Fn&& fn) {
     const auto start = std::chrono::steady_clock::now();
     const auto enough = std::chrono::duration<double>(ctx.warmup_seconds());
-    for (int i = 0; i < ctx.warmup_count() || std::chrono::steady_clock::now() - start < enough; ++i) {
+    for (int i = 0; i < ctx.warmup_count() || std::chrono::steady_clock::now() - start < enough;
+         ++i) {
         PITFALL_TRY(fn());
         PITFALL_TRY(Backend::synchronize());
     }
@@ -97,7 +118,8 @@ template <class Backend, class Fn> status warm_up(const context& ctx, Fn&& fn) {
 /// Warm-up (warm_up) then `ctx.sample_count()` timed calls of `fn` (returns status); seconds
 /// per call. CPU: steady clock around synchronous work. CUDA: events around the work on the
 /// stream.
-template <class Backend, class Fn> status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
+template <class Backend, class Fn>
+status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
     PITFALL_TRY(warm_up<Backend>(ctx, fn));
     std::vector<double> seconds;
     seconds.reserve(static_cast<std::size_t>(ctx.sample_count()));
@@ -130,11 +152,41 @@ status_or<child_run> run_self(const context& ctx, const std::string& variant,
                               const std::map<std::string, std::string>& env,
                               const std::vector<std::string>& params, double timeout_seconds);
 
+/// What a child copy reported, read back (see read_child).
+struct child_report {
+    status outcome;        ///< the child's own outcome: library, name, stage, stickiness kept
+    nlohmann::json result; ///< its whole result document
+};
+
+/// Reads back what a child copy did. A child that timed out, was killed by a signal, exited
+/// outside the protocol (not 0 or 77) or left no readable result is an error of its own
+/// (host_error::child_*), never ok; `who` names it in messages ("process B").
+status_or<child_report> read_child(const child_run& child, const std::string& who);
+
+/// Copies a child's info and measurements into this case under `prefix` ("child."), so a
+/// reader of the parent's result sees what the child observed. Its wall time is left out.
+void adopt_child_facts(context& ctx, const nlohmann::json& child_result,
+                       const std::string& prefix = "child.");
+
+/// The status a result document's "outcome" object describes (the inverse of what the SDK
+/// writes); `context` is put in front of its message.
+status outcome_from_json(const nlohmann::json& outcome, const std::string& context = "");
+
 using case_entry = status (*)(context&);
 
-/// The process protocol; `cuda_entry` is null in builds without CUDA.
-int scenario_main(int argc, char** argv, const char* manifest_json, case_entry cpu_entry,
-                  case_entry cuda_entry);
+/// One variant of the scenario: its name and its function for each backend (null: the build
+/// has no CUDA). Made by PITFALL_VARIANT.
+struct variant_entry {
+    const char* name;
+    case_entry cpu;
+    case_entry cuda;
+};
+
+namespace detail {
+/// The process protocol behind PITFALL_SCENARIO.
+int scenario_main(int argc, char** argv, const char* manifest_json,
+                  std::initializer_list<variant_entry> variants);
+} // namespace detail
 
 } // namespace pitfall
 
@@ -147,10 +199,17 @@ extern const char* const pitfall_scenario_manifest;
 #define PITFALL_DETAIL_CUDA_ENTRY(fn) (static_cast<::pitfall::case_entry>(nullptr))
 #endif
 
-/// Registers the scenario's case function template; defines main().
-#define PITFALL_SCENARIO(fn)                                                                      \
-    int main(int argc, char** argv) {                                                             \
-        return ::pitfall::scenario_main(argc, argv, pitfall_scenario_manifest,                    \
-                                        &fn<::pitfall::cpu_backend>,                              \
-                                        PITFALL_DETAIL_CUDA_ENTRY(fn));                           \
+/// A variant named like its function template: PITFALL_VARIANT(reproduce).
+#define PITFALL_VARIANT(fn) PITFALL_NAMED_VARIANT(#fn, fn)
+/// A variant whose name differs from its function: PITFALL_NAMED_VARIANT("remedy_batch_32", b32).
+#define PITFALL_NAMED_VARIANT(name_, fn)                                                           \
+    ::pitfall::variant_entry {                                                                     \
+        (name_), &fn<::pitfall::cpu_backend>, PITFALL_DETAIL_CUDA_ENTRY(fn)                        \
+    }
+
+/// Registers the scenario's variants (PITFALL_VARIANT...); defines main().
+#define PITFALL_SCENARIO(...)                                                                      \
+    int main(int argc, char** argv) {                                                              \
+        return ::pitfall::detail::scenario_main(argc, argv, pitfall_scenario_manifest,             \
+                                                {__VA_ARGS__});                                    \
     }

@@ -1,7 +1,7 @@
-// mlp_model.hpp: the seed's Keras MLP, Dense(128, relu) -> Dense(10, softmax), categorical
-// cross-entropy and Adam, written once over an *executor* (who runs the elementwise functors
-// and the GEMMs) so that the CPU run, the eager GPU run and the CUDA Graph replay execute the
-// very same step.
+// pitfall/models/mlp.hpp: the seed's Keras MLP, Dense(128, relu) -> Dense(10, softmax),
+// categorical cross-entropy and Adam, written once over an *executor* (who runs the elementwise
+// functors and the GEMMs) so that the CPU run, the eager GPU run and the CUDA Graph replay
+// execute the very same step.
 //
 //   auto data = pitfall::mlp::make_dataset(rows, seed);
 //   pitfall::mlp::counting_executor<pitfall::cpu_backend> exec;
@@ -12,23 +12,25 @@
 // An executor has `using backend = <cpu_backend|cuda_backend>`, `for_each(name, n, functor)` and
 // `gemm(...)` (float, column-major). counting_executor below forwards to Backend::for_each and
 // Backend::gemm and counts the calls of a step: the "launches" a step issues. The CUDA executor
-// in scenario.cu launches the same functors on its own stream (a CUDA Graph cannot capture the
-// legacy default stream) and records each launch's grid for the occupancy census.
+// in scenarios/batch_size_one/scenario.cu launches the same functors on its own stream (a CUDA
+// Graph cannot capture the legacy default stream) and records each launch's grid for the
+// occupancy census.
 //
-// The step is a pure function of device state. Where the batch starts in the data set and
-// Adam's bias correction both come from a step counter that lives on the device and is
-// advanced by a kernel, never from host variables passed by value: a CUDA Graph bakes every
-// kernel argument in at capture time, so a step that took `alpha_t` or a data offset from the
-// host would replay step 1 forever. (That is the classic CUDA Graph pitfall; this layout
-// avoids it for every variant, so all variants do identical work.)
+// The step is a pure function of device state. Where the batch starts in the data set and Adam's
+// bias correction both come from a step counter that lives on the device and is advanced by a
+// kernel, never from host variables passed by value: a CUDA Graph bakes every kernel argument in
+// at capture time, so a step that took `alpha_t` or a data offset from the host would replay
+// step 1 forever. (That is the classic CUDA Graph pitfall; this layout avoids it for every
+// variant, so all variants do identical work.)
 //
-// Layout (column-major, as BLAS wants it): a sample is one column of 784 floats, so a batch
-// is one contiguous block; labels are one-hot columns of 10 floats (Keras' to_categorical).
+// Layout (column-major, as BLAS wants it): a sample is one column of 784 floats, so a batch is
+// one contiguous block; labels are one-hot columns of 10 floats (Keras' to_categorical).
 // Trainable parameters live in one buffer [W1 (128 x 784) | b1 (128) | W2 (10 x 128) | b2 (10)],
 // gradients and Adam moments in buffers of the same layout, so one Adam functor updates all.
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/random.hpp"
 #include "pitfall/status.hpp"
 
 #include <cmath>
@@ -61,28 +63,10 @@ struct adam_config {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Host-side inputs: a fixed-seed generator (splitmix64, defined bit for bit on every platform),
-// a synthetic MNIST-shaped data set, and Glorot-uniform initial weights. They make the
-// *inputs*; the code under test and the float64 reference in scenario.cu both start from them.
+// Host-side inputs, from the fixed-seed generator of pitfall/random.hpp: a synthetic
+// MNIST-shaped data set and Glorot-uniform initial weights. They make the
+// *inputs*; the code under test and the float64 reference in scenarios/batch_size_one/scenario.cu both start from them.
 // ---------------------------------------------------------------------------------------------
-
-class splitmix64 {
-public:
-    explicit splitmix64(std::uint64_t seed) : m_state(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (m_state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    /// Uniform in [lo, hi) with 53 random bits.
-    double uniform(double lo, double hi) {
-        return lo + (hi - lo) * (static_cast<double>(next() >> 11) * 0x1.0p-53);
-    }
-
-private:
-    std::uint64_t m_state;
-};
 
 /// What `(x_train, y_train)` looks like after the usual Keras preprocessing: pixels in [0, 1]
 /// (float32), labels one-hot (to_categorical).

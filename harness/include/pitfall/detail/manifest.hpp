@@ -22,6 +22,9 @@ struct param_spec {
     std::string name;
     nlohmann::json default_value; ///< number or string; the type a value must parse as
     std::string doc;
+    nlohmann::json min;     ///< null, or the smallest value allowed (numbers)
+    nlohmann::json max;     ///< null, or the largest
+    nlohmann::json choices; ///< null, or an array: the only values allowed
 };
 
 struct variant_spec {
@@ -67,6 +70,10 @@ struct manifest {
     /// The backends a variant runs on.
     std::vector<std::string> backends_of(const variant_spec& variant) const;
 };
+
+/// Whether `value` (already of the parameter's type) is within its min, max and choices; the
+/// error (pitfall_error::bad_parameter) says which bound, without the parameter's name.
+status check_param_value(const param_spec& spec, const nlohmann::json& value);
 
 /// Parses and validates; the error (library pitfall, name "bad_manifest") names `origin`.
 status_or<manifest> parse_manifest(std::string_view text, const std::string& origin);

@@ -1,11 +1,13 @@
-// dense_model.hpp: the seed's Keras network, Dense(hidden, relu) -> Dense(1, sigmoid), trained
-// with binary cross-entropy and Adam, written once over the backend and the element type.
+// pitfall/models/dense.hpp: the seed's Keras network, Dense(hidden, relu) -> Dense(1, sigmoid),
+// trained with binary cross-entropy and Adam, written once over the backend and the element type
+// (float64_inputs trains it; bench/kernels.cpp times it).
 //
-// The dense layers are Backend::gemm calls (OpenBLAS sgemm/dgemm on the CPU, cuBLAS
-// SGEMM/DGEMM on the GPU); everything elementwise is a PITFALL_HOST_DEVICE functor run by
-// Backend::for_each, so the CPU runs exercise the very functors a GPU run launches. Host-only
-// helpers (the data generator, the initial weights) are plain C++ used by both the code under
-// test and the independent reference in scenario.cu: they make the *inputs*, not the results.
+// The dense layers are Backend::gemm calls (OpenBLAS sgemm/dgemm on the CPU, cuBLAS SGEMM/DGEMM
+// on the GPU); everything elementwise is a PITFALL_HOST_DEVICE functor run by Backend::for_each,
+// so the CPU runs exercise the very functors a GPU run launches. Host-only helpers (the data
+// generator, the initial weights) are plain C++ used by both the code under test and the
+// independent reference in scenarios/float64_inputs/scenario.cu: they make the *inputs*, not the
+// results.
 //
 //   auto data = pitfall::dense::make_dataset(rows, features, seed);
 //   auto h_init = pitfall::dense::initial_parameters(shape, seed);
@@ -21,6 +23,7 @@
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/random.hpp"
 #include "pitfall/status.hpp"
 
 #include <cmath>
@@ -52,28 +55,9 @@ struct adam_config {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Host-side inputs: a fixed-seed generator (splitmix64, identical on every platform, unlike the
-// distributions of <random>), the synthetic data set and Glorot-uniform initial weights.
+// Host-side inputs, from the fixed-seed generator of pitfall/random.hpp: the synthetic data set
+// and Glorot-uniform initial weights.
 // ---------------------------------------------------------------------------------------------
-
-/// splitmix64: tiny, fast, and its output is defined bit for bit.
-class splitmix64 {
-public:
-    explicit splitmix64(std::uint64_t seed) : m_state(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (m_state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    /// Uniform in [lo, hi) with 53 random bits.
-    double uniform(double lo, double hi) {
-        return lo + (hi - lo) * (static_cast<double>(next() >> 11) * 0x1.0p-53);
-    }
-
-private:
-    std::uint64_t m_state;
-};
 
 /// What numpy would hand to model.fit(): float64 features and float64 0/1 labels.
 struct dataset {
