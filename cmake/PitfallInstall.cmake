@@ -51,9 +51,9 @@ foreach(name IN LISTS pitfall_installed_names)
 endforeach()
 list(JOIN pitfall_installed_entries ",\n" pitfall_installed_body)
 _pitfall_relative(pitfall_installed_probe "${CMAKE_INSTALL_FULL_BINDIR}/pitfall-probe")
-# Runs of the installed command land beside its index unless --out says otherwise.
-_pitfall_index_paths(pitfall_installed_paths
-  EXPECTED "expected" PROBE "${pitfall_installed_probe}" RUNS "runs")
+# No "runs": a prefix is no place for them (the command then uses reports/runs of the working
+# folder), and no "matrix_driver" (not installed).
+_pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}")
 _pitfall_index_document(pitfall_installed_index "${pitfall_installed_paths}" "${pitfall_installed_body}")
 file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/install/pitfall-index.json"
      CONTENT "${pitfall_installed_index}")

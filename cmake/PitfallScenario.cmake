@@ -158,6 +158,9 @@ function(add_failure_scenario dir)
     return()
   endif()
   _pitfall_add_compile_checks("${name}" "${dir}" "${json}")
+  # The variants in the code (PITFALL_SCENARIO) are exactly those of scenario.json.
+  add_test(NAME pitfall.${name}.variants COMMAND pitfall.scenario.${name} --check-variants)
+  set_tests_properties(pitfall.${name}.variants PROPERTIES LABELS "sdk;${name}" TIMEOUT 30)
   math(EXPR last "${variant_count} - 1")
   # The harness's own work around a case: the environment probe (<= 30 s), the TERM-to-KILL
   # grace and judging. CTest must not kill the harness before the harness can say TIMEOUT.

@@ -35,7 +35,9 @@ std::string beside(const std::string& index_path, const std::string& path) {
 }
 } // namespace
 
-std::string case_ref::key() const { return backend + "." + scenario->description.name + "." + variant->name; }
+std::string case_ref::key() const {
+    return backend + "." + scenario->description.name + "." + variant->name;
+}
 
 std::vector<std::string> case_ref::labels() const {
     std::vector<std::string> out{backend, scenario->description.name,
@@ -72,8 +74,11 @@ status_or<scenario_index> load_index(const std::string& path) {
         const json& entry = doc["scenarios"][i];
         const std::string field = "scenarios[" + std::to_string(i) + "]";
         if (!entry.is_object() || !entry.contains("program") || !entry["program"].is_string() ||
-            !entry.contains("manifest") || !entry["manifest"].is_string())
-            return bad_input(path + ": field '" + field + "': needs 'program' and 'manifest' strings");
+            !entry.contains("manifest") || !entry["manifest"].is_string()) {
+            std::ostringstream what;
+            what << path << ": field '" << field << "': needs 'program' and 'manifest' strings";
+            return bad_input(what.str());
+        }
         scenario_entry scenario;
         scenario.program = beside(path, entry["program"].get<std::string>());
         scenario.manifest_path = beside(path, entry["manifest"].get<std::string>());
@@ -88,7 +93,8 @@ status_or<scenario_index> load_index(const std::string& path) {
     return index;
 }
 
-status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const case_filter& filter) {
+status_or<std::vector<case_ref>> select_cases(const scenario_index& index,
+                                              const case_filter& filter) {
     std::set<std::string> names, backends{"cpu", "cuda"}, variants, labels;
     std::vector<case_ref> all;
     for (const auto& s : index.scenarios) {
@@ -112,10 +118,9 @@ status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const
                 std::string choices;
                 for (const auto& k : known)
                     choices += (choices.empty() ? "" : ", ") + k;
-                return status::error(library::pitfall, "bad_usage",
-                                     std::string("unknown ") + what + " '" + w + "' (known: " +
-                                         choices + ")",
-                                     stage::init);
+                std::ostringstream message;
+                message << "unknown " << what << " '" << w << "' (known: " << choices << ")";
+                return status::error(library::pitfall, "bad_usage", message.str(), stage::init);
             }
         return status::ok();
     };
