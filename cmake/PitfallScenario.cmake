@@ -227,11 +227,12 @@ function(_pitfall_add_compile_checks name dir json)
     endif()
     set(regex_file "${PROJECT_BINARY_DIR}/compile-checks/${name}.${check}.regex")
     file(WRITE "${regex_file}" "${diagnostic}\n")
+    get_property(sdk_include GLOBAL PROPERTY PITFALL_SDK_INCLUDE_DIR)
     list(GET CMAKE_CUDA_ARCHITECTURES 0 first_arch)
     string(REGEX MATCH "^[0-9]+" first_arch "${first_arch}")
     add_test(NAME ${test}
              COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${CMAKE_CUDA_COMPILER}" "-DSOURCE=${dir}/${source}"
-                     "-DINCLUDES=$<JOIN:$<TARGET_PROPERTY:pitfall::core,INTERFACE_INCLUDE_DIRECTORIES>,|>|${dir}"
+                     "-DINCLUDES=${sdk_include}|${dir}"
                      "-DARCH=${first_arch}" "-DDIAGNOSTIC_FILE=${regex_file}"
                      -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/CompileCheck.cmake")
     set_tests_properties(${test} PROPERTIES LABELS "compile;${name}" TIMEOUT 120)

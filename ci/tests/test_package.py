@@ -3,7 +3,8 @@ new scenario stamped from the installed template into a project of its own, conf
 find_package(pitfall), built, its CTest tests run, and the installed `pitfall` run on it.
 
 Run by CTest (ci/tests/CMakeLists.txt), which sets PITFALL_BUILD_DIR, PITFALL_CMAKE,
-PITFALL_CTEST, PITFALL_GENERATOR, PITFALL_CXX, PITFALL_HAS_CUDA. PITFALL_PACKAGE_KEEP=1 keeps
+PITFALL_CTEST, PITFALL_GENERATOR, PITFALL_CXX, PITFALL_CMAKE_CXX_FLAGS and
+PITFALL_CMAKE_EXE_LINKER_FLAGS. PITFALL_PACKAGE_KEEP=1 keeps
 the temporary folder and prints where it is.
 """
 import json
@@ -71,6 +72,10 @@ class Package(unittest.TestCase):
             configure += ["-G", ENV["PITFALL_GENERATOR"]]
         if ENV.get("PITFALL_CXX"):
             configure += [f"-DCMAKE_CXX_COMPILER={ENV['PITFALL_CXX']}"]
+        # The flags pitfall was built with (a sanitizer's runtime must be linked here too).
+        for var in ("CMAKE_CXX_FLAGS", "CMAKE_EXE_LINKER_FLAGS"):
+            if ENV.get("PITFALL_" + var):
+                configure += [f"-D{var}={ENV['PITFALL_' + var]}"]
         step("configure", configure)
         step("build", [cmake, "--build", cls.build])
         # Its own CTest tests (exit code checked by each test below).
