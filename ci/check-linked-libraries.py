@@ -62,7 +62,7 @@ def main():
         for path in paths:
             if os.path.normpath(path) in forbidden_dirs:
                 failures.append(f"{name}: its run path names {path}, the folder of a library it "
-                                f"must not link (linked, then dropped by --as-needed)")
+                                f"must not link (the build linked one from there)")
     for f in failures:
         print(f"FAIL: {f}")
     return 1 if failures else 0
