@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Static checks of CUDA binaries, with no GPU: which architectures are embedded, and each
-kernel's registers, stack and local memory.
+kernel's registers, stack, spills and local memory.
 
 For every binary: `cuobjdump --list-elf --list-ptx` must show exactly the SASS and PTX that
 CMAKE_CUDA_ARCHITECTURES asks for ("75-real" = SASS sm_75, "90-virtual" = PTX compute_90,
@@ -8,7 +8,12 @@ CMAKE_CUDA_ARCHITECTURES asks for ("75-real" = SASS sm_75, "90-virtual" = PTX co
 with local memory (register spills, or a local array) fails the check unless its scenario
 source says why, on a line `// pitfall: local-memory-ok <kernel-name-part> -- <reason>`.
 
-Exit 0 all good; 1 a check failed; 2 bad usage or cuobjdump missing; 77 nothing to check.
+With --ptxas-logs, the ptxas reports the build kept (-Xptxas=-v, moved out of the build output
+into <build>/logs/ptxas/<target>.log by cmake/ptxas-log.sh) are read too: a missing log fails,
+and a kernel with spill stores or loads fails under the same rule. They need no cuobjdump.
+
+Exit 0 all good; 1 a check failed; 2 bad usage; 77 nothing to check, or cuobjdump missing
+(after the ptxas logs, when given, passed).
 """
 import argparse
 import os
@@ -58,6 +63,50 @@ def resource_usage(cuobjdump, binary):
     return out.stdout, kernels
 
 
+def ptxas_report(path):
+    """Kernels of one ptxas -v log: name, arch, registers, stack and spill bytes."""
+    kernels, current, arch = {}, None, None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if m := re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+)[a-z]?'", line):
+                current, arch = m.group(1), m.group(2)
+                kernels.setdefault((current, arch), {"kernel": current, "arch": arch})
+            elif m := re.search(r"Function properties for (\S+)", line):
+                current = m.group(1)
+            elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                                line):
+                if current is not None:
+                    k = kernels.setdefault((current, arch), {"kernel": current, "arch": arch})
+                    k["stack"], k["spill_stores"], k["spill_loads"] = map(int, m.groups())
+            elif (m := re.search(r"Used (\d+) registers", line)) and current is not None:
+                kernels.setdefault((current, arch), {"kernel": current, "arch": arch})["registers"] = int(m.group(1))
+    return list(kernels.values())
+
+
+def check_ptxas_logs(logs, allowed):
+    """(failures, summary lines) of the ptxas logs."""
+    failures, lines = [], []
+    for log in logs:
+        name = os.path.basename(log)
+        if not os.path.isfile(log):
+            failures.append(f"{name}: no ptxas log at {log} (is the target built through cmake/ptxas-log.sh?)")
+            continue
+        kernels = ptxas_report(log)
+        if not kernels:
+            failures.append(f"{name}: no kernel in the ptxas log (was -Xptxas=-v dropped?)")
+            continue
+        spilling = [k for k in kernels if k.get("spill_stores", 0) + k.get("spill_loads", 0) > 0]
+        for k in spilling:
+            if not any(a in k["kernel"] for a in allowed):
+                failures.append(f"{name}: kernel {k['kernel']} on sm_{k['arch']} spills "
+                                f"({k['spill_stores']} bytes stored, {k['spill_loads']} loaded) without a "
+                                f"'pitfall: local-memory-ok' comment saying why")
+        worst = max(kernels, key=lambda k: k.get("registers", 0))
+        lines.append(f"{name}: {len(kernels)} functions (ptxas); most registers: {worst.get('registers', 0)} "
+                     f"(sm_{worst['arch']}); spilling: {len(spilling)}")
+    return failures, lines
+
+
 def local_memory_allowances(sources):
     allowed = []
     for path in sources:
@@ -72,22 +121,30 @@ def main():
     ap.add_argument("--architectures", required=True, help="CMAKE_CUDA_ARCHITECTURES")
     ap.add_argument("--report-dir", required=True)
     ap.add_argument("--sources", nargs="*", default=[], help="scenario sources (for allowances)")
+    ap.add_argument("--ptxas-logs", nargs="*", default=[], help="ptxas -v logs of the binaries' builds")
     ap.add_argument("binaries", nargs="*")
     args = ap.parse_args()
-    if not args.cuobjdump or not os.access(args.cuobjdump, os.X_OK):
-        print(f"SKIP: cuobjdump not found ('{args.cuobjdump}'); run ci/setup.sh to install it")
-        return 77
-    if not args.binaries:
-        print("SKIP: no CUDA binaries to check")
-        return 77
     try:
         want_sass, want_ptx = expected_archs(args.architectures)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(args.report_dir, exist_ok=True)
     allowed = local_memory_allowances(args.sources)
-    failures = []
+    failures, summary = check_ptxas_logs(args.ptxas_logs, allowed)
+    for line in summary:
+        print(line)
+    if not args.cuobjdump or not os.access(args.cuobjdump, os.X_OK):
+        for f in failures:
+            print(f"FAIL: {f}")
+        if failures:
+            return 1
+        print(f"SKIP: cuobjdump not found ('{args.cuobjdump}'); run ci/setup.sh to install it"
+              + (" (the ptxas logs passed)" if args.ptxas_logs else ""))
+        return 77
+    if not args.binaries and not args.ptxas_logs:
+        print("SKIP: no CUDA binaries to check")
+        return 77
+    os.makedirs(args.report_dir, exist_ok=True)
     for binary in args.binaries:
         name = os.path.basename(binary)
         sass, ptx = embedded_archs(args.cuobjdump, binary)

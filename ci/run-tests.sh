@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# README Quick start, command 2 (and what .ci/run runs): set up, then build and test three presets:
+# README Quick start, command 2 (and what .ci/run runs): set up, lint the C++ files changed
+# (ci/lint-changed.sh: clang-format and clang-tidy; PITFALL_LINT_BASE names the base), then
+# build and test three presets:
 #   ci        - CUDA when a toolkit is here, warnings as errors: unit, CLI, static and scenario
 #               tests, and the matrix tests with one cell run for real in a podman container
 #               (PITFALL_MATRIX_SMOKE=off leaves that one out: CI jobs inside a container)
@@ -13,6 +15,10 @@ for preset in ci cpu-only asan; do
   extra=()
   [[ "${PITFALL_MATRIX_SMOKE:-on}" == off ]] && extra+=(-DPITFALL_MATRIX_SMOKE=OFF)
   cmake --preset "$preset" "${extra[@]}" >/dev/null
+  if [[ "$preset" == ci ]]; then
+    # clang-tidy reads the compile commands the configure just wrote.
+    PITFALL_LINT_BUILD=build/ci ci/lint-changed.sh
+  fi
   cmake --build --preset "$preset"
   ctest --preset "$preset"
 done

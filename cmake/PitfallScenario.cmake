@@ -1,8 +1,8 @@
 # add_failure_scenario(<dir>)
 #
-# Builds scenarios/<name>/scenario.cu as the program `<build>/scenarios/<name>` and registers
-# one CTest test per backend x variant, pitfall.<backend>.<name>.<variant>, run through the
-# `pitfall` harness so that the verdict against expected/ decides. Everything comes from
+# Builds <dir>/scenario.cu as the program `<build>/scenarios/<name>` and registers one CTest
+# test per backend x variant, pitfall.<backend>.<name>.<variant>, run through the `pitfall`
+# harness so that the verdict against the expected/ folder decides. Everything comes from
 # <dir>/scenario.json: adding a scenario touches only its folder.
 #
 # scenario.json keys used here: name, backends, variants[].{name, backends, labels},
@@ -11,6 +11,17 @@
 # path for a program that loads NCCL itself at run time).
 # Without CUDA the same scenario.cu is compiled as C++ (through a one-line wrapper .cpp), and
 # its CUDA cases report UNSUPPORTED "built without CUDA".
+#
+# The same file serves pitfall's own build and, installed beside pitfallConfig.cmake, a
+# project that builds its scenarios against an installed pitfall (find_package(pitfall)):
+#
+#   find_package(pitfall 0.1 REQUIRED)
+#   enable_testing()
+#   add_failure_scenario(${CMAKE_CURRENT_SOURCE_DIR}/scenarios/my_failure)
+#
+# There the index (<build>/pitfall-index.json) is written at the end of the configure, with
+# the project's expected/ folder (PITFALL_EXPECTED_DIR, default <source>/expected) and the
+# installed probe, so `pitfall run --index <build>/pitfall-index.json` runs its cases.
 
 function(_pitfall_json_list out json)
   # A JSON array of strings as a CMake list (empty when the key is absent).
@@ -45,8 +56,12 @@ function(pitfall_scenario_program target dir links)
   if(PITFALL_HAS_CUDA)
     add_executable(${target} "${source}" "${generated}")
     set_source_files_properties("${source}" PROPERTIES LANGUAGE CUDA)
-    # The per-kernel register/spill report (ptxas -v) lands in the build log of this target.
+    # The per-kernel register/spill report (ptxas -v) goes to <build>/logs/ptxas/<target>.log
+    # through a compiler launcher, not to the terminal; the static checks read it from there.
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
+      "sh;${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ptxas-log.sh;${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
+    set_property(GLOBAL APPEND PROPERTY PITFALL_PTXAS_LOGS "${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
     if("cudnn" IN_LIST links AND PITFALL_HAS_CUDNN)
       target_link_libraries(${target} PRIVATE CUDNN::cudnn)
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
@@ -90,6 +105,7 @@ function(add_failure_scenario dir)
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "add_failure_scenario(${dir}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
   endif()
+  get_filename_component(dir "${dir}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   set(manifest "${dir}/scenario.json")
   set(source "${dir}/scenario.cu")
   foreach(required "${manifest}" "${source}")
@@ -130,13 +146,21 @@ function(add_failure_scenario dir)
     OUTPUT_NAME "${name}"
     RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/scenarios")
 
+  get_property(known GLOBAL PROPERTY PITFALL_SCENARIOS)
+  if(name IN_LIST known)
+    message(FATAL_ERROR "add_failure_scenario(${dir}): a scenario named '${name}' is already added")
+  endif()
   set_property(GLOBAL APPEND PROPERTY PITFALL_SCENARIOS "${name}")
   set_property(GLOBAL PROPERTY PITFALL_SCENARIO_MANIFEST_${name} "${manifest}")
+  _pitfall_index_at_end()
 
   if(NOT PITFALL_BUILD_TESTS)
     return()
   endif()
   _pitfall_add_compile_checks("${name}" "${dir}" "${json}")
+  # The variants in the code (PITFALL_SCENARIO) are exactly those of scenario.json.
+  add_test(NAME pitfall.${name}.variants COMMAND pitfall.scenario.${name} --check-variants)
+  set_tests_properties(pitfall.${name}.variants PROPERTIES LABELS "sdk;${name}" TIMEOUT 30)
   math(EXPR last "${variant_count} - 1")
   # The harness's own work around a case: the environment probe (<= 30 s), the TERM-to-KILL
   # grace and judging. CTest must not kill the harness before the harness can say TIMEOUT.
@@ -156,7 +180,8 @@ function(add_failure_scenario dir)
     foreach(backend IN LISTS variant_backends)
       set(test "pitfall.${backend}.${name}.${variant}")
       add_test(NAME ${test}
-               COMMAND pitfall run --scenario ${name} --backend ${backend} --variant ${variant}
+               COMMAND pitfall::pitfall run --index "${CMAKE_BINARY_DIR}/pitfall-index.json"
+                       --scenario ${name} --backend ${backend} --variant ${variant}
                        --out "${PROJECT_BINARY_DIR}/ctest-runs/${backend}.${name}.${variant}"
                        --replace --skip-code 77)
       # The same labels `pitfall list` shows, so `ctest -L X` and `pitfall run --label X` agree.
@@ -202,18 +227,28 @@ function(_pitfall_add_compile_checks name dir json)
     endif()
     set(regex_file "${PROJECT_BINARY_DIR}/compile-checks/${name}.${check}.regex")
     file(WRITE "${regex_file}" "${diagnostic}\n")
+    get_property(sdk_include GLOBAL PROPERTY PITFALL_SDK_INCLUDE_DIR)
     list(GET CMAKE_CUDA_ARCHITECTURES 0 first_arch)
     string(REGEX MATCH "^[0-9]+" first_arch "${first_arch}")
     add_test(NAME ${test}
              COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${CMAKE_CUDA_COMPILER}" "-DSOURCE=${dir}/${source}"
-                     "-DINCLUDES=${PROJECT_SOURCE_DIR}/harness/include|${dir}" "-DARCH=${first_arch}"
-                     "-DDIAGNOSTIC_FILE=${regex_file}" -P "${PROJECT_SOURCE_DIR}/cmake/CompileCheck.cmake")
+                     "-DINCLUDES=${sdk_include}|${dir}"
+                     "-DARCH=${first_arch}" "-DDIAGNOSTIC_FILE=${regex_file}"
+                     -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/CompileCheck.cmake")
     set_tests_properties(${test} PROPERTIES LABELS "compile;${name}" TIMEOUT 120)
   endforeach()
 endfunction()
 
-# Writes the index the `pitfall` command reads: each scenario's program and scenario.json.
+# pitfall_write_scenario_index(<path> [EXPECTED <dir>] [PROBE <file>] [MATRIX_DRIVER <file>]
+#                              [RUNS <dir>])
+# Writes the index the `pitfall` command reads: each scenario's program and scenario.json, and
+# under "paths" where its baselines, probe, matrix driver and runs are (absolute here; the
+# installed index has them relative to itself). A path left out is left out of "paths".
 function(pitfall_write_scenario_index path)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;RUNS" "")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "pitfall_write_scenario_index: unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
   get_property(names GLOBAL PROPERTY PITFALL_SCENARIOS)
   set(entries "")
   foreach(name IN LISTS names)
@@ -222,29 +257,79 @@ function(pitfall_write_scenario_index path)
          "    {\"name\": \"${name}\", \"program\": \"$<TARGET_FILE:pitfall.scenario.${name}>\", \"manifest\": \"${manifest}\"}")
   endforeach()
   list(JOIN entries ",\n" body)
+  _pitfall_index_paths(paths EXPECTED "${ARG_EXPECTED}" PROBE "${ARG_PROBE}"
+                       MATRIX_DRIVER "${ARG_MATRIX_DRIVER}" RUNS "${ARG_RUNS}")
+  _pitfall_index_document(document "${paths}" "${body}")
+  file(GENERATE OUTPUT "${path}" CONTENT "${document}")
+  set_property(GLOBAL APPEND PROPERTY _PITFALL_INDEX_FILES "${path}")
+endfunction()
+
+# The "paths" object of an index (its members, one a line), from keyword arguments.
+function(_pitfall_index_paths out)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;RUNS" "")
+  set(members "")
+  foreach(key IN ITEMS EXPECTED PROBE MATRIX_DRIVER RUNS)
+    if(NOT "${ARG_${key}}" STREQUAL "")
+      string(TOLOWER "${key}" json_key)
+      list(APPEND members "    \"${json_key}\": \"${ARG_${key}}\"")
+    endif()
+  endforeach()
+  list(JOIN members ",\n" joined)
+  set(${out} "${joined}" PARENT_SCOPE)
+endfunction()
+
+# An index document around its "paths" members and its scenario entries (both preformatted).
+function(_pitfall_index_document out paths body)
   if(PITFALL_HAS_CUDA)
     set(cuda_json "true")
   else()
     set(cuda_json "false")
   endif()
-  # Where `pitfall` finds the rest of this build: nothing of the source tree is compiled in.
-  set(paths_json "")
-  if(TARGET pitfall_probe)
-    set(paths_json "\n  \"paths\": {\"expected\": \"${PROJECT_SOURCE_DIR}/expected\", \"probe\": \"$<TARGET_FILE:pitfall_probe>\", \"matrix_driver\": \"${PROJECT_SOURCE_DIR}/ci/matrix.py\", \"runs\": \"${PROJECT_SOURCE_DIR}/reports/runs\"},")
-  endif()
-  file(GENERATE OUTPUT "${path}" CONTENT
-"{
-  \"schema\": \"pitfall.index/1\",${paths_json}
+  set(${out} "{
+  \"schema\": \"pitfall.index/1\",
   \"built_with_cuda\": ${cuda_json},
   \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
   \"cuda_compiler\": \"${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}\",
   \"cxx_compiler\": \"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\",
   \"build_type\": \"${CMAKE_BUILD_TYPE}\",
+  \"paths\": {
+${paths}
+  },
   \"scenarios\": [
 ${body}
   ]
 }
-")
+" PARENT_SCOPE)
+endfunction()
+
+# Out of tree (pitfall found as a package), the first add_failure_scenario() schedules the
+# project's index for the end of its configure: <build>/pitfall-index.json, with the project's
+# expected/ folder (PITFALL_EXPECTED_DIR), the installed probe and <build>/runs
+# (PITFALL_RUNS_DIR). A project that writes that index itself is left to it.
+function(_pitfall_index_at_end)
+  get_property(package GLOBAL PROPERTY PITFALL_FOUND_AS_PACKAGE)
+  get_property(scheduled GLOBAL PROPERTY _PITFALL_INDEX_SCHEDULED)
+  if(NOT package OR scheduled)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY _PITFALL_INDEX_SCHEDULED ON)
+  cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _pitfall_write_project_index)
+endfunction()
+
+function(_pitfall_write_project_index)
+  set(path "${CMAKE_BINARY_DIR}/pitfall-index.json")
+  get_property(written GLOBAL PROPERTY _PITFALL_INDEX_FILES)
+  if(path IN_LIST written)
+    return()
+  endif()
+  if(NOT DEFINED PITFALL_EXPECTED_DIR)
+    set(PITFALL_EXPECTED_DIR "${CMAKE_SOURCE_DIR}/expected")
+  endif()
+  if(NOT DEFINED PITFALL_RUNS_DIR)
+    set(PITFALL_RUNS_DIR "${CMAKE_BINARY_DIR}/runs")
+  endif()
+  pitfall_write_scenario_index("${path}" EXPECTED "${PITFALL_EXPECTED_DIR}"
+                               PROBE "$<TARGET_FILE:pitfall::probe>" RUNS "${PITFALL_RUNS_DIR}")
 endfunction()
 
 # CTest resource spec: one "gpus" entry per GPU nvidia-smi lists. Without any GPU it lists a
@@ -274,8 +359,10 @@ endfunction()
 
 # pitfall.static.cuda_binaries: the architectures embedded in every scenario program must be
 # exactly CMAKE_CUDA_ARCHITECTURES, and no kernel may use local memory (spills) without a
-# comment saying why. Reports land in <build>/static/. Needs cuobjdump (ci/setup.sh installs it
-# from NVIDIA's wheel when the toolkit lacks it); without it the test is skipped, saying so.
+# comment saying why, read from the binaries (cuobjdump) and from the ptxas reports the build
+# kept in <build>/logs/ptxas/. Reports land in <build>/static/. cuobjdump comes from
+# ci/setup.sh (NVIDIA's wheel) when the toolkit lacks it; without it only the ptxas part runs
+# and the test is skipped, saying so.
 function(pitfall_add_static_cuda_checks)
   find_program(PITFALL_CUOBJDUMP cuobjdump
                HINTS "${CUDAToolkit_BIN_DIR}" "${PROJECT_SOURCE_DIR}/.tools/cuda-tools/nvidia/cu13/bin")
@@ -290,12 +377,14 @@ function(pitfall_add_static_cuda_checks)
     file(GLOB scenario_sources "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.hpp")
     list(APPEND sources ${scenario_sources})
   endforeach()
+  get_property(ptxas_logs GLOBAL PROPERTY PITFALL_PTXAS_LOGS)
   add_test(NAME pitfall.static.cuda_binaries
            COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
                    --cuobjdump "${PITFALL_CUOBJDUMP}"
                    --architectures "${CMAKE_CUDA_ARCHITECTURES}"
                    --report-dir "${PROJECT_BINARY_DIR}/static"
                    --sources ${sources} "${PROJECT_SOURCE_DIR}/harness/include/pitfall/cuda_backend.cuh"
+                   --ptxas-logs ${ptxas_logs}
                    -- ${binaries} $<TARGET_FILE:pitfall_fixture>)
   set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
@@ -308,4 +397,15 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.cuda_binaries_detects_mismatch PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
+  # The ptxas half can fail too: a kernel that spills is named (ci/tests/fixtures: the report
+  # of CUDA 13.0's ptxas for a kernel holding 24 accumulators, built with -maxrregcount=16
+  # -arch=sm_90), and so is a log the build did not write.
+  add_test(NAME pitfall.static.ptxas_spills_detected
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   --ptxas-logs "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-spills.log"
+                                "${PROJECT_BINARY_DIR}/logs/ptxas/no-such-target.log")
+  set_tests_properties(pitfall.static.ptxas_spills_detected PROPERTIES
+    LABELS "static;gpu-compile" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "FAIL: ptxas-spills.log: kernel [^ ]*spill_kernel[^ ]* on sm_90 spills \\(256 bytes stored, 264 loaded\\).*FAIL: no-such-target.log: no ptxas log")
 endfunction()

@@ -58,7 +58,9 @@ status check_known(const std::vector<std::string>& wanted, const std::set<std::s
 }
 } // namespace
 
-std::string case_ref::key() const { return backend + "." + scenario->description.name + "." + variant->name; }
+std::string case_ref::key() const {
+    return backend + "." + scenario->description.name + "." + variant->name;
+}
 
 std::vector<std::string> case_ref::labels() const {
     std::vector<std::string> out{backend, scenario->description.name,
@@ -95,8 +97,11 @@ status_or<scenario_index> load_index(const std::string& path) {
         const json& entry = doc["scenarios"][i];
         const std::string field = "scenarios[" + std::to_string(i) + "]";
         if (!entry.is_object() || !entry.contains("program") || !entry["program"].is_string() ||
-            !entry.contains("manifest") || !entry["manifest"].is_string())
-            return bad_input(path + ": field '" + field + "': needs 'program' and 'manifest' strings");
+            !entry.contains("manifest") || !entry["manifest"].is_string()) {
+            std::ostringstream what;
+            what << path << ": field '" << field << "': needs 'program' and 'manifest' strings";
+            return bad_input(what.str());
+        }
         scenario_entry scenario;
         scenario.program = beside_index(path, entry["program"].get<std::string>());
         scenario.manifest_path = beside_index(path, entry["manifest"].get<std::string>());
@@ -111,7 +116,8 @@ status_or<scenario_index> load_index(const std::string& path) {
     return index;
 }
 
-status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const case_filter& filter) {
+status_or<std::vector<case_ref>> select_cases(const scenario_index& index,
+                                              const case_filter& filter) {
     std::set<std::string> names, backends{"cpu", "cuda"}, variants, labels;
     std::vector<case_ref> all;
     for (const auto& s : index.scenarios) {
