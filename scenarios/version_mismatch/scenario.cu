@@ -118,6 +118,7 @@ extern char** environ; // execve's environment for the missing_library re-execut
 namespace version_mismatch {
 
 using pitfall::context;
+using pitfall::host_error;
 using pitfall::stage;
 using pitfall::status;
 
@@ -296,7 +297,7 @@ struct elf_image {
 };
 
 status malformed(const std::string& path, const std::string& what) {
-    return PITFALL_HOST_ERROR(stage::init, "malformed_elf", path + ": " + what);
+    return PITFALL_HOST_ERROR(stage::init, host_error::malformed_elf, path + ": " + what);
 }
 
 /// Reads the whole file and its section headers. Section headers are not mapped into memory,
@@ -304,7 +305,7 @@ status malformed(const std::string& path, const std::string& what) {
 pitfall::status_or<elf_image> read_elf(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        return PITFALL_HOST_ERROR(stage::init, "unreadable_file", "cannot read " + path);
+        return PITFALL_HOST_ERROR(stage::init, host_error::unreadable_file, "cannot read " + path);
     elf_image elf;
     elf.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     Elf64_Ehdr header{};
@@ -472,6 +473,13 @@ std::string cudnn_rule_verdict(long long built, long long loaded) {
     return "ok";
 }
 
+/// The error a verdict other than "ok" is reported as: "cudnn_" + the verdict, from the closed
+/// set of pitfall's own names.
+pitfall::pitfall_error cudnn_rule_error(const std::string& verdict) {
+    return verdict == "major_differs" ? pitfall::pitfall_error::cudnn_major_differs
+                                      : pitfall::pitfall_error::cudnn_loaded_minor_older;
+}
+
 enum class image_path { sass, ptx_jit, no_image };
 
 struct arch_prediction {
@@ -608,7 +616,8 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     // The library path: a symlink, named as loaded, for every library except the hidden ones.
     std::string dir = temp_root() + "/" + loader_dir_prefix + std::to_string(::getpid()) + "-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr)
-        return PITFALL_HOST_ERROR(stage::init, "no_temp_dir", "cannot create " + dir + ": " + std::strerror(errno));
+        return PITFALL_HOST_ERROR(stage::init, host_error::no_temp_dir,
+                                  "cannot create " + dir + ": " + std::strerror(errno));
     for (const auto& object : loaded_objects()) {
         if (object.find('/') == std::string::npos || real_path(object) == real_path(*interpreter) ||
             base_name(object).rfind(prefix, 0) == 0)
@@ -617,7 +626,8 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
         if (::symlink(real_path(object).c_str(), link.c_str()) != 0 && errno != EEXIST) {
             const int saved = errno;
             remove_symlink_folder(dir);
-            return PITFALL_HOST_ERROR(stage::init, "symlink_failed", link + ": " + std::strerror(saved));
+            return PITFALL_HOST_ERROR(stage::init, host_error::symlink_failed,
+                                      link + ": " + std::strerror(saved));
         }
     }
 
@@ -660,14 +670,15 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     std::fflush(nullptr);
     // Deliberate: this process becomes the loader running this program again. On success
     // execve does not return; what follows is the loader's outcome (exit 127 before main), or
-    // this program's next life in missing_library().
+    // this program's next life in run_without_library().
     ::execve(interpreter->c_str(), argv_c.data(), envp_c.data());
     const int saved = errno;
     remove_symlink_folder(dir);
-    return PITFALL_HOST_ERROR(stage::init, "execve_failed", *interpreter + ": " + std::strerror(saved));
+    return PITFALL_HOST_ERROR(stage::init, host_error::execve_failed,
+                              *interpreter + ": " + std::strerror(saved));
 }
 
-status missing_library(context& ctx, pitfall::backend_kind backend) {
+status run_without_library(context& ctx, pitfall::backend_kind backend) {
     PITFALL_ASSIGN_OR_RETURN(const std::string hide, ctx.param_string("hide_library"));
     // What to hide, in order: cuDNN, else cuBLAS (the GPU build); OpenBLAS (the CPU path).
     std::vector<std::string> candidates;
@@ -768,8 +779,7 @@ status glibc_vs_program(context& ctx) {
     for (const auto& release : split(releases, ',')) {
         const auto v = parse_dotted(release);
         if (!v)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param glibc_versions: '" + release + "' is not a version", stage::init);
+            return pitfall::bad_parameter("glibc_versions", "'" + release + "' is not a version");
         const bool ok = *v >= required;
         (ok ? starts : refused) += 1;
         ctx.record_info("prediction.glibc_" + release,
@@ -874,8 +884,8 @@ status x86_levels(context& ctx) {
             if (level == name(candidate))
                 l = candidate;
         if (l == 0)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param cpu_levels: '" + level + "' is not x86-64 or x86-64-v2..v4", stage::init);
+            return pitfall::bad_parameter("cpu_levels",
+                                          "'" + level + "' is not x86-64 or x86-64-v2..v4");
         (l >= compiled ? runs : faults) += 1;
         ctx.record_info("prediction." + level, l >= compiled ? "runs" : "SIGILL (compiled for " + name(compiled) + ")");
     }
@@ -1001,7 +1011,7 @@ status runtime_vs_driver_cuda(context& ctx) {
 
 #if PITFALL_HAS_CUDNN
 /// cudnn_compiled_vs_loaded: every number from cuDNN's own calls; none needs a GPU.
-status cudnn_compiled_vs_loaded(context& ctx) {
+status cudnn_compiled_vs_loaded_cuda(context& ctx) {
     const long long built = CUDNN_VERSION;
     const long long loaded = static_cast<long long>(cudnnGetVersion());
     const long long cudnn_cudart = static_cast<long long>(cudnnGetCudartVersion());
@@ -1061,15 +1071,15 @@ status cudnn_compiled_vs_loaded(context& ctx) {
     const std::string verdict = cudnn_rule_verdict(built, loaded);
     ctx.record_info("rule", verdict);
     if (verdict != "ok")
-        return status::error(pitfall::library::pitfall, "cudnn_" + verdict,
-                             "built against cuDNN " + decode_cudnn_version(built).text() + ", loaded " +
-                                 decode_cudnn_version(loaded).text(),
+        return status::error(cudnn_rule_error(verdict),
+                             "built against cuDNN " + decode_cudnn_version(built).text() +
+                                 ", loaded " + decode_cudnn_version(loaded).text(),
                              stage::init);
     // cuDNN is built per CUDA major (the cu12 and cu13 packages): its cudart major must be ours.
     if (cudnn_cudart / 1000 != runtime / 1000)
-        return status::error(pitfall::library::pitfall, "cudnn_cudart_major_differs",
-                             "cuDNN built against CUDA " + cuda_version_text(cudnn_cudart) + ", runtime " +
-                                 cuda_version_text(runtime),
+        return status::error(pitfall::pitfall_error::cudnn_cudart_major_differs,
+                             "cuDNN built against CUDA " + cuda_version_text(cudnn_cudart) +
+                                 ", runtime " + cuda_version_text(runtime),
                              stage::init);
     return status::ok();
 }
@@ -1128,8 +1138,7 @@ status arch_coverage_cuda(context& ctx) {
     for (const auto& text : split(capabilities, ',')) {
         const auto cc = parse_compute_capability(text);
         if (!cc)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param compute_capabilities: '" + text + "' is not X.Y", stage::init);
+            return pitfall::bad_parameter("compute_capabilities", "'" + text + "' is not X.Y");
         const arch_prediction p = predict_image(images, *cc, force_ptx, disable_ptx);
         (p.how == image_path::sass ? by_sass : p.how == image_path::ptx_jit ? by_ptx : failing) += 1;
         ctx.record_info("prediction.cc_" + text, p.describe(*cc));
@@ -1165,11 +1174,14 @@ status arch_coverage_cuda(context& ctx) {
     //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice.
     PITFALL_ASSIGN_OR_RETURN(auto d_arch, pitfall::cuda_backend::allocate<int>(32));
     arch_probe_kernel<<<1, 32>>>(d_arch.data());
-    status launched = status::ok();
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-        launched = cuda_error(e, stage::launch, "arch_probe_kernel<<<1, 32>>>", __LINE__);
-    else if (const cudaError_t s = cudaDeviceSynchronize(); s != cudaSuccess)
-        launched = cuda_error(s, stage::synchronize, "cudaDeviceSynchronize()", __LINE__);
+    const cudaError_t launch_err = cudaGetLastError();
+    const cudaError_t sync_err = launch_err == cudaSuccess ? cudaDeviceSynchronize() : cudaSuccess;
+    const status launched =
+        launch_err != cudaSuccess
+            ? cuda_error(launch_err, stage::launch, "arch_probe_kernel<<<1, 32>>>", __LINE__)
+        : sync_err != cudaSuccess
+            ? cuda_error(sync_err, stage::synchronize, "cudaDeviceSynchronize()", __LINE__)
+            : status::ok();
     ctx.record_event("kernel_launch", launched);
     ctx.check("launch_matches_prediction",
               (launched.name() == "cudaErrorNoKernelImageForDevice") == (p.how == image_path::no_image),
@@ -1223,12 +1235,14 @@ status stub_driver_cuda(context& ctx) {
     ctx.record_info("stub_library", *stub);
     std::string dir = temp_root() + "/pitfall-stub-driver-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr)
-        return PITFALL_HOST_ERROR(stage::init, "no_temp_dir", "cannot create " + dir + ": " + std::strerror(errno));
+        return PITFALL_HOST_ERROR(stage::init, host_error::no_temp_dir,
+                                  "cannot create " + dir + ": " + std::strerror(errno));
     const std::string link = dir + "/libcuda.so.1"; // the name the runtime dlopens
     if (::symlink(stub->c_str(), link.c_str()) != 0) {
         const int saved = errno;
         remove_symlink_folder(dir);
-        return PITFALL_HOST_ERROR(stage::init, "symlink_failed", link + ": " + std::strerror(saved));
+        return PITFALL_HOST_ERROR(stage::init, host_error::symlink_failed,
+                                  link + ": " + std::strerror(saved));
     }
     const char* old = std::getenv("LD_LIBRARY_PATH");
     const std::string path = dir + (old != nullptr && old[0] != '\0' ? ":" + std::string(old) : std::string());
@@ -1236,55 +1250,27 @@ status stub_driver_cuda(context& ctx) {
     auto child = pitfall::run_self(ctx, "stub_driver_child", {{"LD_LIBRARY_PATH", path}}, {},
                                    static_cast<double>(timeout));
     remove_symlink_folder(dir);
-    if (!child.is_ok())
-        return child.error();
-    const pitfall::child_run& run = child.value();
-    if (run.process.signal || run.process.timed_out || !run.process.exit_code ||
-        (*run.process.exit_code != 0 && *run.process.exit_code != 77) || run.result_json.empty())
-        return PITFALL_HOST_ERROR(stage::init, "child_failed",
-                                  std::string("stub_driver_child ") +
-                                      (run.process.signal ? "ended by " + pitfall::signal_name(*run.process.signal)
-                                       : run.process.timed_out ? std::string("timed out")
-                                                               : "exit " + std::to_string(run.process.exit_code.value_or(-1))) +
-                                      ": " + run.output);
+    PITFALL_TRY(child);
     // The child's own result document: its outcome becomes ours, its facts are kept with a
-    // "child." prefix so a reader sees what the runtime said under the stub.
-    nlohmann::json result;
-    try {
-        result = nlohmann::json::parse(run.result_json);
-    } catch (const nlohmann::json::exception& e) {
-        return PITFALL_HOST_ERROR(stage::init, "child_result_unreadable", e.what());
-    }
-    // Named copies: items() of a temporary would dangle in the loop.
-    const nlohmann::json info = result.value("info", nlohmann::json::object());
-    const nlohmann::json measurements = result.value("measurements", nlohmann::json::object());
-    for (const auto& [key, value] : info.items())
-        if (value.is_string())
-            ctx.record_info("child." + key, value.get<std::string>());
-    for (const auto& [key, value] : measurements.items())
-        if (value.is_object() && value.contains("value") && value["value"].is_number() && key != "case_wall_seconds")
-            ctx.record("child." + key, value["value"].get<double>(), value.value("unit", ""));
+    // "child." prefix so a reader sees what the runtime said under the stub. A child that
+    // crashed, hung or wrote nothing is an error of its own (read_child).
+    PITFALL_ASSIGN_OR_RETURN(const pitfall::child_report report,
+                             pitfall::read_child(child.value(), "the child started with the stub "
+                                                                "libcuda.so"));
+    pitfall::adopt_child_facts(ctx, report.result);
     // Proof that the stub was the driver the child's runtime opened (where the runtime keeps it
     // loaded after refusing it, as CUDA 13's shared libcudart does).
+    const nlohmann::json info = report.result.value("info", nlohmann::json::object());
     const std::string opened = info.value("libcuda_loaded_after_call", std::string());
     if (!opened.empty() && opened != "none loaded")
         ctx.check("child_opened_the_stub", opened.find(real_path(*stub)) != std::string::npos,
                   "the child's libcuda.so.1: " + opened);
-    const nlohmann::json outcome = result.value("outcome", nlohmann::json::object());
-    const std::string kind = outcome.value("status", "");
-    if (kind == "ok")
-        return status::ok(); // the stub was not used: the baseline says "behaviour changed"
-    if (kind == "unsupported")
-        return PITFALL_UNSUPPORTED("the child under the stub: " + outcome.value("reason", std::string("?")));
-    const auto lib = pitfall::library_from_string(outcome.value("library", ""));
-    const auto where = pitfall::stage_from_string(outcome.value("stage", ""));
-    return status::error(lib.value_or(pitfall::library::pitfall), outcome.value("error", "?"),
-                         "in the child started with the stub libcuda.so: " + outcome.value("message", std::string()),
-                         where.value_or(stage::init), outcome.value("sticky", false), __FILE__, __LINE__);
+    // ok: the stub was not used, and the baseline says "behaviour changed".
+    return report.outcome;
 }
 
 /// stub_driver_child (helper): what the runtime does with the stub as its driver.
-status stub_driver_child(context& ctx) {
+status stub_driver_child_cuda(context& ctx) {
     const char* path = std::getenv("LD_LIBRARY_PATH");
     ctx.record_info("ld_library_path", path != nullptr ? path : "");
     int driver = 0;
@@ -1305,47 +1291,59 @@ status stub_driver_child(context& ctx) {
 #endif // PITFALL_HAS_CUDA
 
 // =============================================================================================
-// One entry per backend; the variant picks the case.
+// The variants: each function template is the CPU analog; its specialization for the cuda
+// backend is the CUDA case. Every CUDA variant here runs without a device ("needs_device":
+// false): what the driver, the loader and the libraries answer without one is the data.
 // =============================================================================================
 
-/// Dispatches on the variant. Every CUDA variant here runs without a device ("needs_device":
-/// false): what the driver, the loader and the libraries answer without one is the data.
-template <class Backend> status run_case(context& ctx) {
-    const std::string& variant = ctx.variant();
-    if (variant == "missing_library")
-        return missing_library(ctx, Backend::kind);
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-#if PITFALL_HAS_CUDA
-        if (variant == "runtime_vs_driver")
-            return runtime_vs_driver_cuda(ctx);
-        if (variant == "cudnn_compiled_vs_loaded") {
-#if PITFALL_HAS_CUDNN
-            return cudnn_compiled_vs_loaded(ctx);
-#else
-            return PITFALL_UNSUPPORTED("built without cuDNN");
-#endif
-        }
-        if (variant == "arch_coverage")
-            return arch_coverage_cuda(ctx);
-        if (variant == "stub_driver")
-            return stub_driver_cuda(ctx);
-        if (variant == "stub_driver_child")
-            return stub_driver_child(ctx);
-#endif
-    } else {
-        if (variant == "runtime_vs_driver")
-            return glibc_vs_program(ctx);
-        if (variant == "cudnn_compiled_vs_loaded")
-            return openblas_compiled_vs_loaded(ctx);
-        if (variant == "arch_coverage")
-            return x86_levels(ctx);
-        if (variant == "stub_driver")
-            return PITFALL_UNSUPPORTED("no CPU analog: a stub is the link-time stand-in for the "
-                                       "driver's libcuda.so, and the CPU path loads no driver");
-    }
-    return PITFALL_HOST_ERROR(stage::init, "unknown_variant", "no case for variant " + variant);
+template <class Backend> status runtime_vs_driver(context& ctx) {
+    return glibc_vs_program(ctx);
 }
+template <class Backend> status cudnn_compiled_vs_loaded(context& ctx) {
+    return openblas_compiled_vs_loaded(ctx);
+}
+template <class Backend> status arch_coverage(context& ctx) {
+    return x86_levels(ctx);
+}
+template <class Backend> status missing_library(context& ctx) {
+    return run_without_library(ctx, Backend::kind);
+}
+template <class Backend> status stub_driver(context&) {
+    return pitfall::cuda_only<Backend>("a stub is the link-time stand-in for the driver's "
+                                       "libcuda.so, and the CPU path loads no driver");
+}
+/// Helper (cuda only in scenario.json): the child stub_driver starts under the stub.
+template <class Backend> status stub_driver_child(context&) {
+    return pitfall::cuda_only<Backend>("started by stub_driver, which has none");
+}
+
+#if PITFALL_HAS_CUDA
+using pitfall::cuda_backend;
+template <> status runtime_vs_driver<cuda_backend>(context& ctx) {
+    return runtime_vs_driver_cuda(ctx);
+}
+template <> status cudnn_compiled_vs_loaded<cuda_backend>([[maybe_unused]] context& ctx) {
+#if PITFALL_HAS_CUDNN
+    return cudnn_compiled_vs_loaded_cuda(ctx);
+#else
+    return PITFALL_UNSUPPORTED("built without cuDNN");
+#endif
+}
+template <> status arch_coverage<cuda_backend>(context& ctx) {
+    return arch_coverage_cuda(ctx);
+}
+template <> status stub_driver<cuda_backend>(context& ctx) {
+    return stub_driver_cuda(ctx);
+}
+template <> status stub_driver_child<cuda_backend>(context& ctx) {
+    return stub_driver_child_cuda(ctx);
+}
+#endif
 
 } // namespace version_mismatch
 
-PITFALL_SCENARIO(version_mismatch::run_case)
+using namespace version_mismatch; // PITFALL_VARIANT names each variant after its function
+
+PITFALL_SCENARIO(PITFALL_VARIANT(runtime_vs_driver), PITFALL_VARIANT(cudnn_compiled_vs_loaded),
+                 PITFALL_VARIANT(arch_coverage), PITFALL_VARIANT(missing_library),
+                 PITFALL_VARIANT(stub_driver), PITFALL_VARIANT(stub_driver_child))
