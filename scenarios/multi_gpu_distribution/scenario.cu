@@ -53,6 +53,7 @@
 //   003 ex.3 (tf.distribute.MirroredStrategy over the available GPUs, batch_size=32 split
 //   across replicas), 002 ex.1 (MirroredStrategy, the batch size chosen for the devices).
 //   NCCL: "Collective Operations", "Group Calls" and ncclCommInitAll in NCCL's user guide.
+#include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDA
@@ -66,10 +67,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -95,11 +94,6 @@ std::string scientific(double v) {
     return out.str();
 }
 
-status bad_parameter(const std::string& name, const std::string& what) {
-    return status::error(pitfall::library::pitfall, "bad_parameter", "--param " + name + ": " + what,
-                         pitfall::stage::init);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The problem: x (batch x features, row-major, values in [0, 1)), integer labels, weights W
 // (classes x features, class-major) followed by the bias b (classes).
@@ -113,30 +107,20 @@ struct problem {
     std::size_t parameter_count() const { return classes * features + classes; }
 };
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-float uniform01(std::uint64_t& state) { // 24 random bits: exact in float
-    return static_cast<float>(splitmix64(state) >> 40) * (1.0f / 16777216.0f);
-}
-
 problem make_problem(std::size_t batch, std::size_t features, std::uint64_t seed) {
     problem p;
     p.features = features;
     p.batch = batch;
-    std::uint64_t state = seed;
+    pitfall::splitmix64 rng(seed); // one stream: x, then the labels, then the weights
     p.x.resize(batch * features);
     for (auto& v : p.x)
-        v = uniform01(state);
+        v = rng.unit_float();
     p.labels.resize(batch);
     for (auto& l : p.labels)
-        l = static_cast<int>(splitmix64(state) % classes);
+        l = static_cast<int>(rng.next() % classes);
     p.weights.resize(p.parameter_count());
     for (auto& w : p.weights) // small: every class starts near p = 0.1
-        w = (uniform01(state) - 0.5f) * 0.02f;
+        w = (rng.unit_float() - 0.5f) * 0.02f;
     return p;
 }
 
@@ -455,7 +439,7 @@ status cpu_step(replica_list<pitfall::cpu_backend>& reps, std::size_t features, 
     clock_type::time_point t0;
     auto replica_main = [&](int rank) {
         auto& rep = *reps[static_cast<std::size_t>(rank)];
-        status s = rep.compute_local_gradient(features);
+        const status local = rep.compute_local_gradient(features);
         // Every rank takes part in every barrier, whatever its own status (a missing rank
         // would deadlock the others); the CPU loops cannot fail, the status is kept anyway.
         barrier.arrive_and_wait();
@@ -464,9 +448,13 @@ status cpu_step(replica_list<pitfall::cpu_backend>& reps, std::size_t features, 
         ring_allreduce(grads, P, rank, barrier);
         if (rank == 0)
             allreduce_seconds = seconds_since(t0); // the last ring step ended at a barrier
-        if (s.is_ok())
-            s = backend::for_each(P, sgd_update{rep.w.data(), rep.grad.data(), step});
-        outcomes[static_cast<std::size_t>(rank)] = s;
+        const status updated =
+            local.is_ok() ? backend::for_each(P, sgd_update{rep.w.data(), rep.grad.data(), step})
+                          : local;
+        // A named slot: nvcc's front end takes `outcomes[rank] = ...` for a discarded
+        // [[nodiscard]] status (its assignment operator's result).
+        status& outcome = outcomes[static_cast<std::size_t>(rank)];
+        outcome = updated;
     };
     std::vector<std::thread> threads;
     for (int rank = 1; rank < R; ++rank)
@@ -747,23 +735,16 @@ double median(std::vector<double> v) {
 // ---------------------------------------------------------------------------------------------
 // The case.
 // ---------------------------------------------------------------------------------------------
-template <class Backend> status run_variant(pitfall::context& ctx) {
-    const bool remedy = ctx.variant() == "remedy";
-    if (!remedy && ctx.variant() != "reproduce_uneven_batch")
-        return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", ctx.variant());
+/// Both variants: `remedy` shards the whole batch and reduces sums; otherwise the classic
+/// sharding (integer division, means averaged over replicas).
+template <class Backend> status data_parallel_step(pitfall::context& ctx, bool remedy) {
     PITFALL_ASSIGN_OR_RETURN(const long long replicas_param, ctx.param_int("replicas"));
     PITFALL_ASSIGN_OR_RETURN(const long long batch_param, ctx.param_int("global_batch"));
     PITFALL_ASSIGN_OR_RETURN(const long long features_param, ctx.param_int("features"));
     PITFALL_ASSIGN_OR_RETURN(const double learning_rate, ctx.param_double("learning_rate"));
     PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
-    if (replicas_param < 0 || replicas_param > 1024)
-        return bad_parameter("replicas", "must be in [0, 1024] (0 = automatic)");
-    if (batch_param < 1 || batch_param > (1LL << 24))
-        return bad_parameter("global_batch", "must be in [1, 2^24]");
-    if (features_param < 1 || features_param > (1LL << 20))
-        return bad_parameter("features", "must be in [1, 2^20]");
-    if (!(learning_rate > 0.0) || !std::isfinite(learning_rate))
-        return bad_parameter("learning_rate", "must be a positive finite number");
+    // Bounds (replicas 0..1024 with 0 = automatic, global_batch 1..2^24, features 1..2^20, a
+    // positive learning rate) are in scenario.json; only the rule between two parameters is here.
 
     // How many replicas: every visible GPU, or threads on the CPU. On the GPU the order is
     // what a person debugging the machine needs: the device count (the reason a case cannot
@@ -813,8 +794,9 @@ template <class Backend> status run_variant(pitfall::context& ctx) {
     const std::size_t batch = static_cast<std::size_t>(batch_param);
     const std::size_t R = static_cast<std::size_t>(replicas);
     if (batch < R)
-        return bad_parameter("global_batch", std::to_string(batch) + " samples cannot feed " +
-                                                 std::to_string(replicas) + " replicas");
+        return pitfall::bad_parameter("global_batch", std::to_string(batch) +
+                                                          " samples cannot feed " +
+                                                          std::to_string(replicas) + " replicas");
     if (!remedy && batch % R == 0)
         return PITFALL_UNSUPPORTED("global_batch " + std::to_string(batch) + " is divisible by " +
                                    std::to_string(replicas) +
@@ -925,16 +907,13 @@ template <class Backend> status run_variant(pitfall::context& ctx) {
     return status::ok();
 }
 
-} // namespace
-
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc", "host allocation failed");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
+template <class Backend> status remedy(pitfall::context& ctx) {
+    return data_parallel_step<Backend>(ctx, true);
+}
+template <class Backend> status reproduce_uneven_batch(pitfall::context& ctx) {
+    return data_parallel_step<Backend>(ctx, false);
 }
 
-PITFALL_SCENARIO(run_case)
+} // namespace
+
+PITFALL_SCENARIO(PITFALL_VARIANT(remedy), PITFALL_VARIANT(reproduce_uneven_batch))
