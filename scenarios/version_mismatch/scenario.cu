@@ -351,7 +351,8 @@ pitfall::status_or<std::vector<version_need>> version_needs(const elf_image& elf
             Elf64_Vernaux aux{};
             if (!elf.read_at(aux_offset, aux))
                 return malformed(path, ".gnu.version_r auxiliary entry out of the file");
-            needs.push_back({elf.string_at(strings + need.vn_file), elf.string_at(strings + aux.vna_name)});
+            needs.push_back(
+                {elf.string_at(strings + need.vn_file), elf.string_at(strings + aux.vna_name)});
             aux_offset += aux.vna_next;
         }
         if (need.vn_next == 0)
@@ -377,9 +378,10 @@ struct fatbin_image {
     unsigned version_major = 0; // PTX ISA version for PTX
     unsigned version_minor = 0;
     std::string describe() const {
-        return is_ptx ? "PTX compute_" + std::to_string(arch) + " (PTX ISA " +
-                            std::to_string(version_major) + "." + std::to_string(version_minor) + ")"
-                      : "SASS sm_" + std::to_string(arch);
+        return is_ptx
+                   ? "PTX compute_" + std::to_string(arch) + " (PTX ISA " +
+                         std::to_string(version_major) + "." + std::to_string(version_minor) + ")"
+                   : "SASS sm_" + std::to_string(arch);
     }
 };
 
@@ -418,7 +420,8 @@ pitfall::status_or<std::vector<fatbin_image>> fatbin_images(const elf_image& elf
             std::uint32_t arch = 0;
             if (!elf.read_at(entry, kind) || !elf.read_at(entry + 4, entry_header) ||
                 !elf.read_at(entry + 8, entry_payload) || !elf.read_at(entry + 24, minor) ||
-                !elf.read_at(entry + 26, major) || !elf.read_at(entry + 28, arch) || entry_header < 64)
+                !elf.read_at(entry + 26, major) || !elf.read_at(entry + 28, arch) ||
+                entry_header < 64)
                 return malformed(path, "truncated fatbin entry header");
             if (kind == fatbin_kind_ptx || kind == fatbin_kind_sass)
                 images.push_back({kind == fatbin_kind_ptx, arch, major, minor});
@@ -539,9 +542,9 @@ std::optional<unsigned> parse_compute_capability(const std::string& text) {
 // the case is UNSUPPORTED, naming where the loader found each.
 // =============================================================================================
 
-constexpr const char* hidden_env = "PITFALL_VERSION_MISMATCH_HIDDEN";          // "libcudnn"
+constexpr const char* hidden_env = "PITFALL_VERSION_MISMATCH_HIDDEN";           // "libcudnn"
 constexpr const char* hidden_dir_env = "PITFALL_VERSION_MISMATCH_LIBRARY_PATH"; // its folder
-constexpr const char* program_env = "PITFALL_VERSION_MISMATCH_PROGRAM";        // our own path
+constexpr const char* program_env = "PITFALL_VERSION_MISMATCH_PROGRAM";         // our own path
 constexpr const char* found_env = "PITFALL_VERSION_MISMATCH_FOUND"; // "libcudnn=/lib/...;"
 constexpr const char* loader_dir_prefix = "pitfall-loader-path-";
 
@@ -614,7 +617,8 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     ctx.record_info("program_interpreter", *interpreter);
 
     // The library path: a symlink, named as loaded, for every library except the hidden ones.
-    std::string dir = temp_root() + "/" + loader_dir_prefix + std::to_string(::getpid()) + "-XXXXXX";
+    std::string dir =
+        temp_root() + "/" + loader_dir_prefix + std::to_string(::getpid()) + "-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr)
         return PITFALL_HOST_ERROR(stage::init, host_error::no_temp_dir,
                                   "cannot create " + dir + ": " + std::strerror(errno));
@@ -633,8 +637,8 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
 
     // argv: the loader, its options, then this program with the arguments the harness gave us
     // (so the loader's message names the program, and the result path is the harness's own).
-    std::vector<std::string> args = {*interpreter, "--inhibit-cache", "--inhibit-rpath", "",
-                                     "--library-path", dir, program};
+    std::vector<std::string> args = {
+        *interpreter, "--inhibit-cache", "--inhibit-rpath", "", "--library-path", dir, program};
     const std::vector<std::string> original = own_arguments(program);
     args.insert(args.end(), original.begin(), original.end());
     std::vector<std::string> env;
@@ -691,11 +695,14 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
 
     // A later life: the loader started us although `hidden` was kept off its path.
     std::string found = std::getenv(found_env) != nullptr ? std::getenv(found_env) : "";
-    const std::string program = std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
-    const std::string previous_dir = std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
+    const std::string program =
+        std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
+    const std::string previous_dir =
+        std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
     if (const char* hidden = std::getenv(hidden_env)) {
         const auto where = loaded_matching(hidden);
-        found += std::string(hidden) + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
+        found +=
+            std::string(hidden) + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
     }
     for (const char* key : {hidden_env, hidden_dir_env, program_env, found_env})
         ::unsetenv(key);
@@ -723,10 +730,11 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
         where += (where.empty() ? "" : "; ") + entry.substr(0, eq) + " at " + path +
                  (path.rfind('/', 0) == 0 ? " (in " + dir_name(path) + ")" : std::string());
     }
-    return PITFALL_UNSUPPORTED("kept off the loader's library path (cache and RUNPATH ignored), "
-                               "the loader still found " + where + ": built-in system "
-                               "directories, which no option or variable removes from the "
-                               "search; this case needs the library installed outside them");
+    return PITFALL_UNSUPPORTED(
+        "kept off the loader's library path (cache and RUNPATH ignored), the loader still found " +
+        where +
+        ": built-in system directories, which no option or variable removes from the search; "
+        "this case needs the library installed outside them");
 }
 
 // =============================================================================================
@@ -763,12 +771,14 @@ status glibc_vs_program(context& ctx) {
     for (const auto& [family, need] : newest)
         ctx.record_info("needs." + family, need.second);
     if (newest.count("GLIBC") == 0)
-        return PITFALL_UNSUPPORTED("this program has no GLIBC_ version needs (static, or another C library)");
+        return PITFALL_UNSUPPORTED(
+            "this program has no GLIBC_ version needs (static, or another C library)");
     const std::vector<int>& required = newest["GLIBC"].first;
     const std::string loaded_text = gnu_get_libc_version();
     const auto loaded = parse_dotted(loaded_text);
     ctx.record_info("glibc_loaded", loaded_text + " (gnu_get_libc_version)");
-    ctx.record_info("glibc_headers", std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__));
+    ctx.record_info("glibc_headers",
+                    std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__));
     ctx.record("glibc_required_minor", required.size() > 1 ? required[1] : 0);
     if (loaded)
         ctx.record("glibc_loaded_minor", loaded->size() > 1 ? (*loaded)[1] : 0);
@@ -782,8 +792,10 @@ status glibc_vs_program(context& ctx) {
             return pitfall::bad_parameter("glibc_versions", "'" + release + "' is not a version");
         const bool ok = *v >= required;
         (ok ? starts : refused) += 1;
-        ctx.record_info("prediction.glibc_" + release,
-                        ok ? "starts" : "refused by the loader: version `" + newest["GLIBC"].second + "' not found");
+        ctx.record_info("prediction.glibc_" + release, ok ? "starts"
+                                                          : "refused by the loader: version `" +
+                                                                newest["GLIBC"].second +
+                                                                "' not found");
     }
     ctx.record("predicted_glibc_starts", starts);
     ctx.record("predicted_glibc_refused", refused);
@@ -814,12 +826,15 @@ status openblas_compiled_vs_loaded(context& ctx) {
     };
     const auto compiled = version_in(compiled_text);
     const auto loaded = version_in(config);
-    ctx.record_info("openblas_headers", compiled_text.empty() ? "(no OPENBLAS_VERSION in the headers)" : compiled_text);
+    ctx.record_info("openblas_headers",
+                    compiled_text.empty() ? "(no OPENBLAS_VERSION in the headers)" : compiled_text);
     ctx.record_info("openblas_config", config);
     ctx.record_info("openblas_core", openblas_get_corename());
     ctx.record_info("openblas_library", describe_loaded("libopenblas"));
     const int parallel = openblas_get_parallel(); // 0 sequential, 1 pthreads, 2 OpenMP
-    ctx.record_info("openblas_threading", parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP");
+    ctx.record_info("openblas_threading", parallel == 0   ? "sequential"
+                                          : parallel == 1 ? "pthreads"
+                                                          : "OpenMP");
     ctx.record("openblas_threads", openblas_get_num_threads());
 
     // The rule, against hand-derived cases: newer or equal loads fine, older does not.
@@ -852,13 +867,14 @@ status x86_levels(context& ctx) {
     // x86-64 psABI levels: v2 = SSE3, SSSE3, SSE4.1/4.2, POPCNT, CX16; v3 = AVX, AVX2, BMI1/2,
     // F16C, FMA, LZCNT, MOVBE; v4 = AVX-512 F, BW, CD, DQ, VL.
     int compiled = 1;
-#if defined(__SSE3__) && defined(__SSSE3__) && defined(__SSE4_1__) && defined(__SSE4_2__) && defined(__POPCNT__)
+#if defined(__SSE3__) && defined(__SSSE3__) && defined(__SSE4_1__) && defined(__SSE4_2__) &&       \
+    defined(__POPCNT__)
     compiled = 2;
-#if defined(__AVX__) && defined(__AVX2__) && defined(__BMI__) && defined(__BMI2__) && defined(__F16C__) && \
-    defined(__FMA__) && defined(__LZCNT__) && defined(__MOVBE__)
+#if defined(__AVX__) && defined(__AVX2__) && defined(__BMI__) && defined(__BMI2__) &&              \
+    defined(__F16C__) && defined(__FMA__) && defined(__LZCNT__) && defined(__MOVBE__)
     compiled = 3;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) && defined(__AVX512DQ__) && \
-    defined(__AVX512VL__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) &&                      \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
     compiled = 4;
 #endif
 #endif
@@ -870,12 +886,15 @@ status x86_levels(context& ctx) {
         cpu = 3;
     if (cpu == 3 && __builtin_cpu_supports("x86-64-v4"))
         cpu = 4;
-    auto name = [](int level) { return level == 1 ? std::string("x86-64") : "x86-64-v" + std::to_string(level); };
+    auto name = [](int level) {
+        return level == 1 ? std::string("x86-64") : "x86-64-v" + std::to_string(level);
+    };
     ctx.record("compiled_level", compiled);
     ctx.record("cpu_level", cpu);
     ctx.record_info("compiled_for", name(compiled));
     ctx.record_info("cpu_supports", name(cpu));
-    ctx.record_info("openblas_core", std::string(openblas_get_corename()) + " (chosen at run time)");
+    ctx.record_info("openblas_core",
+                    std::string(openblas_get_corename()) + " (chosen at run time)");
     int runs = 0;
     int faults = 0;
     for (const auto& level : split(levels, ',')) {
@@ -887,7 +906,8 @@ status x86_levels(context& ctx) {
             return pitfall::bad_parameter("cpu_levels",
                                           "'" + level + "' is not x86-64 or x86-64-v2..v4");
         (l >= compiled ? runs : faults) += 1;
-        ctx.record_info("prediction." + level, l >= compiled ? "runs" : "SIGILL (compiled for " + name(compiled) + ")");
+        ctx.record_info("prediction." + level,
+                        l >= compiled ? "runs" : "SIGILL (compiled for " + name(compiled) + ")");
     }
     ctx.record("predicted_cpu_runs", runs);
     ctx.record("predicted_cpu_sigill", faults);
@@ -896,8 +916,9 @@ status x86_levels(context& ctx) {
     return status::ok();
 #else
     (void)ctx;
-    return PITFALL_UNSUPPORTED("the CPU analog reads x86-64 levels (GCC >= 12's __builtin_cpu_supports); "
-                               "this is another CPU or compiler");
+    return PITFALL_UNSUPPORTED(
+        "the CPU analog reads x86-64 levels (GCC >= 12's __builtin_cpu_supports); "
+        "this is another CPU or compiler");
 #endif
 }
 
@@ -940,7 +961,8 @@ std::optional<std::string> nvml_driver_version(context& ctx) {
         if (shutdown != nullptr)
             (void)shutdown();
     }
-    ctx.record_info("nvml", version ? "libnvidia-ml.so.1 answered" : "libnvidia-ml.so.1 loaded, nvmlInit/version failed");
+    ctx.record_info("nvml", version ? "libnvidia-ml.so.1 answered"
+                                    : "libnvidia-ml.so.1 loaded, nvmlInit/version failed");
     ::dlclose(nvml);
     return version;
 }
@@ -956,7 +978,8 @@ status runtime_vs_driver_cuda(context& ctx) {
     ctx.record("cuda_driver_version", driver);
     ctx.record_info("cuda_runtime", cuda_version_text(runtime) + " (cudaRuntimeGetVersion)");
     ctx.record_info("cuda_driver", driver == 0 ? std::string("none (cudaDriverGetVersion = 0)")
-                                               : "supports CUDA " + cuda_version_text(driver) + " (cudaDriverGetVersion)");
+                                               : "supports CUDA " + cuda_version_text(driver) +
+                                                     " (cudaDriverGetVersion)");
     const std::optional<std::string> nvml_version = nvml_driver_version(ctx);
     const int branch = nvml_version ? std::atoi(nvml_version->c_str()) : 0;
     if (nvml_version) {
@@ -973,8 +996,8 @@ status runtime_vs_driver_cuda(context& ctx) {
     std::string why;
     if (driver == 0) {
         insufficient = true;
-        why = "no CUDA driver answered: runtime " + cuda_version_text(runtime) + " needs a >= " +
-              std::to_string(needed) + " driver";
+        why = "no CUDA driver answered: runtime " + cuda_version_text(runtime) +
+              " needs a >= " + std::to_string(needed) + " driver";
     } else if (driver / 1000 < runtime / 1000) {
         insufficient = true;
         why = "driver supports CUDA " + cuda_version_text(driver) + ", runtime is " +
@@ -985,27 +1008,31 @@ status runtime_vs_driver_cuda(context& ctx) {
         why = "driver branch " + std::to_string(branch) + " is below " + std::to_string(needed);
     } else if (driver < runtime) {
         why = "minor-version compatibility: runtime " + cuda_version_text(runtime) + " on a " +
-              cuda_version_text(driver) + " driver runs; APIs newer than the driver answer "
-              "cudaErrorCallRequiresNewerDriver, PTX newer than it cudaErrorUnsupportedPtxVersion";
+              cuda_version_text(driver) +
+              " driver runs; APIs newer than the driver answer cudaErrorCallRequiresNewerDriver, "
+              "PTX newer than it cudaErrorUnsupportedPtxVersion";
     } else {
         why = "driver (CUDA " + cuda_version_text(driver) + ") is as new as the runtime or newer";
     }
-    ctx.record_info("prediction", (insufficient ? "cudaErrorInsufficientDriver: " : "compatible: ") + why);
+    ctx.record_info("prediction",
+                    (insufficient ? "cudaErrorInsufficientDriver: " : "compatible: ") + why);
 
     // The observation: the first device call. Without a driver every device call answers 35;
     // this one is the call frameworks make first (torch.cuda.is_available, tf.config).
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    const status observed = err == cudaSuccess
-                                ? status::ok()
-                                : cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
+    const status observed =
+        err == cudaSuccess ? status::ok()
+                           : cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
     if (err == cudaSuccess)
         ctx.record("device_count", count);
     ctx.record_info("libcuda_loaded", describe_loaded("libcuda.so"));
     const bool observed_insufficient = observed.name() == "cudaErrorInsufficientDriver";
     ctx.check("prediction_matches_runtime", observed_insufficient == insufficient,
-              std::string("predicted ") + (insufficient ? "cudaErrorInsufficientDriver" : "a usable driver") +
-                  ", cudaGetDeviceCount answered " + (err == cudaSuccess ? "cudaSuccess" : observed.name()));
+              std::string("predicted ") +
+                  (insufficient ? "cudaErrorInsufficientDriver" : "a usable driver") +
+                  ", cudaGetDeviceCount answered " +
+                  (err == cudaSuccess ? "cudaSuccess" : observed.name()));
     return observed;
 }
 
@@ -1023,7 +1050,8 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
     ctx.record("cuda_runtime_version", runtime);
     ctx.record_info("cudnn_compiled", decode_cudnn_version(built).text() + " (CUDNN_VERSION)");
     ctx.record_info("cudnn_loaded", decode_cudnn_version(loaded).text() + " (cudnnGetVersion)");
-    ctx.record_info("cudnn_cudart", cuda_version_text(cudnn_cudart) + " (cudnnGetCudartVersion) vs ours " +
+    ctx.record_info("cudnn_cudart", cuda_version_text(cudnn_cudart) +
+                                        " (cudnnGetCudartVersion) vs ours " +
                                         cuda_version_text(runtime) + " (cudaRuntimeGetVersion)");
 #if CUDNN_MAJOR >= 9
     ctx.record("cudnn_max_device_version", static_cast<double>(cudnnGetMaxDeviceVersion()));
@@ -1034,15 +1062,20 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
         long long built, loaded;
         const char* expected;
     };
-    const rule_case table[] = {{91900, 91900, "ok"},           {91900, 91901, "ok"},
-                               {91900, 92000, "ok"},           {91900, 91800, "loaded_minor_older"},
-                               {91900, 100000, "major_differs"}, {8907, 91900, "major_differs"},
+    const rule_case table[] = {{91900, 91900, "ok"},
+                               {91900, 91901, "ok"},
+                               {91900, 92000, "ok"},
+                               {91900, 91800, "loaded_minor_older"},
+                               {91900, 100000, "major_differs"},
+                               {8907, 91900, "major_differs"},
                                {8907, 8600, "loaded_minor_older"}};
     std::string table_failures;
     for (const auto& c : table)
         if (cudnn_rule_verdict(c.built, c.loaded) != c.expected)
-            table_failures += " (" + std::to_string(c.built) + ", " + std::to_string(c.loaded) + ")";
-    const bool decode_ok = decode_cudnn_version(91900).text() == "9.19.0" && decode_cudnn_version(8907).text() == "8.9.7";
+            table_failures +=
+                " (" + std::to_string(c.built) + ", " + std::to_string(c.loaded) + ")";
+    const bool decode_ok = decode_cudnn_version(91900).text() == "9.19.0" &&
+                           decode_cudnn_version(8907).text() == "8.9.7";
     ctx.check("rule_table", table_failures.empty() && decode_ok,
               table_failures.empty() ? "7 (built, loaded) pairs and 2 decodings as derived by hand"
                                      : "wrong verdict for" + table_failures);
@@ -1051,10 +1084,11 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
     // of another) answers CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH here. Each is an event.
     status first_failure = status::ok();
 #if CUDNN_MAJOR >= 9
-    const std::pair<const char*, cudnnStatus_t> checks[] = {{"cudnnGraphVersionCheck", cudnnGraphVersionCheck()},
-                                                            {"cudnnOpsVersionCheck", cudnnOpsVersionCheck()},
-                                                            {"cudnnCnnVersionCheck", cudnnCnnVersionCheck()},
-                                                            {"cudnnAdvVersionCheck", cudnnAdvVersionCheck()}};
+    const std::pair<const char*, cudnnStatus_t> checks[] = {
+        {"cudnnGraphVersionCheck", cudnnGraphVersionCheck()},
+        {"cudnnOpsVersionCheck", cudnnOpsVersionCheck()},
+        {"cudnnCnnVersionCheck", cudnnCnnVersionCheck()},
+        {"cudnnAdvVersionCheck", cudnnAdvVersionCheck()}};
     for (const auto& [name, result] : checks) {
         const status s = result == CUDNN_STATUS_SUCCESS
                              ? status::ok()
@@ -1087,7 +1121,8 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
 
 /// arch_coverage: this program's fatbinary, the predictions, and on a GPU the real launch.
 status arch_coverage_cuda(context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities, ctx.param_string("compute_capabilities"));
+    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities,
+                             ctx.param_string("compute_capabilities"));
     const std::string self = self_executable();
     PITFALL_ASSIGN_OR_RETURN(const elf_image elf, read_elf(self));
     PITFALL_ASSIGN_OR_RETURN(const std::vector<fatbin_image> images, fatbin_images(elf, self));
@@ -1121,7 +1156,8 @@ status arch_coverage_cuda(context& ctx) {
         compiler_text.push_back(std::to_string(a));
     ctx.record_info("compiler_arch_list", join(compiler_text, ","));
     ctx.check("fatbin_matches_compiler", from_compiler == from_file,
-              "architectures in .nv_fatbin vs nvcc's __CUDA_ARCH_LIST__ (" + join(compiler_text, ",") + ")");
+              "architectures in .nv_fatbin vs nvcc's __CUDA_ARCH_LIST__ (" +
+                  join(compiler_text, ",") + ")");
 #endif
 
     // 2. The prediction for each compute capability asked for, under the JIT switches the
@@ -1140,7 +1176,9 @@ status arch_coverage_cuda(context& ctx) {
         if (!cc)
             return pitfall::bad_parameter("compute_capabilities", "'" + text + "' is not X.Y");
         const arch_prediction p = predict_image(images, *cc, force_ptx, disable_ptx);
-        (p.how == image_path::sass ? by_sass : p.how == image_path::ptx_jit ? by_ptx : failing) += 1;
+        (p.how == image_path::sass      ? by_sass
+         : p.how == image_path::ptx_jit ? by_ptx
+                                        : failing) += 1;
         ctx.record_info("prediction.cc_" + text, p.describe(*cc));
     }
     ctx.record("predicted_sass", by_sass);
@@ -1152,10 +1190,11 @@ status arch_coverage_cuda(context& ctx) {
     int count = 0;
     const cudaError_t count_err = cudaGetDeviceCount(&count);
     if (count_err != cudaSuccess || count == 0) {
-        const status none = count_err != cudaSuccess
-                                ? cuda_error(count_err, stage::init, "cudaGetDeviceCount(&count)", __LINE__)
-                                : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
-                                                "cudaGetDeviceCount reported 0 devices", stage::init);
+        const status none =
+            count_err != cudaSuccess
+                ? cuda_error(count_err, stage::init, "cudaGetDeviceCount(&count)", __LINE__)
+                : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
+                                "cudaGetDeviceCount reported 0 devices", stage::init);
         ctx.record_event("device_query", none);
         ctx.record_info("device", "none (" + none.name() + "): predictions only");
         return status::ok();
@@ -1168,7 +1207,8 @@ status arch_coverage_cuda(context& ctx) {
     const unsigned cc = static_cast<unsigned>(prop.major * 10 + prop.minor);
     const arch_prediction p = predict_image(images, cc, force_ptx, disable_ptx);
     ctx.record("device_compute_capability", prop.major + prop.minor / 10.0);
-    ctx.record_info("device", std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
+    ctx.record_info("device",
+                    std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
 
     // 4. The launch as users meet it: with lazy loading (the default since CUDA 12.2) a missing
     //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice.
@@ -1184,8 +1224,10 @@ status arch_coverage_cuda(context& ctx) {
             : status::ok();
     ctx.record_event("kernel_launch", launched);
     ctx.check("launch_matches_prediction",
-              (launched.name() == "cudaErrorNoKernelImageForDevice") == (p.how == image_path::no_image),
-              "predicted '" + p.describe(cc) + "', launch answered " + (launched.is_ok() ? "cudaSuccess" : launched.name()));
+              (launched.name() == "cudaErrorNoKernelImageForDevice") ==
+                  (p.how == image_path::no_image),
+              "predicted '" + p.describe(cc) + "', launch answered " +
+                  (launched.is_ok() ? "cudaSuccess" : launched.name()));
     if (!launched.is_ok())
         return launched;
 
@@ -1198,20 +1240,23 @@ status arch_coverage_cuda(context& ctx) {
     ctx.record("kernel_ptx_version", attributes.ptxVersion);
     // SASS: the image of the predicted sm_XY ran as it is. PTX JIT: the compute_XY source ran,
     // compiled for this device (binaryVersion = the device's own XY).
-    const bool image_ok =
-        p.how == image_path::sass
-            ? h_arch[0] == static_cast<int>(p.image_arch * 10) && attributes.binaryVersion == static_cast<int>(p.image_arch)
-            : h_arch[0] == static_cast<int>(p.image_arch * 10) && attributes.binaryVersion == static_cast<int>(cc);
+    const bool image_ok = p.how == image_path::sass
+                              ? h_arch[0] == static_cast<int>(p.image_arch * 10) &&
+                                    attributes.binaryVersion == static_cast<int>(p.image_arch)
+                              : h_arch[0] == static_cast<int>(p.image_arch * 10) &&
+                                    attributes.binaryVersion == static_cast<int>(cc);
     ctx.check("image_matches_prediction", image_ok,
               "kernel saw __CUDA_ARCH__ " + std::to_string(h_arch[0]) + ", binaryVersion " +
-                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) + "'");
+                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) +
+                  "'");
     return status::ok();
 }
 
 /// The stub libcuda.so of the toolkit whose runtime we loaded: <its lib dir>/stubs/libcuda.so.
 std::optional<std::string> find_stub_driver(const std::string& param) {
     if (param != "auto")
-        return ::access(param.c_str(), R_OK) == 0 ? std::optional<std::string>(param) : std::nullopt;
+        return ::access(param.c_str(), R_OK) == 0 ? std::optional<std::string>(param)
+                                                  : std::nullopt;
     for (const auto& cudart : loaded_matching("libcudart.so"))
         for (const auto& dir : {dir_name(cudart), dir_name(real_path(cudart))})
             for (const char* candidate : {"/stubs/libcuda.so", "/../lib64/stubs/libcuda.so"})
@@ -1229,8 +1274,10 @@ status stub_driver_cuda(context& ctx) {
     // second mismatch on top of the first).
     const std::optional<std::string> stub = find_stub_driver(param);
     if (!stub)
-        return PITFALL_UNSUPPORTED("no stub libcuda.so " + (param == "auto" ? "beside the loaded libcudart (" +
-                                   describe_loaded("libcudart.so") + ")" : "at " + param) +
+        return PITFALL_UNSUPPORTED("no stub libcuda.so " +
+                                   (param == "auto" ? "beside the loaded libcudart (" +
+                                                          describe_loaded("libcudart.so") + ")"
+                                                    : "at " + param) +
                                    ": pass --param stub_library=PATH");
     ctx.record_info("stub_library", *stub);
     std::string dir = temp_root() + "/pitfall-stub-driver-XXXXXX";
@@ -1245,7 +1292,8 @@ status stub_driver_cuda(context& ctx) {
                                   link + ": " + std::strerror(saved));
     }
     const char* old = std::getenv("LD_LIBRARY_PATH");
-    const std::string path = dir + (old != nullptr && old[0] != '\0' ? ":" + std::string(old) : std::string());
+    const std::string path =
+        dir + (old != nullptr && old[0] != '\0' ? ":" + std::string(old) : std::string());
     ctx.record_info("child_ld_library_path", path);
     auto child = pitfall::run_self(ctx, "stub_driver_child", {{"LD_LIBRARY_PATH", path}}, {},
                                    static_cast<double>(timeout));
@@ -1277,7 +1325,8 @@ status stub_driver_child_cuda(context& ctx) {
     if (const cudaError_t e = cudaDriverGetVersion(&driver); e == cudaSuccess)
         ctx.record("cuda_driver_version", driver);
     else
-        ctx.record_event("cudaDriverGetVersion", cuda_error(e, stage::init, "cudaDriverGetVersion(&driver)", __LINE__));
+        ctx.record_event("cudaDriverGetVersion",
+                         cuda_error(e, stage::init, "cudaDriverGetVersion(&driver)", __LINE__));
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     // Which libcuda.so.1 the runtime opened: the stub, through the folder on LD_LIBRARY_PATH.
