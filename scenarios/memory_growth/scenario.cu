@@ -94,9 +94,9 @@
 
 namespace memory_growth {
 
+using nlohmann::json;
 using pitfall::status;
 using pitfall::status_or;
-using nlohmann::json;
 
 constexpr std::uint64_t mib = 1ULL << 20;
 
@@ -119,7 +119,8 @@ status_or<std::uint64_t> byte_size(const pitfall::context& ctx, const char* name
     PITFALL_ASSIGN_OR_RETURN(const std::string text, ctx.param_string(name));
     const auto bytes = pitfall::parse_byte_size(text);
     if (!bytes)
-        return pitfall::bad_parameter(name, "'" + text + "' is not a byte size (e.g. 16M, 256M, 1G)");
+        return pitfall::bad_parameter(name,
+                                      "'" + text + "' is not a byte size (e.g. 16M, 256M, 1G)");
     return *bytes;
 }
 
@@ -149,7 +150,9 @@ std::uint64_t share_of(std::uint64_t bytes, double share) {
     return raw / mib * mib;
 }
 
-std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+std::uint64_t minus(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
 
 /// This process's peak resident set: VmHWM of /proc/self/status, the high-water mark of the
 /// address space exec() gave us. Not getrusage's ru_maxrss, nor the one wait4 reports for B:
@@ -199,9 +202,10 @@ template <class Backend> status_or<memory_view> look(const config& cfg) {
         v.device_free = free_bytes;
         v.device_total = total_bytes;
         v.budget = tracker.limit() ? *tracker.limit() : total_bytes;
-        v.free = tracker.limit() ? std::min<std::uint64_t>(free_bytes,
-                                                           minus(*tracker.limit(), tracker.current()))
-                                 : free_bytes;
+        v.free =
+            tracker.limit()
+                ? std::min<std::uint64_t>(free_bytes, minus(*tracker.limit(), tracker.current()))
+                : free_bytes;
 #endif
     }
     return v;
@@ -215,7 +219,8 @@ struct fill_op {
     std::uint32_t* words;
     std::uint32_t salt;
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
-        words[i] = static_cast<std::uint32_t>(i) * 2654435761u ^ salt; // Knuth's multiplicative hash
+        words[i] =
+            static_cast<std::uint32_t>(i) * 2654435761u ^ salt; // Knuth's multiplicative hash
     }
 };
 
@@ -274,7 +279,9 @@ public:
     status_or<std::uint64_t> reserved() const { return m_reserved; }
     status_or<std::uint64_t> reserved_high() const { return m_reserved_high; }
     status_or<std::uint64_t> used_high() const { return m_used_high; }
-    static const char* describe() { return "host pool (chunks cached, released above the threshold)"; }
+    static const char* describe() {
+        return "host pool (chunks cached, released above the threshold)";
+    }
 
 private:
     void note_used(std::uint64_t bytes) {
@@ -302,17 +309,17 @@ public:
         // Stream-ordered allocation needs driver support (CUDA 11.2+, not every platform, e.g.
         // some vGPU/MIG setups): without it the remedy cannot run here, and says so.
         int pools_supported = 0;
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported,
-                                                device));
+        PITFALL_CUDA_TRY(
+            pitfall::stage::init,
+            cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported, device));
         if (pools_supported == 0)
             return PITFALL_UNSUPPORTED("cudaDevAttrMemoryPoolsSupported is 0: this device or "
                                        "driver has no stream-ordered memory pools");
         PITFALL_CUDA_TRY(pitfall::stage::init, cudaDeviceGetDefaultMemPool(&m_pool, device));
         unsigned long long threshold = m_threshold; // the attribute's type is cuuint64_t
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold,
-                                                 &threshold));
+        PITFALL_CUDA_TRY(
+            pitfall::stage::init,
+            cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold, &threshold));
         unsigned long long zero = 0; // watermarks count from here
         PITFALL_CUDA_TRY(pitfall::stage::init,
                          cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReservedMemHigh, &zero));
@@ -344,8 +351,12 @@ public:
         PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(nullptr));
         return status::ok();
     }
-    status_or<std::uint64_t> reserved() const { return attribute(cudaMemPoolAttrReservedMemCurrent); }
-    status_or<std::uint64_t> reserved_high() const { return attribute(cudaMemPoolAttrReservedMemHigh); }
+    status_or<std::uint64_t> reserved() const {
+        return attribute(cudaMemPoolAttrReservedMemCurrent);
+    }
+    status_or<std::uint64_t> reserved_high() const {
+        return attribute(cudaMemPoolAttrReservedMemHigh);
+    }
     status_or<std::uint64_t> used_high() const { return attribute(cudaMemPoolAttrUsedMemHigh); }
     static const char* describe() {
         return "the device's default stream-ordered pool (cudaMallocAsync, release threshold set)";
@@ -363,13 +374,9 @@ private:
 };
 #endif
 
-template <class Backend> struct pool_for {
-    using type = host_pool;
-};
+template <class Backend> struct pool_for { using type = host_pool; };
 #if PITFALL_HAS_CUDA
-template <> struct pool_for<pitfall::cuda_backend> {
-    using type = device_pool;
-};
+template <> struct pool_for<pitfall::cuda_backend> { using type = device_pool; };
 #endif
 
 /// A's working set, handed back to the pool on every path (the TRY macros return early).
@@ -459,7 +466,8 @@ status_or<b_report> start_second_process(pitfall::context& ctx, const config& cf
     const std::uint64_t b_bytes = share_of(a_view.budget, cfg.b_fraction);
     std::map<std::string, std::string> env;
     // The budget across processes (see the top of the file): B gets what A left of it.
-    const bool modelled = Backend::kind == pitfall::backend_kind::cpu || tracker.limit().has_value();
+    const bool modelled =
+        Backend::kind == pitfall::backend_kind::cpu || tracker.limit().has_value();
     if (modelled)
         env[pitfall::device_memory_limit_env] = std::to_string(minus(a_view.budget, a_holding));
     ctx.record("b_requested_bytes", static_cast<double>(b_bytes), "B");
@@ -467,12 +475,11 @@ status_or<b_report> start_second_process(pitfall::context& ctx, const config& cf
                                                env[pitfall::device_memory_limit_env] +
                                                " (budget - A's holding)"
                                          : "the device's real free memory (no limit set)");
-    PITFALL_ASSIGN_OR_RETURN(
-        pitfall::child_run child,
-        pitfall::run_self(ctx, "second_process", env,
-                          {"b_bytes=" + std::to_string(b_bytes),
-                           "a_holding_bytes=" + std::to_string(a_holding)},
-                          60));
+    PITFALL_ASSIGN_OR_RETURN(pitfall::child_run child,
+                             pitfall::run_self(ctx, "second_process", env,
+                                               {"b_bytes=" + std::to_string(b_bytes),
+                                                "a_holding_bytes=" + std::to_string(a_holding)},
+                                               60));
     b_report r;
     // wait4's figure for B (child.process.peak_rss_bytes) includes A's pages copied by fork
     // (see own_peak_rss_bytes); B's own VmHWM, from its result, is the honest one.
@@ -515,13 +522,15 @@ void record_second_process(pitfall::context& ctx, const b_report& b, const memor
     // rounding of A's allocation only lower it; 64 MiB of slack for other processes' churn).
     const double left = static_cast<double>(minus(a_view.free, a_holding));
     if constexpr (Backend::kind == pitfall::backend_kind::cpu)
-        ctx.check("b_saw_a_holding", b.free_seen == left,
-                  "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
-                      " B free, budget - A's holding = " + std::to_string(static_cast<long long>(left)));
+        ctx.check(
+            "b_saw_a_holding", b.free_seen == left,
+            "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
+                " B free, budget - A's holding = " + std::to_string(static_cast<long long>(left)));
     else
         ctx.check("b_saw_a_holding", b.free_seen <= left + static_cast<double>(64 * mib),
                   "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
-                      " B free, A's free - A's holding = " + std::to_string(static_cast<long long>(left)));
+                      " B free, A's free - A's holding = " +
+                      std::to_string(static_cast<long long>(left)));
 }
 
 void record_view(pitfall::context& ctx, const char* prefix, const memory_view& v) {
@@ -553,7 +562,8 @@ template <class Backend> status reproduce(pitfall::context& ctx) {
     ctx.record("a_reserved_bytes", static_cast<double>(holding), "B");
     ctx.record("a_peak_bytes", static_cast<double>(tracker.peak()), "B");
 
-    PITFALL_ASSIGN_OR_RETURN(const b_report b, start_second_process<Backend>(ctx, cfg, before, holding));
+    PITFALL_ASSIGN_OR_RETURN(const b_report b,
+                             start_second_process<Backend>(ctx, cfg, before, holding));
     record_second_process<Backend>(ctx, b, before, holding);
     ctx.record("a_peak_rss_bytes", own_peak_rss_bytes(), "B");
     // The reproduced failure is B's: its error (by name, library, stage) is this case's outcome.
@@ -597,7 +607,8 @@ template <class Backend> status remedy(pitfall::context& ctx) {
     ctx.record("a_free_after_growth_bytes", static_cast<double>(grown.free), "B");
 
     // B runs while A holds its working set: there is room for both.
-    PITFALL_ASSIGN_OR_RETURN(const b_report b, start_second_process<Backend>(ctx, cfg, before, holding));
+    PITFALL_ASSIGN_OR_RETURN(const b_report b,
+                             start_second_process<Backend>(ctx, cfg, before, holding));
     record_second_process<Backend>(ctx, b, before, holding);
 
     // A is done with its working set: freed to the pool, which gives back what is above the
@@ -614,8 +625,8 @@ template <class Backend> status remedy(pitfall::context& ctx) {
     ctx.record("a_free_after_release_bytes", static_cast<double>(released.free), "B");
     ctx.record("a_peak_rss_bytes", own_peak_rss_bytes(), "B");
     ctx.check("pool_released_to_threshold", reserved_after <= cfg.release_threshold,
-              std::to_string(reserved_after) + " B still reserved after free + synchronize; "
-                                               "release threshold " +
+              std::to_string(reserved_after) +
+                  " B still reserved after free + synchronize; release threshold " +
                   std::to_string(cfg.release_threshold));
     return b.outcome;
 }
