@@ -214,7 +214,8 @@ struct sgd_update {
 // The independent float64 reference: the mean gradient over rows [first, first + count),
 // sample by sample, softmax in double.
 // ---------------------------------------------------------------------------------------------
-std::vector<double> reference_mean_gradient(const problem& p, std::size_t first, std::size_t count) {
+std::vector<double> reference_mean_gradient(const problem& p, std::size_t first,
+                                            std::size_t count) {
     const std::size_t F = p.features;
     std::vector<double> g(p.parameter_count(), 0.0);
     for (std::size_t i = first; i < first + count; ++i) {
@@ -267,7 +268,7 @@ struct shard {
 std::vector<shard> make_shards(std::size_t batch, int replicas, bool cover_all) {
     const std::size_t r_count = static_cast<std::size_t>(replicas);
     std::vector<shard> shards(r_count);
-    const std::size_t base = batch / r_count; // the classic per-replica batch
+    const std::size_t base = batch / r_count;                  // the classic per-replica batch
     const std::size_t extra = cover_all ? batch % r_count : 0; // the remedy spreads the rest
     std::size_t next = 0;
     for (std::size_t r = 0; r < r_count; ++r) {
@@ -310,13 +311,12 @@ template <class Backend> struct replica {
         const std::size_t params = classes * features + classes;
         PITFALL_TRY(Backend::for_each(part.rows, softmax_delta{x.data(), labels.data(), w.data(),
                                                                delta.data(), features, row_scale}));
-        return Backend::for_each(params, gradient_sum{x.data(), delta.data(), grad.data(),
-                                                      features, part.rows});
+        return Backend::for_each(
+            params, gradient_sum{x.data(), delta.data(), grad.data(), features, part.rows});
     }
 };
 
-template <class Backend>
-using replica_list = std::vector<std::unique_ptr<replica<Backend>>>;
+template <class Backend> using replica_list = std::vector<std::unique_ptr<replica<Backend>>>;
 
 /// Builds one replica per shard: selects its device, allocates its buffers there and copies
 /// in its rows of x and labels and the initial weights (every replica starts from the same
@@ -341,8 +341,8 @@ status_or<replica_list<Backend>> make_replicas(const problem& p, const std::vect
         PITFALL_ASSIGN_OR_RETURN(rep->delta, Backend::template allocate<float>(rows * classes));
         PITFALL_ASSIGN_OR_RETURN(rep->w, Backend::template allocate<float>(P));
         PITFALL_ASSIGN_OR_RETURN(rep->grad, Backend::template allocate<float>(P));
-        PITFALL_TRY(Backend::copy_to_device(rep->x, p.x.data() + shards[r].first * F,
-                                            shards[r].rows * F));
+        PITFALL_TRY(
+            Backend::copy_to_device(rep->x, p.x.data() + shards[r].first * F, shards[r].rows * F));
         PITFALL_TRY(Backend::copy_to_device(rep->labels, p.labels.data() + shards[r].first,
                                             shards[r].rows));
         PITFALL_TRY(Backend::copy_to_device(rep->w, p.weights.data(), P));
@@ -353,8 +353,8 @@ status_or<replica_list<Backend>> make_replicas(const problem& p, const std::vect
 
 /// What one data-parallel run observed.
 struct run_result {
-    std::vector<double> gradient;      ///< the first step's reduced gradient, post-scaled
-    double replica_gradient_diff = 0;  ///< max |g_r - g_0| over replicas after the all-reduce
+    std::vector<double> gradient;     ///< the first step's reduced gradient, post-scaled
+    double replica_gradient_diff = 0; ///< max |g_r - g_0| over replicas after the all-reduce
     std::vector<double> step_seconds;
     std::vector<double> allreduce_seconds;
 };
@@ -509,8 +509,7 @@ struct nccl_api {
     }
 };
 
-#define PITFALL_NCCL_TRY(api, expr)                                                                \
-    PITFALL_TRY((api).check((expr), #expr, __FILE__, __LINE__))
+#define PITFALL_NCCL_TRY(api, expr) PITFALL_TRY((api).check((expr), #expr, __FILE__, __LINE__))
 
 template <class Fn> bool load_symbol(void* lib, const char* name, Fn& fn) {
     fn = reinterpret_cast<Fn>(::dlsym(lib, name));
@@ -525,8 +524,8 @@ template <class Fn> bool load_symbol(void* lib, const char* name, Fn& fn) {
 status_or<nccl_api> load_nccl() {
     void* lib = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr)
-        return status::error(nccl_library, "nccl_missing", ::dlerror(), pitfall::stage::init,
-                             false, __FILE__, __LINE__);
+        return status::error(nccl_library, "nccl_missing", ::dlerror(), pitfall::stage::init, false,
+                             __FILE__, __LINE__);
     nccl_api api;
     const bool all = load_symbol(lib, "ncclGetVersion", api.get_version) &&
                      load_symbol(lib, "ncclGetErrorString", api.error_string) &&
@@ -653,8 +652,8 @@ status cuda_step(replica_list<pitfall::cuda_backend>& reps, std::size_t features
 struct run_plan {
     std::vector<shard> shards;
     std::vector<int> devices;
-    bool sum_rows = true;     ///< remedy: sums per shard; classic: means per shard
-    double post_scale = 1.0;  ///< remedy: 1 / global batch; classic: 1 / replicas
+    bool sum_rows = true;    ///< remedy: sums per shard; classic: means per shard
+    double post_scale = 1.0; ///< remedy: 1 / global batch; classic: 1 / replicas
     float learning_rate = 0.1f;
     int warmup = 0;
     int timed = 0;
@@ -669,7 +668,8 @@ struct backend_extras {
 template <class Backend>
 status_or<run_result> run_data_parallel(const problem& p, const run_plan& plan,
                                         const backend_extras& extras) {
-    PITFALL_ASSIGN_OR_RETURN(auto reps, make_replicas<Backend>(p, plan.shards, plan.sum_rows, plan.devices));
+    PITFALL_ASSIGN_OR_RETURN(auto reps,
+                             make_replicas<Backend>(p, plan.shards, plan.sum_rows, plan.devices));
     const std::size_t P = p.parameter_count();
     const float step = static_cast<float>(plan.learning_rate * plan.post_scale);
     (void)extras;
@@ -701,9 +701,9 @@ status_or<run_result> run_data_parallel(const problem& p, const run_plan& plan,
     for (std::size_t r = 1; r < reps.size(); ++r) {
         PITFALL_TRY(Backend::copy_to_host(h_grad.data(), reps[r]->grad, P));
         for (std::size_t j = 0; j < P; ++j)
-            out.replica_gradient_diff = std::max(
-                out.replica_gradient_diff,
-                std::fabs(static_cast<double>(h_grad[j]) - static_cast<double>(h_grad0[j])));
+            out.replica_gradient_diff =
+                std::max(out.replica_gradient_diff, std::fabs(static_cast<double>(h_grad[j]) -
+                                                              static_cast<double>(h_grad0[j])));
     }
     out.gradient.resize(P);
     for (std::size_t j = 0; j < P; ++j)
@@ -896,8 +896,8 @@ template <class Backend> status data_parallel_step(pitfall::context& ctx, bool r
     ctx.record("grad_rel_diff_vs_fp64_kept_samples", vs_kept);
     ctx.record("expected_grad_rel_diff_from_dropping", expected_error);
     ctx.check("dropped_as_computed_by_hand", dropped == batch % R,
-              std::to_string(dropped) + " dropped; global_batch % replicas = " +
-                  std::to_string(batch % R));
+              std::to_string(dropped) +
+                  " dropped; global_batch % replicas = " + std::to_string(batch % R));
     ctx.check("gradient_matches_fp64_kept_samples", vs_kept <= agreement_tolerance,
               scientific(vs_kept) + "; tolerance " + scientific(agreement_tolerance));
     ctx.check("error_is_the_dropped_samples",
