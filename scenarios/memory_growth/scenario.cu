@@ -85,10 +85,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <map>
-#include <new>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -96,9 +94,9 @@
 
 namespace memory_growth {
 
+using nlohmann::json;
 using pitfall::status;
 using pitfall::status_or;
-using nlohmann::json;
 
 constexpr std::uint64_t mib = 1ULL << 20;
 
@@ -116,48 +114,33 @@ struct config {
     std::uint64_t a_holding_bytes = 0; ///< B only: what A holds, for B's record
 };
 
-status bad_parameter(const std::string& name, const std::string& what) {
-    return status::error(pitfall::library::pitfall, "bad_parameter",
-                         "--param " + name + ": " + what, pitfall::stage::init);
-}
-
-status_or<double> fraction(const pitfall::context& ctx, const char* name) {
-    PITFALL_ASSIGN_OR_RETURN(const double v, ctx.param_double(name));
-    if (!(v > 0.0 && v <= 1.0))
-        return bad_parameter(name, "must be in (0, 1]");
-    return v;
-}
-
+/// A byte size ("16M"): a string, so its syntax is checked here, not by scenario.json's bounds.
 status_or<std::uint64_t> byte_size(const pitfall::context& ctx, const char* name) {
     PITFALL_ASSIGN_OR_RETURN(const std::string text, ctx.param_string(name));
     const auto bytes = pitfall::parse_byte_size(text);
     if (!bytes)
-        return bad_parameter(name, "'" + text + "' is not a byte size (e.g. 16M, 256M, 1G)");
+        return pitfall::bad_parameter(name,
+                                      "'" + text + "' is not a byte size (e.g. 16M, 256M, 1G)");
     return *bytes;
 }
 
-status_or<std::uint64_t> non_negative(const pitfall::context& ctx, const char* name) {
-    PITFALL_ASSIGN_OR_RETURN(const long long v, ctx.param_int(name));
-    if (v < 0)
-        return bad_parameter(name, "must be >= 0");
-    return static_cast<std::uint64_t>(v);
-}
-
+/// The numeric bounds (fractions in (0, 1], growth_steps in [1, 1024], byte counts >= 0) are
+/// in scenario.json; the SDK refuses a value outside them before the case starts.
 status_or<config> read_config(const pitfall::context& ctx) {
     config c;
-    PITFALL_ASSIGN_OR_RETURN(c.reserve_fraction, fraction(ctx, "reserve_fraction"));
-    PITFALL_ASSIGN_OR_RETURN(c.a_fraction, fraction(ctx, "a_fraction"));
-    PITFALL_ASSIGN_OR_RETURN(c.b_fraction, fraction(ctx, "b_fraction"));
+    PITFALL_ASSIGN_OR_RETURN(c.reserve_fraction, ctx.param_double("reserve_fraction"));
+    PITFALL_ASSIGN_OR_RETURN(c.a_fraction, ctx.param_double("a_fraction"));
+    PITFALL_ASSIGN_OR_RETURN(c.b_fraction, ctx.param_double("b_fraction"));
     PITFALL_ASSIGN_OR_RETURN(const long long steps, ctx.param_int("growth_steps"));
-    if (steps < 1 || steps > 1024)
-        return bad_parameter("growth_steps", "must be in [1, 1024]");
     c.growth_steps = static_cast<int>(steps);
     PITFALL_ASSIGN_OR_RETURN(c.release_threshold, byte_size(ctx, "release_threshold"));
     PITFALL_ASSIGN_OR_RETURN(c.cpu_budget, byte_size(ctx, "cpu_budget"));
     if (c.cpu_budget < 16 * mib)
-        return bad_parameter("cpu_budget", "must be at least 16M");
-    PITFALL_ASSIGN_OR_RETURN(c.b_bytes, non_negative(ctx, "b_bytes"));
-    PITFALL_ASSIGN_OR_RETURN(c.a_holding_bytes, non_negative(ctx, "a_holding_bytes"));
+        return pitfall::bad_parameter("cpu_budget", "must be at least 16M");
+    PITFALL_ASSIGN_OR_RETURN(const long long b_bytes, ctx.param_int("b_bytes"));
+    PITFALL_ASSIGN_OR_RETURN(const long long a_holding_bytes, ctx.param_int("a_holding_bytes"));
+    c.b_bytes = static_cast<std::uint64_t>(b_bytes);
+    c.a_holding_bytes = static_cast<std::uint64_t>(a_holding_bytes);
     return c;
 }
 
@@ -167,7 +150,9 @@ std::uint64_t share_of(std::uint64_t bytes, double share) {
     return raw / mib * mib;
 }
 
-std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+std::uint64_t minus(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
 
 /// This process's peak resident set: VmHWM of /proc/self/status, the high-water mark of the
 /// address space exec() gave us. Not getrusage's ru_maxrss, nor the one wait4 reports for B:
@@ -217,9 +202,10 @@ template <class Backend> status_or<memory_view> look(const config& cfg) {
         v.device_free = free_bytes;
         v.device_total = total_bytes;
         v.budget = tracker.limit() ? *tracker.limit() : total_bytes;
-        v.free = tracker.limit() ? std::min<std::uint64_t>(free_bytes,
-                                                           minus(*tracker.limit(), tracker.current()))
-                                 : free_bytes;
+        v.free =
+            tracker.limit()
+                ? std::min<std::uint64_t>(free_bytes, minus(*tracker.limit(), tracker.current()))
+                : free_bytes;
 #endif
     }
     return v;
@@ -233,7 +219,8 @@ struct fill_op {
     std::uint32_t* words;
     std::uint32_t salt;
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
-        words[i] = static_cast<std::uint32_t>(i) * 2654435761u ^ salt; // Knuth's multiplicative hash
+        words[i] =
+            static_cast<std::uint32_t>(i) * 2654435761u ^ salt; // Knuth's multiplicative hash
     }
 };
 
@@ -292,7 +279,9 @@ public:
     status_or<std::uint64_t> reserved() const { return m_reserved; }
     status_or<std::uint64_t> reserved_high() const { return m_reserved_high; }
     status_or<std::uint64_t> used_high() const { return m_used_high; }
-    static const char* describe() { return "host pool (chunks cached, released above the threshold)"; }
+    static const char* describe() {
+        return "host pool (chunks cached, released above the threshold)";
+    }
 
 private:
     void note_used(std::uint64_t bytes) {
@@ -320,17 +309,17 @@ public:
         // Stream-ordered allocation needs driver support (CUDA 11.2+, not every platform, e.g.
         // some vGPU/MIG setups): without it the remedy cannot run here, and says so.
         int pools_supported = 0;
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported,
-                                                device));
+        PITFALL_CUDA_TRY(
+            pitfall::stage::init,
+            cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported, device));
         if (pools_supported == 0)
             return PITFALL_UNSUPPORTED("cudaDevAttrMemoryPoolsSupported is 0: this device or "
                                        "driver has no stream-ordered memory pools");
         PITFALL_CUDA_TRY(pitfall::stage::init, cudaDeviceGetDefaultMemPool(&m_pool, device));
         unsigned long long threshold = m_threshold; // the attribute's type is cuuint64_t
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold,
-                                                 &threshold));
+        PITFALL_CUDA_TRY(
+            pitfall::stage::init,
+            cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold, &threshold));
         unsigned long long zero = 0; // watermarks count from here
         PITFALL_CUDA_TRY(pitfall::stage::init,
                          cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReservedMemHigh, &zero));
@@ -362,8 +351,12 @@ public:
         PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(nullptr));
         return status::ok();
     }
-    status_or<std::uint64_t> reserved() const { return attribute(cudaMemPoolAttrReservedMemCurrent); }
-    status_or<std::uint64_t> reserved_high() const { return attribute(cudaMemPoolAttrReservedMemHigh); }
+    status_or<std::uint64_t> reserved() const {
+        return attribute(cudaMemPoolAttrReservedMemCurrent);
+    }
+    status_or<std::uint64_t> reserved_high() const {
+        return attribute(cudaMemPoolAttrReservedMemHigh);
+    }
     status_or<std::uint64_t> used_high() const { return attribute(cudaMemPoolAttrUsedMemHigh); }
     static const char* describe() {
         return "the device's default stream-ordered pool (cudaMallocAsync, release threshold set)";
@@ -381,13 +374,9 @@ private:
 };
 #endif
 
-template <class Backend> struct pool_for {
-    using type = host_pool;
-};
+template <class Backend> struct pool_for { using type = host_pool; };
 #if PITFALL_HAS_CUDA
-template <> struct pool_for<pitfall::cuda_backend> {
-    using type = device_pool;
-};
+template <> struct pool_for<pitfall::cuda_backend> { using type = device_pool; };
 #endif
 
 /// A's working set, handed back to the pool on every path (the TRY macros return early).
@@ -416,7 +405,8 @@ constexpr std::uint32_t b_salt = 0xB0B0B0B0u;
 
 template <class Backend> status second_process_work(pitfall::context& ctx, const config& cfg) {
     if (cfg.b_bytes == 0)
-        return bad_parameter("b_bytes", "second_process is started by process A, which sets it");
+        return pitfall::bad_parameter("b_bytes",
+                                      "second_process is started by process A, which sets it");
     PITFALL_ASSIGN_OR_RETURN(const memory_view v, look<Backend>(cfg));
     ctx.record("b_free_seen_bytes", static_cast<double>(v.free), "B");
     ctx.record("b_device_free_bytes", static_cast<double>(v.device_free), "B");
@@ -442,14 +432,16 @@ template <class Backend> status second_process_work(pitfall::context& ctx, const
     return status::ok();
 }
 
-template <class Backend> status run_second_process(pitfall::context& ctx, const config& cfg) {
+/// Helper variant: process B.
+template <class Backend> status second_process(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     const status outcome = second_process_work<Backend>(ctx, cfg);
     ctx.record("b_peak_rss_bytes_self", own_peak_rss_bytes(), "B"); // whatever the outcome
     return outcome;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Process A's side of B: start it, read its result, turn its outcome into a status.
+// Process A's side of B: start it, read its outcome and the figures A records about it.
 // ---------------------------------------------------------------------------------------------
 struct b_report {
     status outcome;
@@ -467,23 +459,6 @@ double measurement(const json& result, const char* name) {
     return m[name].value("value", -1.0);
 }
 
-/// B's outcome, as B reported it (library, error name, stage, stickiness kept).
-status outcome_of(const json& o) {
-    const std::string st = o.value("status", "");
-    if (st == "ok")
-        return status::ok();
-    if (st == "unsupported")
-        return status::unsupported("process B: " + o.value("reason", std::string("unsupported")));
-    const auto lib = pitfall::library_from_string(o.value("library", std::string("host")));
-    const auto where = pitfall::stage_from_string(o.value("stage", std::string("none")));
-    std::string message = "process B (second_process): " + o.value("message", std::string());
-    if (o.contains("where"))
-        message += " [at " + o.value("where", std::string()) + " in B]";
-    return status::error(lib.value_or(pitfall::library::host), o.value("error", std::string("?")),
-                         std::move(message), where.value_or(pitfall::stage::none),
-                         o.value("sticky", false));
-}
-
 template <class Backend>
 status_or<b_report> start_second_process(pitfall::context& ctx, const config& cfg,
                                          const memory_view& a_view, std::uint64_t a_holding) {
@@ -491,7 +466,8 @@ status_or<b_report> start_second_process(pitfall::context& ctx, const config& cf
     const std::uint64_t b_bytes = share_of(a_view.budget, cfg.b_fraction);
     std::map<std::string, std::string> env;
     // The budget across processes (see the top of the file): B gets what A left of it.
-    const bool modelled = Backend::kind == pitfall::backend_kind::cpu || tracker.limit().has_value();
+    const bool modelled =
+        Backend::kind == pitfall::backend_kind::cpu || tracker.limit().has_value();
     if (modelled)
         env[pitfall::device_memory_limit_env] = std::to_string(minus(a_view.budget, a_holding));
     ctx.record("b_requested_bytes", static_cast<double>(b_bytes), "B");
@@ -499,35 +475,25 @@ status_or<b_report> start_second_process(pitfall::context& ctx, const config& cf
                                                env[pitfall::device_memory_limit_env] +
                                                " (budget - A's holding)"
                                          : "the device's real free memory (no limit set)");
-    PITFALL_ASSIGN_OR_RETURN(
-        pitfall::child_run child,
-        pitfall::run_self(ctx, "second_process", env,
-                          {"b_bytes=" + std::to_string(b_bytes),
-                           "a_holding_bytes=" + std::to_string(a_holding)},
-                          60));
+    PITFALL_ASSIGN_OR_RETURN(pitfall::child_run child,
+                             pitfall::run_self(ctx, "second_process", env,
+                                               {"b_bytes=" + std::to_string(b_bytes),
+                                                "a_holding_bytes=" + std::to_string(a_holding)},
+                                               60));
     b_report r;
     // wait4's figure for B (child.process.peak_rss_bytes) includes A's pages copied by fork
     // (see own_peak_rss_bytes); B's own VmHWM, from its result, is the honest one.
     ctx.record("b_wait4_maxrss_bytes", static_cast<double>(child.process.peak_rss_bytes), "B");
-    const auto& p = child.process;
-    if (p.timed_out || p.signal || !p.exit_code || (*p.exit_code != 0 && *p.exit_code != 77) ||
-        child.result_json.empty()) {
+    // B's outcome as B reported it (library, error name, stage, stickiness kept); a B that
+    // crashed, hung or wrote nothing is an error of its own.
+    auto read = pitfall::read_child(child, "process B (second_process)");
+    if (!read.is_ok()) {
         ctx.record_info("second_process_output", child.output);
-        std::string what = p.timed_out ? "timed out"
-                           : p.signal  ? "died of " + pitfall::signal_name(*p.signal)
-                           : p.exit_code ? "exited " + std::to_string(*p.exit_code)
-                                         : "ended without a status";
-        r.outcome = PITFALL_HOST_ERROR(pitfall::stage::compute, "second_process_failed",
-                                       "process B " + what + " without a result");
+        r.outcome = read.error();
         return r;
     }
-    const json result = json::parse(child.result_json, nullptr, false);
-    if (result.is_discarded() || !result.is_object()) {
-        r.outcome = PITFALL_HOST_ERROR(pitfall::stage::compute, "second_process_failed",
-                                       "process B wrote an unreadable result");
-        return r;
-    }
-    r.outcome = outcome_of(result.value("outcome", json::object()));
+    const json& result = read.value().result;
+    r.outcome = read.value().outcome;
     r.free_seen = measurement(result, "b_free_seen_bytes");
     r.device_free = measurement(result, "b_device_free_bytes");
     r.reported = r.free_seen >= 0;
@@ -556,13 +522,15 @@ void record_second_process(pitfall::context& ctx, const b_report& b, const memor
     // rounding of A's allocation only lower it; 64 MiB of slack for other processes' churn).
     const double left = static_cast<double>(minus(a_view.free, a_holding));
     if constexpr (Backend::kind == pitfall::backend_kind::cpu)
-        ctx.check("b_saw_a_holding", b.free_seen == left,
-                  "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
-                      " B free, budget - A's holding = " + std::to_string(static_cast<long long>(left)));
+        ctx.check(
+            "b_saw_a_holding", b.free_seen == left,
+            "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
+                " B free, budget - A's holding = " + std::to_string(static_cast<long long>(left)));
     else
         ctx.check("b_saw_a_holding", b.free_seen <= left + static_cast<double>(64 * mib),
                   "B saw " + std::to_string(static_cast<long long>(b.free_seen)) +
-                      " B free, A's free - A's holding = " + std::to_string(static_cast<long long>(left)));
+                      " B free, A's free - A's holding = " +
+                      std::to_string(static_cast<long long>(left)));
 }
 
 void record_view(pitfall::context& ctx, const char* prefix, const memory_view& v) {
@@ -576,7 +544,8 @@ void record_view(pitfall::context& ctx, const char* prefix, const memory_view& v
 // ---------------------------------------------------------------------------------------------
 constexpr std::uint32_t a_salt = 0xA0A0A0A0u;
 
-template <class Backend> status run_reproduce(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status reproduce(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     const auto& tracker = pitfall::memory_tracker::for_backend(Backend::kind);
     PITFALL_ASSIGN_OR_RETURN(const memory_view before, look<Backend>(cfg));
     record_view(ctx, "a", before);
@@ -593,7 +562,8 @@ template <class Backend> status run_reproduce(pitfall::context& ctx, const confi
     ctx.record("a_reserved_bytes", static_cast<double>(holding), "B");
     ctx.record("a_peak_bytes", static_cast<double>(tracker.peak()), "B");
 
-    PITFALL_ASSIGN_OR_RETURN(const b_report b, start_second_process<Backend>(ctx, cfg, before, holding));
+    PITFALL_ASSIGN_OR_RETURN(const b_report b,
+                             start_second_process<Backend>(ctx, cfg, before, holding));
     record_second_process<Backend>(ctx, b, before, holding);
     ctx.record("a_peak_rss_bytes", own_peak_rss_bytes(), "B");
     // The reproduced failure is B's: its error (by name, library, stage) is this case's outcome.
@@ -603,7 +573,8 @@ template <class Backend> status run_reproduce(pitfall::context& ctx, const confi
 // ---------------------------------------------------------------------------------------------
 // remedy: A grows on demand from a pool with a release threshold; B gets its share.
 // ---------------------------------------------------------------------------------------------
-template <class Backend> status run_remedy(pitfall::context& ctx, const config& cfg) {
+template <class Backend> status remedy(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     using pool_type = typename pool_for<Backend>::type;
     PITFALL_ASSIGN_OR_RETURN(const memory_view before, look<Backend>(cfg));
     record_view(ctx, "a", before);
@@ -636,7 +607,8 @@ template <class Backend> status run_remedy(pitfall::context& ctx, const config& 
     ctx.record("a_free_after_growth_bytes", static_cast<double>(grown.free), "B");
 
     // B runs while A holds its working set: there is room for both.
-    PITFALL_ASSIGN_OR_RETURN(const b_report b, start_second_process<Backend>(ctx, cfg, before, holding));
+    PITFALL_ASSIGN_OR_RETURN(const b_report b,
+                             start_second_process<Backend>(ctx, cfg, before, holding));
     record_second_process<Backend>(ctx, b, before, holding);
 
     // A is done with its working set: freed to the pool, which gives back what is above the
@@ -653,35 +625,17 @@ template <class Backend> status run_remedy(pitfall::context& ctx, const config& 
     ctx.record("a_free_after_release_bytes", static_cast<double>(released.free), "B");
     ctx.record("a_peak_rss_bytes", own_peak_rss_bytes(), "B");
     ctx.check("pool_released_to_threshold", reserved_after <= cfg.release_threshold,
-              std::to_string(reserved_after) + " B still reserved after free + synchronize; "
-                                               "release threshold " +
+              std::to_string(reserved_after) +
+                  " B still reserved after free + synchronize; release threshold " +
                   std::to_string(cfg.release_threshold));
     return b.outcome;
 }
 
-template <class Backend> status run_variant(pitfall::context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
-    if (ctx.variant() == "second_process")
-        return run_second_process<Backend>(ctx, cfg);
-    if (ctx.variant() == "reproduce")
-        return run_reproduce<Backend>(ctx, cfg);
-    if (ctx.variant() == "remedy")
-        return run_remedy<Backend>(ctx, cfg);
-    return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", ctx.variant());
-}
-
 } // namespace memory_growth
 
-/// The case: a real host OOM (the CPU analog's memory is real) is an outcome, not an escape.
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return memory_growth::run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc",
-                                  "host allocation failed outside the tracked budget");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
-}
+// A real host OOM (the CPU analog's memory is real) is an outcome, not an escape: the SDK's
+// exception boundary reports it as std::bad_alloc.
+using namespace memory_growth; // PITFALL_VARIANT names each variant after its function
 
-PITFALL_SCENARIO(run_case)
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy),
+                 PITFALL_VARIANT(second_process))

@@ -53,6 +53,7 @@
 //   003 ex.3 (tf.distribute.MirroredStrategy over the available GPUs, batch_size=32 split
 //   across replicas), 002 ex.1 (MirroredStrategy, the batch size chosen for the devices).
 //   NCCL: "Collective Operations", "Group Calls" and ncclCommInitAll in NCCL's user guide.
+#include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDA
@@ -66,10 +67,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -95,11 +94,6 @@ std::string scientific(double v) {
     return out.str();
 }
 
-status bad_parameter(const std::string& name, const std::string& what) {
-    return status::error(pitfall::library::pitfall, "bad_parameter", "--param " + name + ": " + what,
-                         pitfall::stage::init);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The problem: x (batch x features, row-major, values in [0, 1)), integer labels, weights W
 // (classes x features, class-major) followed by the bias b (classes).
@@ -113,30 +107,20 @@ struct problem {
     std::size_t parameter_count() const { return classes * features + classes; }
 };
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-float uniform01(std::uint64_t& state) { // 24 random bits: exact in float
-    return static_cast<float>(splitmix64(state) >> 40) * (1.0f / 16777216.0f);
-}
-
 problem make_problem(std::size_t batch, std::size_t features, std::uint64_t seed) {
     problem p;
     p.features = features;
     p.batch = batch;
-    std::uint64_t state = seed;
+    pitfall::splitmix64 rng(seed); // one stream: x, then the labels, then the weights
     p.x.resize(batch * features);
     for (auto& v : p.x)
-        v = uniform01(state);
+        v = rng.unit_float();
     p.labels.resize(batch);
     for (auto& l : p.labels)
-        l = static_cast<int>(splitmix64(state) % classes);
+        l = static_cast<int>(rng.next() % classes);
     p.weights.resize(p.parameter_count());
     for (auto& w : p.weights) // small: every class starts near p = 0.1
-        w = (uniform01(state) - 0.5f) * 0.02f;
+        w = (rng.unit_float() - 0.5f) * 0.02f;
     return p;
 }
 
@@ -230,7 +214,8 @@ struct sgd_update {
 // The independent float64 reference: the mean gradient over rows [first, first + count),
 // sample by sample, softmax in double.
 // ---------------------------------------------------------------------------------------------
-std::vector<double> reference_mean_gradient(const problem& p, std::size_t first, std::size_t count) {
+std::vector<double> reference_mean_gradient(const problem& p, std::size_t first,
+                                            std::size_t count) {
     const std::size_t F = p.features;
     std::vector<double> g(p.parameter_count(), 0.0);
     for (std::size_t i = first; i < first + count; ++i) {
@@ -283,7 +268,7 @@ struct shard {
 std::vector<shard> make_shards(std::size_t batch, int replicas, bool cover_all) {
     const std::size_t r_count = static_cast<std::size_t>(replicas);
     std::vector<shard> shards(r_count);
-    const std::size_t base = batch / r_count; // the classic per-replica batch
+    const std::size_t base = batch / r_count;                  // the classic per-replica batch
     const std::size_t extra = cover_all ? batch % r_count : 0; // the remedy spreads the rest
     std::size_t next = 0;
     for (std::size_t r = 0; r < r_count; ++r) {
@@ -326,13 +311,12 @@ template <class Backend> struct replica {
         const std::size_t params = classes * features + classes;
         PITFALL_TRY(Backend::for_each(part.rows, softmax_delta{x.data(), labels.data(), w.data(),
                                                                delta.data(), features, row_scale}));
-        return Backend::for_each(params, gradient_sum{x.data(), delta.data(), grad.data(),
-                                                      features, part.rows});
+        return Backend::for_each(
+            params, gradient_sum{x.data(), delta.data(), grad.data(), features, part.rows});
     }
 };
 
-template <class Backend>
-using replica_list = std::vector<std::unique_ptr<replica<Backend>>>;
+template <class Backend> using replica_list = std::vector<std::unique_ptr<replica<Backend>>>;
 
 /// Builds one replica per shard: selects its device, allocates its buffers there and copies
 /// in its rows of x and labels and the initial weights (every replica starts from the same
@@ -357,8 +341,8 @@ status_or<replica_list<Backend>> make_replicas(const problem& p, const std::vect
         PITFALL_ASSIGN_OR_RETURN(rep->delta, Backend::template allocate<float>(rows * classes));
         PITFALL_ASSIGN_OR_RETURN(rep->w, Backend::template allocate<float>(P));
         PITFALL_ASSIGN_OR_RETURN(rep->grad, Backend::template allocate<float>(P));
-        PITFALL_TRY(Backend::copy_to_device(rep->x, p.x.data() + shards[r].first * F,
-                                            shards[r].rows * F));
+        PITFALL_TRY(
+            Backend::copy_to_device(rep->x, p.x.data() + shards[r].first * F, shards[r].rows * F));
         PITFALL_TRY(Backend::copy_to_device(rep->labels, p.labels.data() + shards[r].first,
                                             shards[r].rows));
         PITFALL_TRY(Backend::copy_to_device(rep->w, p.weights.data(), P));
@@ -369,8 +353,8 @@ status_or<replica_list<Backend>> make_replicas(const problem& p, const std::vect
 
 /// What one data-parallel run observed.
 struct run_result {
-    std::vector<double> gradient;      ///< the first step's reduced gradient, post-scaled
-    double replica_gradient_diff = 0;  ///< max |g_r - g_0| over replicas after the all-reduce
+    std::vector<double> gradient;     ///< the first step's reduced gradient, post-scaled
+    double replica_gradient_diff = 0; ///< max |g_r - g_0| over replicas after the all-reduce
     std::vector<double> step_seconds;
     std::vector<double> allreduce_seconds;
 };
@@ -455,7 +439,7 @@ status cpu_step(replica_list<pitfall::cpu_backend>& reps, std::size_t features, 
     clock_type::time_point t0;
     auto replica_main = [&](int rank) {
         auto& rep = *reps[static_cast<std::size_t>(rank)];
-        status s = rep.compute_local_gradient(features);
+        const status local = rep.compute_local_gradient(features);
         // Every rank takes part in every barrier, whatever its own status (a missing rank
         // would deadlock the others); the CPU loops cannot fail, the status is kept anyway.
         barrier.arrive_and_wait();
@@ -464,9 +448,13 @@ status cpu_step(replica_list<pitfall::cpu_backend>& reps, std::size_t features, 
         ring_allreduce(grads, P, rank, barrier);
         if (rank == 0)
             allreduce_seconds = seconds_since(t0); // the last ring step ended at a barrier
-        if (s.is_ok())
-            s = backend::for_each(P, sgd_update{rep.w.data(), rep.grad.data(), step});
-        outcomes[static_cast<std::size_t>(rank)] = s;
+        const status updated =
+            local.is_ok() ? backend::for_each(P, sgd_update{rep.w.data(), rep.grad.data(), step})
+                          : local;
+        // A named slot: nvcc's front end takes `outcomes[rank] = ...` for a discarded
+        // [[nodiscard]] status (its assignment operator's result).
+        status& outcome = outcomes[static_cast<std::size_t>(rank)];
+        outcome = updated;
     };
     std::vector<std::thread> threads;
     for (int rank = 1; rank < R; ++rank)
@@ -521,8 +509,7 @@ struct nccl_api {
     }
 };
 
-#define PITFALL_NCCL_TRY(api, expr)                                                                \
-    PITFALL_TRY((api).check((expr), #expr, __FILE__, __LINE__))
+#define PITFALL_NCCL_TRY(api, expr) PITFALL_TRY((api).check((expr), #expr, __FILE__, __LINE__))
 
 template <class Fn> bool load_symbol(void* lib, const char* name, Fn& fn) {
     fn = reinterpret_cast<Fn>(::dlsym(lib, name));
@@ -537,8 +524,8 @@ template <class Fn> bool load_symbol(void* lib, const char* name, Fn& fn) {
 status_or<nccl_api> load_nccl() {
     void* lib = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr)
-        return status::error(nccl_library, "nccl_missing", ::dlerror(), pitfall::stage::init,
-                             false, __FILE__, __LINE__);
+        return status::error(nccl_library, "nccl_missing", ::dlerror(), pitfall::stage::init, false,
+                             __FILE__, __LINE__);
     nccl_api api;
     const bool all = load_symbol(lib, "ncclGetVersion", api.get_version) &&
                      load_symbol(lib, "ncclGetErrorString", api.error_string) &&
@@ -665,8 +652,8 @@ status cuda_step(replica_list<pitfall::cuda_backend>& reps, std::size_t features
 struct run_plan {
     std::vector<shard> shards;
     std::vector<int> devices;
-    bool sum_rows = true;     ///< remedy: sums per shard; classic: means per shard
-    double post_scale = 1.0;  ///< remedy: 1 / global batch; classic: 1 / replicas
+    bool sum_rows = true;    ///< remedy: sums per shard; classic: means per shard
+    double post_scale = 1.0; ///< remedy: 1 / global batch; classic: 1 / replicas
     float learning_rate = 0.1f;
     int warmup = 0;
     int timed = 0;
@@ -681,7 +668,8 @@ struct backend_extras {
 template <class Backend>
 status_or<run_result> run_data_parallel(const problem& p, const run_plan& plan,
                                         const backend_extras& extras) {
-    PITFALL_ASSIGN_OR_RETURN(auto reps, make_replicas<Backend>(p, plan.shards, plan.sum_rows, plan.devices));
+    PITFALL_ASSIGN_OR_RETURN(auto reps,
+                             make_replicas<Backend>(p, plan.shards, plan.sum_rows, plan.devices));
     const std::size_t P = p.parameter_count();
     const float step = static_cast<float>(plan.learning_rate * plan.post_scale);
     (void)extras;
@@ -713,9 +701,9 @@ status_or<run_result> run_data_parallel(const problem& p, const run_plan& plan,
     for (std::size_t r = 1; r < reps.size(); ++r) {
         PITFALL_TRY(Backend::copy_to_host(h_grad.data(), reps[r]->grad, P));
         for (std::size_t j = 0; j < P; ++j)
-            out.replica_gradient_diff = std::max(
-                out.replica_gradient_diff,
-                std::fabs(static_cast<double>(h_grad[j]) - static_cast<double>(h_grad0[j])));
+            out.replica_gradient_diff =
+                std::max(out.replica_gradient_diff, std::fabs(static_cast<double>(h_grad[j]) -
+                                                              static_cast<double>(h_grad0[j])));
     }
     out.gradient.resize(P);
     for (std::size_t j = 0; j < P; ++j)
@@ -747,23 +735,16 @@ double median(std::vector<double> v) {
 // ---------------------------------------------------------------------------------------------
 // The case.
 // ---------------------------------------------------------------------------------------------
-template <class Backend> status run_variant(pitfall::context& ctx) {
-    const bool remedy = ctx.variant() == "remedy";
-    if (!remedy && ctx.variant() != "reproduce_uneven_batch")
-        return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", ctx.variant());
+/// Both variants: `remedy` shards the whole batch and reduces sums; otherwise the classic
+/// sharding (integer division, means averaged over replicas).
+template <class Backend> status data_parallel_step(pitfall::context& ctx, bool remedy) {
     PITFALL_ASSIGN_OR_RETURN(const long long replicas_param, ctx.param_int("replicas"));
     PITFALL_ASSIGN_OR_RETURN(const long long batch_param, ctx.param_int("global_batch"));
     PITFALL_ASSIGN_OR_RETURN(const long long features_param, ctx.param_int("features"));
     PITFALL_ASSIGN_OR_RETURN(const double learning_rate, ctx.param_double("learning_rate"));
     PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
-    if (replicas_param < 0 || replicas_param > 1024)
-        return bad_parameter("replicas", "must be in [0, 1024] (0 = automatic)");
-    if (batch_param < 1 || batch_param > (1LL << 24))
-        return bad_parameter("global_batch", "must be in [1, 2^24]");
-    if (features_param < 1 || features_param > (1LL << 20))
-        return bad_parameter("features", "must be in [1, 2^20]");
-    if (!(learning_rate > 0.0) || !std::isfinite(learning_rate))
-        return bad_parameter("learning_rate", "must be a positive finite number");
+    // Bounds (replicas 0..1024 with 0 = automatic, global_batch 1..2^24, features 1..2^20, a
+    // positive learning rate) are in scenario.json; only the rule between two parameters is here.
 
     // How many replicas: every visible GPU, or threads on the CPU. On the GPU the order is
     // what a person debugging the machine needs: the device count (the reason a case cannot
@@ -813,8 +794,9 @@ template <class Backend> status run_variant(pitfall::context& ctx) {
     const std::size_t batch = static_cast<std::size_t>(batch_param);
     const std::size_t R = static_cast<std::size_t>(replicas);
     if (batch < R)
-        return bad_parameter("global_batch", std::to_string(batch) + " samples cannot feed " +
-                                                 std::to_string(replicas) + " replicas");
+        return pitfall::bad_parameter("global_batch", std::to_string(batch) +
+                                                          " samples cannot feed " +
+                                                          std::to_string(replicas) + " replicas");
     if (!remedy && batch % R == 0)
         return PITFALL_UNSUPPORTED("global_batch " + std::to_string(batch) + " is divisible by " +
                                    std::to_string(replicas) +
@@ -914,8 +896,8 @@ template <class Backend> status run_variant(pitfall::context& ctx) {
     ctx.record("grad_rel_diff_vs_fp64_kept_samples", vs_kept);
     ctx.record("expected_grad_rel_diff_from_dropping", expected_error);
     ctx.check("dropped_as_computed_by_hand", dropped == batch % R,
-              std::to_string(dropped) + " dropped; global_batch % replicas = " +
-                  std::to_string(batch % R));
+              std::to_string(dropped) +
+                  " dropped; global_batch % replicas = " + std::to_string(batch % R));
     ctx.check("gradient_matches_fp64_kept_samples", vs_kept <= agreement_tolerance,
               scientific(vs_kept) + "; tolerance " + scientific(agreement_tolerance));
     ctx.check("error_is_the_dropped_samples",
@@ -925,16 +907,13 @@ template <class Backend> status run_variant(pitfall::context& ctx) {
     return status::ok();
 }
 
-} // namespace
-
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc", "host allocation failed");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
+template <class Backend> status remedy(pitfall::context& ctx) {
+    return data_parallel_step<Backend>(ctx, true);
+}
+template <class Backend> status reproduce_uneven_batch(pitfall::context& ctx) {
+    return data_parallel_step<Backend>(ctx, false);
 }
 
-PITFALL_SCENARIO(run_case)
+} // namespace
+
+PITFALL_SCENARIO(PITFALL_VARIANT(remedy), PITFALL_VARIANT(reproduce_uneven_batch))

@@ -118,6 +118,7 @@ extern char** environ; // execve's environment for the missing_library re-execut
 namespace version_mismatch {
 
 using pitfall::context;
+using pitfall::host_error;
 using pitfall::stage;
 using pitfall::status;
 
@@ -296,7 +297,7 @@ struct elf_image {
 };
 
 status malformed(const std::string& path, const std::string& what) {
-    return PITFALL_HOST_ERROR(stage::init, "malformed_elf", path + ": " + what);
+    return PITFALL_HOST_ERROR(stage::init, host_error::malformed_elf, path + ": " + what);
 }
 
 /// Reads the whole file and its section headers. Section headers are not mapped into memory,
@@ -304,7 +305,7 @@ status malformed(const std::string& path, const std::string& what) {
 pitfall::status_or<elf_image> read_elf(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        return PITFALL_HOST_ERROR(stage::init, "unreadable_file", "cannot read " + path);
+        return PITFALL_HOST_ERROR(stage::init, host_error::unreadable_file, "cannot read " + path);
     elf_image elf;
     elf.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     Elf64_Ehdr header{};
@@ -350,7 +351,8 @@ pitfall::status_or<std::vector<version_need>> version_needs(const elf_image& elf
             Elf64_Vernaux aux{};
             if (!elf.read_at(aux_offset, aux))
                 return malformed(path, ".gnu.version_r auxiliary entry out of the file");
-            needs.push_back({elf.string_at(strings + need.vn_file), elf.string_at(strings + aux.vna_name)});
+            needs.push_back(
+                {elf.string_at(strings + need.vn_file), elf.string_at(strings + aux.vna_name)});
             aux_offset += aux.vna_next;
         }
         if (need.vn_next == 0)
@@ -376,9 +378,10 @@ struct fatbin_image {
     unsigned version_major = 0; // PTX ISA version for PTX
     unsigned version_minor = 0;
     std::string describe() const {
-        return is_ptx ? "PTX compute_" + std::to_string(arch) + " (PTX ISA " +
-                            std::to_string(version_major) + "." + std::to_string(version_minor) + ")"
-                      : "SASS sm_" + std::to_string(arch);
+        return is_ptx
+                   ? "PTX compute_" + std::to_string(arch) + " (PTX ISA " +
+                         std::to_string(version_major) + "." + std::to_string(version_minor) + ")"
+                   : "SASS sm_" + std::to_string(arch);
     }
 };
 
@@ -417,7 +420,8 @@ pitfall::status_or<std::vector<fatbin_image>> fatbin_images(const elf_image& elf
             std::uint32_t arch = 0;
             if (!elf.read_at(entry, kind) || !elf.read_at(entry + 4, entry_header) ||
                 !elf.read_at(entry + 8, entry_payload) || !elf.read_at(entry + 24, minor) ||
-                !elf.read_at(entry + 26, major) || !elf.read_at(entry + 28, arch) || entry_header < 64)
+                !elf.read_at(entry + 26, major) || !elf.read_at(entry + 28, arch) ||
+                entry_header < 64)
                 return malformed(path, "truncated fatbin entry header");
             if (kind == fatbin_kind_ptx || kind == fatbin_kind_sass)
                 images.push_back({kind == fatbin_kind_ptx, arch, major, minor});
@@ -470,6 +474,13 @@ std::string cudnn_rule_verdict(long long built, long long loaded) {
     if (l.minor < b.minor)
         return "loaded_minor_older";
     return "ok";
+}
+
+/// The error a verdict other than "ok" is reported as: "cudnn_" + the verdict, from the closed
+/// set of pitfall's own names.
+pitfall::pitfall_error cudnn_rule_error(const std::string& verdict) {
+    return verdict == "major_differs" ? pitfall::pitfall_error::cudnn_major_differs
+                                      : pitfall::pitfall_error::cudnn_loaded_minor_older;
 }
 
 enum class image_path { sass, ptx_jit, no_image };
@@ -531,9 +542,9 @@ std::optional<unsigned> parse_compute_capability(const std::string& text) {
 // the case is UNSUPPORTED, naming where the loader found each.
 // =============================================================================================
 
-constexpr const char* hidden_env = "PITFALL_VERSION_MISMATCH_HIDDEN";          // "libcudnn"
+constexpr const char* hidden_env = "PITFALL_VERSION_MISMATCH_HIDDEN";           // "libcudnn"
 constexpr const char* hidden_dir_env = "PITFALL_VERSION_MISMATCH_LIBRARY_PATH"; // its folder
-constexpr const char* program_env = "PITFALL_VERSION_MISMATCH_PROGRAM";        // our own path
+constexpr const char* program_env = "PITFALL_VERSION_MISMATCH_PROGRAM";         // our own path
 constexpr const char* found_env = "PITFALL_VERSION_MISMATCH_FOUND"; // "libcudnn=/lib/...;"
 constexpr const char* loader_dir_prefix = "pitfall-loader-path-";
 
@@ -606,9 +617,11 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     ctx.record_info("program_interpreter", *interpreter);
 
     // The library path: a symlink, named as loaded, for every library except the hidden ones.
-    std::string dir = temp_root() + "/" + loader_dir_prefix + std::to_string(::getpid()) + "-XXXXXX";
+    std::string dir =
+        temp_root() + "/" + loader_dir_prefix + std::to_string(::getpid()) + "-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr)
-        return PITFALL_HOST_ERROR(stage::init, "no_temp_dir", "cannot create " + dir + ": " + std::strerror(errno));
+        return PITFALL_HOST_ERROR(stage::init, host_error::no_temp_dir,
+                                  "cannot create " + dir + ": " + std::strerror(errno));
     for (const auto& object : loaded_objects()) {
         if (object.find('/') == std::string::npos || real_path(object) == real_path(*interpreter) ||
             base_name(object).rfind(prefix, 0) == 0)
@@ -617,14 +630,15 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
         if (::symlink(real_path(object).c_str(), link.c_str()) != 0 && errno != EEXIST) {
             const int saved = errno;
             remove_symlink_folder(dir);
-            return PITFALL_HOST_ERROR(stage::init, "symlink_failed", link + ": " + std::strerror(saved));
+            return PITFALL_HOST_ERROR(stage::init, host_error::symlink_failed,
+                                      link + ": " + std::strerror(saved));
         }
     }
 
     // argv: the loader, its options, then this program with the arguments the harness gave us
     // (so the loader's message names the program, and the result path is the harness's own).
-    std::vector<std::string> args = {*interpreter, "--inhibit-cache", "--inhibit-rpath", "",
-                                     "--library-path", dir, program};
+    std::vector<std::string> args = {
+        *interpreter, "--inhibit-cache", "--inhibit-rpath", "", "--library-path", dir, program};
     const std::vector<std::string> original = own_arguments(program);
     args.insert(args.end(), original.begin(), original.end());
     std::vector<std::string> env;
@@ -660,14 +674,15 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     std::fflush(nullptr);
     // Deliberate: this process becomes the loader running this program again. On success
     // execve does not return; what follows is the loader's outcome (exit 127 before main), or
-    // this program's next life in missing_library().
+    // this program's next life in run_without_library().
     ::execve(interpreter->c_str(), argv_c.data(), envp_c.data());
     const int saved = errno;
     remove_symlink_folder(dir);
-    return PITFALL_HOST_ERROR(stage::init, "execve_failed", *interpreter + ": " + std::strerror(saved));
+    return PITFALL_HOST_ERROR(stage::init, host_error::execve_failed,
+                              *interpreter + ": " + std::strerror(saved));
 }
 
-status missing_library(context& ctx, pitfall::backend_kind backend) {
+status run_without_library(context& ctx, pitfall::backend_kind backend) {
     PITFALL_ASSIGN_OR_RETURN(const std::string hide, ctx.param_string("hide_library"));
     // What to hide, in order: cuDNN, else cuBLAS (the GPU build); OpenBLAS (the CPU path).
     std::vector<std::string> candidates;
@@ -680,11 +695,14 @@ status missing_library(context& ctx, pitfall::backend_kind backend) {
 
     // A later life: the loader started us although `hidden` was kept off its path.
     std::string found = std::getenv(found_env) != nullptr ? std::getenv(found_env) : "";
-    const std::string program = std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
-    const std::string previous_dir = std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
+    const std::string program =
+        std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
+    const std::string previous_dir =
+        std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
     if (const char* hidden = std::getenv(hidden_env)) {
         const auto where = loaded_matching(hidden);
-        found += std::string(hidden) + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
+        found +=
+            std::string(hidden) + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
     }
     for (const char* key : {hidden_env, hidden_dir_env, program_env, found_env})
         ::unsetenv(key);
@@ -712,10 +730,11 @@ status missing_library(context& ctx, pitfall::backend_kind backend) {
         where += (where.empty() ? "" : "; ") + entry.substr(0, eq) + " at " + path +
                  (path.rfind('/', 0) == 0 ? " (in " + dir_name(path) + ")" : std::string());
     }
-    return PITFALL_UNSUPPORTED("kept off the loader's library path (cache and RUNPATH ignored), "
-                               "the loader still found " + where + ": built-in system "
-                               "directories, which no option or variable removes from the "
-                               "search; this case needs the library installed outside them");
+    return PITFALL_UNSUPPORTED(
+        "kept off the loader's library path (cache and RUNPATH ignored), the loader still found " +
+        where +
+        ": built-in system directories, which no option or variable removes from the search; "
+        "this case needs the library installed outside them");
 }
 
 // =============================================================================================
@@ -752,12 +771,14 @@ status glibc_vs_program(context& ctx) {
     for (const auto& [family, need] : newest)
         ctx.record_info("needs." + family, need.second);
     if (newest.count("GLIBC") == 0)
-        return PITFALL_UNSUPPORTED("this program has no GLIBC_ version needs (static, or another C library)");
+        return PITFALL_UNSUPPORTED(
+            "this program has no GLIBC_ version needs (static, or another C library)");
     const std::vector<int>& required = newest["GLIBC"].first;
     const std::string loaded_text = gnu_get_libc_version();
     const auto loaded = parse_dotted(loaded_text);
     ctx.record_info("glibc_loaded", loaded_text + " (gnu_get_libc_version)");
-    ctx.record_info("glibc_headers", std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__));
+    ctx.record_info("glibc_headers",
+                    std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__));
     ctx.record("glibc_required_minor", required.size() > 1 ? required[1] : 0);
     if (loaded)
         ctx.record("glibc_loaded_minor", loaded->size() > 1 ? (*loaded)[1] : 0);
@@ -768,12 +789,13 @@ status glibc_vs_program(context& ctx) {
     for (const auto& release : split(releases, ',')) {
         const auto v = parse_dotted(release);
         if (!v)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param glibc_versions: '" + release + "' is not a version", stage::init);
+            return pitfall::bad_parameter("glibc_versions", "'" + release + "' is not a version");
         const bool ok = *v >= required;
         (ok ? starts : refused) += 1;
-        ctx.record_info("prediction.glibc_" + release,
-                        ok ? "starts" : "refused by the loader: version `" + newest["GLIBC"].second + "' not found");
+        ctx.record_info("prediction.glibc_" + release, ok ? "starts"
+                                                          : "refused by the loader: version `" +
+                                                                newest["GLIBC"].second +
+                                                                "' not found");
     }
     ctx.record("predicted_glibc_starts", starts);
     ctx.record("predicted_glibc_refused", refused);
@@ -804,12 +826,15 @@ status openblas_compiled_vs_loaded(context& ctx) {
     };
     const auto compiled = version_in(compiled_text);
     const auto loaded = version_in(config);
-    ctx.record_info("openblas_headers", compiled_text.empty() ? "(no OPENBLAS_VERSION in the headers)" : compiled_text);
+    ctx.record_info("openblas_headers",
+                    compiled_text.empty() ? "(no OPENBLAS_VERSION in the headers)" : compiled_text);
     ctx.record_info("openblas_config", config);
     ctx.record_info("openblas_core", openblas_get_corename());
     ctx.record_info("openblas_library", describe_loaded("libopenblas"));
     const int parallel = openblas_get_parallel(); // 0 sequential, 1 pthreads, 2 OpenMP
-    ctx.record_info("openblas_threading", parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP");
+    ctx.record_info("openblas_threading", parallel == 0   ? "sequential"
+                                          : parallel == 1 ? "pthreads"
+                                                          : "OpenMP");
     ctx.record("openblas_threads", openblas_get_num_threads());
 
     // The rule, against hand-derived cases: newer or equal loads fine, older does not.
@@ -842,13 +867,14 @@ status x86_levels(context& ctx) {
     // x86-64 psABI levels: v2 = SSE3, SSSE3, SSE4.1/4.2, POPCNT, CX16; v3 = AVX, AVX2, BMI1/2,
     // F16C, FMA, LZCNT, MOVBE; v4 = AVX-512 F, BW, CD, DQ, VL.
     int compiled = 1;
-#if defined(__SSE3__) && defined(__SSSE3__) && defined(__SSE4_1__) && defined(__SSE4_2__) && defined(__POPCNT__)
+#if defined(__SSE3__) && defined(__SSSE3__) && defined(__SSE4_1__) && defined(__SSE4_2__) &&       \
+    defined(__POPCNT__)
     compiled = 2;
-#if defined(__AVX__) && defined(__AVX2__) && defined(__BMI__) && defined(__BMI2__) && defined(__F16C__) && \
-    defined(__FMA__) && defined(__LZCNT__) && defined(__MOVBE__)
+#if defined(__AVX__) && defined(__AVX2__) && defined(__BMI__) && defined(__BMI2__) &&              \
+    defined(__F16C__) && defined(__FMA__) && defined(__LZCNT__) && defined(__MOVBE__)
     compiled = 3;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) && defined(__AVX512DQ__) && \
-    defined(__AVX512VL__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) &&                      \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
     compiled = 4;
 #endif
 #endif
@@ -860,12 +886,15 @@ status x86_levels(context& ctx) {
         cpu = 3;
     if (cpu == 3 && __builtin_cpu_supports("x86-64-v4"))
         cpu = 4;
-    auto name = [](int level) { return level == 1 ? std::string("x86-64") : "x86-64-v" + std::to_string(level); };
+    auto name = [](int level) {
+        return level == 1 ? std::string("x86-64") : "x86-64-v" + std::to_string(level);
+    };
     ctx.record("compiled_level", compiled);
     ctx.record("cpu_level", cpu);
     ctx.record_info("compiled_for", name(compiled));
     ctx.record_info("cpu_supports", name(cpu));
-    ctx.record_info("openblas_core", std::string(openblas_get_corename()) + " (chosen at run time)");
+    ctx.record_info("openblas_core",
+                    std::string(openblas_get_corename()) + " (chosen at run time)");
     int runs = 0;
     int faults = 0;
     for (const auto& level : split(levels, ',')) {
@@ -874,10 +903,11 @@ status x86_levels(context& ctx) {
             if (level == name(candidate))
                 l = candidate;
         if (l == 0)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param cpu_levels: '" + level + "' is not x86-64 or x86-64-v2..v4", stage::init);
+            return pitfall::bad_parameter("cpu_levels",
+                                          "'" + level + "' is not x86-64 or x86-64-v2..v4");
         (l >= compiled ? runs : faults) += 1;
-        ctx.record_info("prediction." + level, l >= compiled ? "runs" : "SIGILL (compiled for " + name(compiled) + ")");
+        ctx.record_info("prediction." + level,
+                        l >= compiled ? "runs" : "SIGILL (compiled for " + name(compiled) + ")");
     }
     ctx.record("predicted_cpu_runs", runs);
     ctx.record("predicted_cpu_sigill", faults);
@@ -886,8 +916,9 @@ status x86_levels(context& ctx) {
     return status::ok();
 #else
     (void)ctx;
-    return PITFALL_UNSUPPORTED("the CPU analog reads x86-64 levels (GCC >= 12's __builtin_cpu_supports); "
-                               "this is another CPU or compiler");
+    return PITFALL_UNSUPPORTED(
+        "the CPU analog reads x86-64 levels (GCC >= 12's __builtin_cpu_supports); "
+        "this is another CPU or compiler");
 #endif
 }
 
@@ -930,7 +961,8 @@ std::optional<std::string> nvml_driver_version(context& ctx) {
         if (shutdown != nullptr)
             (void)shutdown();
     }
-    ctx.record_info("nvml", version ? "libnvidia-ml.so.1 answered" : "libnvidia-ml.so.1 loaded, nvmlInit/version failed");
+    ctx.record_info("nvml", version ? "libnvidia-ml.so.1 answered"
+                                    : "libnvidia-ml.so.1 loaded, nvmlInit/version failed");
     ::dlclose(nvml);
     return version;
 }
@@ -946,7 +978,8 @@ status runtime_vs_driver_cuda(context& ctx) {
     ctx.record("cuda_driver_version", driver);
     ctx.record_info("cuda_runtime", cuda_version_text(runtime) + " (cudaRuntimeGetVersion)");
     ctx.record_info("cuda_driver", driver == 0 ? std::string("none (cudaDriverGetVersion = 0)")
-                                               : "supports CUDA " + cuda_version_text(driver) + " (cudaDriverGetVersion)");
+                                               : "supports CUDA " + cuda_version_text(driver) +
+                                                     " (cudaDriverGetVersion)");
     const std::optional<std::string> nvml_version = nvml_driver_version(ctx);
     const int branch = nvml_version ? std::atoi(nvml_version->c_str()) : 0;
     if (nvml_version) {
@@ -963,8 +996,8 @@ status runtime_vs_driver_cuda(context& ctx) {
     std::string why;
     if (driver == 0) {
         insufficient = true;
-        why = "no CUDA driver answered: runtime " + cuda_version_text(runtime) + " needs a >= " +
-              std::to_string(needed) + " driver";
+        why = "no CUDA driver answered: runtime " + cuda_version_text(runtime) +
+              " needs a >= " + std::to_string(needed) + " driver";
     } else if (driver / 1000 < runtime / 1000) {
         insufficient = true;
         why = "driver supports CUDA " + cuda_version_text(driver) + ", runtime is " +
@@ -975,33 +1008,37 @@ status runtime_vs_driver_cuda(context& ctx) {
         why = "driver branch " + std::to_string(branch) + " is below " + std::to_string(needed);
     } else if (driver < runtime) {
         why = "minor-version compatibility: runtime " + cuda_version_text(runtime) + " on a " +
-              cuda_version_text(driver) + " driver runs; APIs newer than the driver answer "
-              "cudaErrorCallRequiresNewerDriver, PTX newer than it cudaErrorUnsupportedPtxVersion";
+              cuda_version_text(driver) +
+              " driver runs; APIs newer than the driver answer cudaErrorCallRequiresNewerDriver, "
+              "PTX newer than it cudaErrorUnsupportedPtxVersion";
     } else {
         why = "driver (CUDA " + cuda_version_text(driver) + ") is as new as the runtime or newer";
     }
-    ctx.record_info("prediction", (insufficient ? "cudaErrorInsufficientDriver: " : "compatible: ") + why);
+    ctx.record_info("prediction",
+                    (insufficient ? "cudaErrorInsufficientDriver: " : "compatible: ") + why);
 
     // The observation: the first device call. Without a driver every device call answers 35;
     // this one is the call frameworks make first (torch.cuda.is_available, tf.config).
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    const status observed = err == cudaSuccess
-                                ? status::ok()
-                                : cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
+    const status observed =
+        err == cudaSuccess ? status::ok()
+                           : cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
     if (err == cudaSuccess)
         ctx.record("device_count", count);
     ctx.record_info("libcuda_loaded", describe_loaded("libcuda.so"));
     const bool observed_insufficient = observed.name() == "cudaErrorInsufficientDriver";
     ctx.check("prediction_matches_runtime", observed_insufficient == insufficient,
-              std::string("predicted ") + (insufficient ? "cudaErrorInsufficientDriver" : "a usable driver") +
-                  ", cudaGetDeviceCount answered " + (err == cudaSuccess ? "cudaSuccess" : observed.name()));
+              std::string("predicted ") +
+                  (insufficient ? "cudaErrorInsufficientDriver" : "a usable driver") +
+                  ", cudaGetDeviceCount answered " +
+                  (err == cudaSuccess ? "cudaSuccess" : observed.name()));
     return observed;
 }
 
 #if PITFALL_HAS_CUDNN
 /// cudnn_compiled_vs_loaded: every number from cuDNN's own calls; none needs a GPU.
-status cudnn_compiled_vs_loaded(context& ctx) {
+status cudnn_compiled_vs_loaded_cuda(context& ctx) {
     const long long built = CUDNN_VERSION;
     const long long loaded = static_cast<long long>(cudnnGetVersion());
     const long long cudnn_cudart = static_cast<long long>(cudnnGetCudartVersion());
@@ -1013,7 +1050,8 @@ status cudnn_compiled_vs_loaded(context& ctx) {
     ctx.record("cuda_runtime_version", runtime);
     ctx.record_info("cudnn_compiled", decode_cudnn_version(built).text() + " (CUDNN_VERSION)");
     ctx.record_info("cudnn_loaded", decode_cudnn_version(loaded).text() + " (cudnnGetVersion)");
-    ctx.record_info("cudnn_cudart", cuda_version_text(cudnn_cudart) + " (cudnnGetCudartVersion) vs ours " +
+    ctx.record_info("cudnn_cudart", cuda_version_text(cudnn_cudart) +
+                                        " (cudnnGetCudartVersion) vs ours " +
                                         cuda_version_text(runtime) + " (cudaRuntimeGetVersion)");
 #if CUDNN_MAJOR >= 9
     ctx.record("cudnn_max_device_version", static_cast<double>(cudnnGetMaxDeviceVersion()));
@@ -1024,15 +1062,20 @@ status cudnn_compiled_vs_loaded(context& ctx) {
         long long built, loaded;
         const char* expected;
     };
-    const rule_case table[] = {{91900, 91900, "ok"},           {91900, 91901, "ok"},
-                               {91900, 92000, "ok"},           {91900, 91800, "loaded_minor_older"},
-                               {91900, 100000, "major_differs"}, {8907, 91900, "major_differs"},
+    const rule_case table[] = {{91900, 91900, "ok"},
+                               {91900, 91901, "ok"},
+                               {91900, 92000, "ok"},
+                               {91900, 91800, "loaded_minor_older"},
+                               {91900, 100000, "major_differs"},
+                               {8907, 91900, "major_differs"},
                                {8907, 8600, "loaded_minor_older"}};
     std::string table_failures;
     for (const auto& c : table)
         if (cudnn_rule_verdict(c.built, c.loaded) != c.expected)
-            table_failures += " (" + std::to_string(c.built) + ", " + std::to_string(c.loaded) + ")";
-    const bool decode_ok = decode_cudnn_version(91900).text() == "9.19.0" && decode_cudnn_version(8907).text() == "8.9.7";
+            table_failures +=
+                " (" + std::to_string(c.built) + ", " + std::to_string(c.loaded) + ")";
+    const bool decode_ok = decode_cudnn_version(91900).text() == "9.19.0" &&
+                           decode_cudnn_version(8907).text() == "8.9.7";
     ctx.check("rule_table", table_failures.empty() && decode_ok,
               table_failures.empty() ? "7 (built, loaded) pairs and 2 decodings as derived by hand"
                                      : "wrong verdict for" + table_failures);
@@ -1041,10 +1084,11 @@ status cudnn_compiled_vs_loaded(context& ctx) {
     // of another) answers CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH here. Each is an event.
     status first_failure = status::ok();
 #if CUDNN_MAJOR >= 9
-    const std::pair<const char*, cudnnStatus_t> checks[] = {{"cudnnGraphVersionCheck", cudnnGraphVersionCheck()},
-                                                            {"cudnnOpsVersionCheck", cudnnOpsVersionCheck()},
-                                                            {"cudnnCnnVersionCheck", cudnnCnnVersionCheck()},
-                                                            {"cudnnAdvVersionCheck", cudnnAdvVersionCheck()}};
+    const std::pair<const char*, cudnnStatus_t> checks[] = {
+        {"cudnnGraphVersionCheck", cudnnGraphVersionCheck()},
+        {"cudnnOpsVersionCheck", cudnnOpsVersionCheck()},
+        {"cudnnCnnVersionCheck", cudnnCnnVersionCheck()},
+        {"cudnnAdvVersionCheck", cudnnAdvVersionCheck()}};
     for (const auto& [name, result] : checks) {
         const status s = result == CUDNN_STATUS_SUCCESS
                              ? status::ok()
@@ -1061,15 +1105,15 @@ status cudnn_compiled_vs_loaded(context& ctx) {
     const std::string verdict = cudnn_rule_verdict(built, loaded);
     ctx.record_info("rule", verdict);
     if (verdict != "ok")
-        return status::error(pitfall::library::pitfall, "cudnn_" + verdict,
-                             "built against cuDNN " + decode_cudnn_version(built).text() + ", loaded " +
-                                 decode_cudnn_version(loaded).text(),
+        return status::error(cudnn_rule_error(verdict),
+                             "built against cuDNN " + decode_cudnn_version(built).text() +
+                                 ", loaded " + decode_cudnn_version(loaded).text(),
                              stage::init);
     // cuDNN is built per CUDA major (the cu12 and cu13 packages): its cudart major must be ours.
     if (cudnn_cudart / 1000 != runtime / 1000)
-        return status::error(pitfall::library::pitfall, "cudnn_cudart_major_differs",
-                             "cuDNN built against CUDA " + cuda_version_text(cudnn_cudart) + ", runtime " +
-                                 cuda_version_text(runtime),
+        return status::error(pitfall::pitfall_error::cudnn_cudart_major_differs,
+                             "cuDNN built against CUDA " + cuda_version_text(cudnn_cudart) +
+                                 ", runtime " + cuda_version_text(runtime),
                              stage::init);
     return status::ok();
 }
@@ -1077,7 +1121,8 @@ status cudnn_compiled_vs_loaded(context& ctx) {
 
 /// arch_coverage: this program's fatbinary, the predictions, and on a GPU the real launch.
 status arch_coverage_cuda(context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities, ctx.param_string("compute_capabilities"));
+    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities,
+                             ctx.param_string("compute_capabilities"));
     const std::string self = self_executable();
     PITFALL_ASSIGN_OR_RETURN(const elf_image elf, read_elf(self));
     PITFALL_ASSIGN_OR_RETURN(const std::vector<fatbin_image> images, fatbin_images(elf, self));
@@ -1111,7 +1156,8 @@ status arch_coverage_cuda(context& ctx) {
         compiler_text.push_back(std::to_string(a));
     ctx.record_info("compiler_arch_list", join(compiler_text, ","));
     ctx.check("fatbin_matches_compiler", from_compiler == from_file,
-              "architectures in .nv_fatbin vs nvcc's __CUDA_ARCH_LIST__ (" + join(compiler_text, ",") + ")");
+              "architectures in .nv_fatbin vs nvcc's __CUDA_ARCH_LIST__ (" +
+                  join(compiler_text, ",") + ")");
 #endif
 
     // 2. The prediction for each compute capability asked for, under the JIT switches the
@@ -1128,10 +1174,11 @@ status arch_coverage_cuda(context& ctx) {
     for (const auto& text : split(capabilities, ',')) {
         const auto cc = parse_compute_capability(text);
         if (!cc)
-            return status::error(pitfall::library::pitfall, "bad_parameter",
-                                 "--param compute_capabilities: '" + text + "' is not X.Y", stage::init);
+            return pitfall::bad_parameter("compute_capabilities", "'" + text + "' is not X.Y");
         const arch_prediction p = predict_image(images, *cc, force_ptx, disable_ptx);
-        (p.how == image_path::sass ? by_sass : p.how == image_path::ptx_jit ? by_ptx : failing) += 1;
+        (p.how == image_path::sass      ? by_sass
+         : p.how == image_path::ptx_jit ? by_ptx
+                                        : failing) += 1;
         ctx.record_info("prediction.cc_" + text, p.describe(*cc));
     }
     ctx.record("predicted_sass", by_sass);
@@ -1143,10 +1190,11 @@ status arch_coverage_cuda(context& ctx) {
     int count = 0;
     const cudaError_t count_err = cudaGetDeviceCount(&count);
     if (count_err != cudaSuccess || count == 0) {
-        const status none = count_err != cudaSuccess
-                                ? cuda_error(count_err, stage::init, "cudaGetDeviceCount(&count)", __LINE__)
-                                : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
-                                                "cudaGetDeviceCount reported 0 devices", stage::init);
+        const status none =
+            count_err != cudaSuccess
+                ? cuda_error(count_err, stage::init, "cudaGetDeviceCount(&count)", __LINE__)
+                : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
+                                "cudaGetDeviceCount reported 0 devices", stage::init);
         ctx.record_event("device_query", none);
         ctx.record_info("device", "none (" + none.name() + "): predictions only");
         return status::ok();
@@ -1159,21 +1207,27 @@ status arch_coverage_cuda(context& ctx) {
     const unsigned cc = static_cast<unsigned>(prop.major * 10 + prop.minor);
     const arch_prediction p = predict_image(images, cc, force_ptx, disable_ptx);
     ctx.record("device_compute_capability", prop.major + prop.minor / 10.0);
-    ctx.record_info("device", std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
+    ctx.record_info("device",
+                    std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
 
     // 4. The launch as users meet it: with lazy loading (the default since CUDA 12.2) a missing
     //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice.
     PITFALL_ASSIGN_OR_RETURN(auto d_arch, pitfall::cuda_backend::allocate<int>(32));
     arch_probe_kernel<<<1, 32>>>(d_arch.data());
-    status launched = status::ok();
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-        launched = cuda_error(e, stage::launch, "arch_probe_kernel<<<1, 32>>>", __LINE__);
-    else if (const cudaError_t s = cudaDeviceSynchronize(); s != cudaSuccess)
-        launched = cuda_error(s, stage::synchronize, "cudaDeviceSynchronize()", __LINE__);
+    const cudaError_t launch_err = cudaGetLastError();
+    const cudaError_t sync_err = launch_err == cudaSuccess ? cudaDeviceSynchronize() : cudaSuccess;
+    const status launched =
+        launch_err != cudaSuccess
+            ? cuda_error(launch_err, stage::launch, "arch_probe_kernel<<<1, 32>>>", __LINE__)
+        : sync_err != cudaSuccess
+            ? cuda_error(sync_err, stage::synchronize, "cudaDeviceSynchronize()", __LINE__)
+            : status::ok();
     ctx.record_event("kernel_launch", launched);
     ctx.check("launch_matches_prediction",
-              (launched.name() == "cudaErrorNoKernelImageForDevice") == (p.how == image_path::no_image),
-              "predicted '" + p.describe(cc) + "', launch answered " + (launched.is_ok() ? "cudaSuccess" : launched.name()));
+              (launched.name() == "cudaErrorNoKernelImageForDevice") ==
+                  (p.how == image_path::no_image),
+              "predicted '" + p.describe(cc) + "', launch answered " +
+                  (launched.is_ok() ? "cudaSuccess" : launched.name()));
     if (!launched.is_ok())
         return launched;
 
@@ -1186,20 +1240,23 @@ status arch_coverage_cuda(context& ctx) {
     ctx.record("kernel_ptx_version", attributes.ptxVersion);
     // SASS: the image of the predicted sm_XY ran as it is. PTX JIT: the compute_XY source ran,
     // compiled for this device (binaryVersion = the device's own XY).
-    const bool image_ok =
-        p.how == image_path::sass
-            ? h_arch[0] == static_cast<int>(p.image_arch * 10) && attributes.binaryVersion == static_cast<int>(p.image_arch)
-            : h_arch[0] == static_cast<int>(p.image_arch * 10) && attributes.binaryVersion == static_cast<int>(cc);
+    const bool image_ok = p.how == image_path::sass
+                              ? h_arch[0] == static_cast<int>(p.image_arch * 10) &&
+                                    attributes.binaryVersion == static_cast<int>(p.image_arch)
+                              : h_arch[0] == static_cast<int>(p.image_arch * 10) &&
+                                    attributes.binaryVersion == static_cast<int>(cc);
     ctx.check("image_matches_prediction", image_ok,
               "kernel saw __CUDA_ARCH__ " + std::to_string(h_arch[0]) + ", binaryVersion " +
-                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) + "'");
+                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) +
+                  "'");
     return status::ok();
 }
 
 /// The stub libcuda.so of the toolkit whose runtime we loaded: <its lib dir>/stubs/libcuda.so.
 std::optional<std::string> find_stub_driver(const std::string& param) {
     if (param != "auto")
-        return ::access(param.c_str(), R_OK) == 0 ? std::optional<std::string>(param) : std::nullopt;
+        return ::access(param.c_str(), R_OK) == 0 ? std::optional<std::string>(param)
+                                                  : std::nullopt;
     for (const auto& cudart : loaded_matching("libcudart.so"))
         for (const auto& dir : {dir_name(cudart), dir_name(real_path(cudart))})
             for (const char* candidate : {"/stubs/libcuda.so", "/../lib64/stubs/libcuda.so"})
@@ -1217,81 +1274,59 @@ status stub_driver_cuda(context& ctx) {
     // second mismatch on top of the first).
     const std::optional<std::string> stub = find_stub_driver(param);
     if (!stub)
-        return PITFALL_UNSUPPORTED("no stub libcuda.so " + (param == "auto" ? "beside the loaded libcudart (" +
-                                   describe_loaded("libcudart.so") + ")" : "at " + param) +
+        return PITFALL_UNSUPPORTED("no stub libcuda.so " +
+                                   (param == "auto" ? "beside the loaded libcudart (" +
+                                                          describe_loaded("libcudart.so") + ")"
+                                                    : "at " + param) +
                                    ": pass --param stub_library=PATH");
     ctx.record_info("stub_library", *stub);
     std::string dir = temp_root() + "/pitfall-stub-driver-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr)
-        return PITFALL_HOST_ERROR(stage::init, "no_temp_dir", "cannot create " + dir + ": " + std::strerror(errno));
+        return PITFALL_HOST_ERROR(stage::init, host_error::no_temp_dir,
+                                  "cannot create " + dir + ": " + std::strerror(errno));
     const std::string link = dir + "/libcuda.so.1"; // the name the runtime dlopens
     if (::symlink(stub->c_str(), link.c_str()) != 0) {
         const int saved = errno;
         remove_symlink_folder(dir);
-        return PITFALL_HOST_ERROR(stage::init, "symlink_failed", link + ": " + std::strerror(saved));
+        return PITFALL_HOST_ERROR(stage::init, host_error::symlink_failed,
+                                  link + ": " + std::strerror(saved));
     }
     const char* old = std::getenv("LD_LIBRARY_PATH");
-    const std::string path = dir + (old != nullptr && old[0] != '\0' ? ":" + std::string(old) : std::string());
+    const std::string path =
+        dir + (old != nullptr && old[0] != '\0' ? ":" + std::string(old) : std::string());
     ctx.record_info("child_ld_library_path", path);
     auto child = pitfall::run_self(ctx, "stub_driver_child", {{"LD_LIBRARY_PATH", path}}, {},
                                    static_cast<double>(timeout));
     remove_symlink_folder(dir);
-    if (!child.is_ok())
-        return child.error();
-    const pitfall::child_run& run = child.value();
-    if (run.process.signal || run.process.timed_out || !run.process.exit_code ||
-        (*run.process.exit_code != 0 && *run.process.exit_code != 77) || run.result_json.empty())
-        return PITFALL_HOST_ERROR(stage::init, "child_failed",
-                                  std::string("stub_driver_child ") +
-                                      (run.process.signal ? "ended by " + pitfall::signal_name(*run.process.signal)
-                                       : run.process.timed_out ? std::string("timed out")
-                                                               : "exit " + std::to_string(run.process.exit_code.value_or(-1))) +
-                                      ": " + run.output);
+    PITFALL_TRY(child);
     // The child's own result document: its outcome becomes ours, its facts are kept with a
-    // "child." prefix so a reader sees what the runtime said under the stub.
-    nlohmann::json result;
-    try {
-        result = nlohmann::json::parse(run.result_json);
-    } catch (const nlohmann::json::exception& e) {
-        return PITFALL_HOST_ERROR(stage::init, "child_result_unreadable", e.what());
-    }
-    // Named copies: items() of a temporary would dangle in the loop.
-    const nlohmann::json info = result.value("info", nlohmann::json::object());
-    const nlohmann::json measurements = result.value("measurements", nlohmann::json::object());
-    for (const auto& [key, value] : info.items())
-        if (value.is_string())
-            ctx.record_info("child." + key, value.get<std::string>());
-    for (const auto& [key, value] : measurements.items())
-        if (value.is_object() && value.contains("value") && value["value"].is_number() && key != "case_wall_seconds")
-            ctx.record("child." + key, value["value"].get<double>(), value.value("unit", ""));
+    // "child." prefix so a reader sees what the runtime said under the stub. A child that
+    // crashed, hung or wrote nothing is an error of its own (read_child).
+    PITFALL_ASSIGN_OR_RETURN(const pitfall::child_report report,
+                             pitfall::read_child(child.value(), "the child started with the stub "
+                                                                "libcuda.so"));
+    pitfall::adopt_child_facts(ctx, report.result);
     // Proof that the stub was the driver the child's runtime opened (where the runtime keeps it
     // loaded after refusing it, as CUDA 13's shared libcudart does).
+    const nlohmann::json info = report.result.value("info", nlohmann::json::object());
     const std::string opened = info.value("libcuda_loaded_after_call", std::string());
     if (!opened.empty() && opened != "none loaded")
         ctx.check("child_opened_the_stub", opened.find(real_path(*stub)) != std::string::npos,
                   "the child's libcuda.so.1: " + opened);
-    const nlohmann::json outcome = result.value("outcome", nlohmann::json::object());
-    const std::string kind = outcome.value("status", "");
-    if (kind == "ok")
-        return status::ok(); // the stub was not used: the baseline says "behaviour changed"
-    if (kind == "unsupported")
-        return PITFALL_UNSUPPORTED("the child under the stub: " + outcome.value("reason", std::string("?")));
-    const auto lib = pitfall::library_from_string(outcome.value("library", ""));
-    const auto where = pitfall::stage_from_string(outcome.value("stage", ""));
-    return status::error(lib.value_or(pitfall::library::pitfall), outcome.value("error", "?"),
-                         "in the child started with the stub libcuda.so: " + outcome.value("message", std::string()),
-                         where.value_or(stage::init), outcome.value("sticky", false), __FILE__, __LINE__);
+    // ok: the stub was not used, and the baseline says "behaviour changed".
+    return report.outcome;
 }
 
 /// stub_driver_child (helper): what the runtime does with the stub as its driver.
-status stub_driver_child(context& ctx) {
+status stub_driver_child_cuda(context& ctx) {
     const char* path = std::getenv("LD_LIBRARY_PATH");
     ctx.record_info("ld_library_path", path != nullptr ? path : "");
     int driver = 0;
     if (const cudaError_t e = cudaDriverGetVersion(&driver); e == cudaSuccess)
         ctx.record("cuda_driver_version", driver);
     else
-        ctx.record_event("cudaDriverGetVersion", cuda_error(e, stage::init, "cudaDriverGetVersion(&driver)", __LINE__));
+        ctx.record_event("cudaDriverGetVersion",
+                         cuda_error(e, stage::init, "cudaDriverGetVersion(&driver)", __LINE__));
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     // Which libcuda.so.1 the runtime opened: the stub, through the folder on LD_LIBRARY_PATH.
@@ -1305,47 +1340,59 @@ status stub_driver_child(context& ctx) {
 #endif // PITFALL_HAS_CUDA
 
 // =============================================================================================
-// One entry per backend; the variant picks the case.
+// The variants: each function template is the CPU analog; its specialization for the cuda
+// backend is the CUDA case. Every CUDA variant here runs without a device ("needs_device":
+// false): what the driver, the loader and the libraries answer without one is the data.
 // =============================================================================================
 
-/// Dispatches on the variant. Every CUDA variant here runs without a device ("needs_device":
-/// false): what the driver, the loader and the libraries answer without one is the data.
-template <class Backend> status run_case(context& ctx) {
-    const std::string& variant = ctx.variant();
-    if (variant == "missing_library")
-        return missing_library(ctx, Backend::kind);
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-#if PITFALL_HAS_CUDA
-        if (variant == "runtime_vs_driver")
-            return runtime_vs_driver_cuda(ctx);
-        if (variant == "cudnn_compiled_vs_loaded") {
-#if PITFALL_HAS_CUDNN
-            return cudnn_compiled_vs_loaded(ctx);
-#else
-            return PITFALL_UNSUPPORTED("built without cuDNN");
-#endif
-        }
-        if (variant == "arch_coverage")
-            return arch_coverage_cuda(ctx);
-        if (variant == "stub_driver")
-            return stub_driver_cuda(ctx);
-        if (variant == "stub_driver_child")
-            return stub_driver_child(ctx);
-#endif
-    } else {
-        if (variant == "runtime_vs_driver")
-            return glibc_vs_program(ctx);
-        if (variant == "cudnn_compiled_vs_loaded")
-            return openblas_compiled_vs_loaded(ctx);
-        if (variant == "arch_coverage")
-            return x86_levels(ctx);
-        if (variant == "stub_driver")
-            return PITFALL_UNSUPPORTED("no CPU analog: a stub is the link-time stand-in for the "
-                                       "driver's libcuda.so, and the CPU path loads no driver");
-    }
-    return PITFALL_HOST_ERROR(stage::init, "unknown_variant", "no case for variant " + variant);
+template <class Backend> status runtime_vs_driver(context& ctx) {
+    return glibc_vs_program(ctx);
 }
+template <class Backend> status cudnn_compiled_vs_loaded(context& ctx) {
+    return openblas_compiled_vs_loaded(ctx);
+}
+template <class Backend> status arch_coverage(context& ctx) {
+    return x86_levels(ctx);
+}
+template <class Backend> status missing_library(context& ctx) {
+    return run_without_library(ctx, Backend::kind);
+}
+template <class Backend> status stub_driver(context&) {
+    return pitfall::cuda_only<Backend>("a stub is the link-time stand-in for the driver's "
+                                       "libcuda.so, and the CPU path loads no driver");
+}
+/// Helper (cuda only in scenario.json): the child stub_driver starts under the stub.
+template <class Backend> status stub_driver_child(context&) {
+    return pitfall::cuda_only<Backend>("started by stub_driver, which has none");
+}
+
+#if PITFALL_HAS_CUDA
+using pitfall::cuda_backend;
+template <> status runtime_vs_driver<cuda_backend>(context& ctx) {
+    return runtime_vs_driver_cuda(ctx);
+}
+template <> status cudnn_compiled_vs_loaded<cuda_backend>([[maybe_unused]] context& ctx) {
+#if PITFALL_HAS_CUDNN
+    return cudnn_compiled_vs_loaded_cuda(ctx);
+#else
+    return PITFALL_UNSUPPORTED("built without cuDNN");
+#endif
+}
+template <> status arch_coverage<cuda_backend>(context& ctx) {
+    return arch_coverage_cuda(ctx);
+}
+template <> status stub_driver<cuda_backend>(context& ctx) {
+    return stub_driver_cuda(ctx);
+}
+template <> status stub_driver_child<cuda_backend>(context& ctx) {
+    return stub_driver_child_cuda(ctx);
+}
+#endif
 
 } // namespace version_mismatch
 
-PITFALL_SCENARIO(version_mismatch::run_case)
+using namespace version_mismatch; // PITFALL_VARIANT names each variant after its function
+
+PITFALL_SCENARIO(PITFALL_VARIANT(runtime_vs_driver), PITFALL_VARIANT(cudnn_compiled_vs_loaded),
+                 PITFALL_VARIANT(arch_coverage), PITFALL_VARIANT(missing_library),
+                 PITFALL_VARIANT(stub_driver), PITFALL_VARIANT(stub_driver_child))
