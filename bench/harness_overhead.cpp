@@ -16,7 +16,8 @@ using pitfall::run_process;
 
 std::string scratch() {
     static const std::string dir = [] {
-        std::string d = std::filesystem::temp_directory_path().string() + "/pitfall-bench-" + std::to_string(::getpid());
+        std::string d = std::filesystem::temp_directory_path().string() + "/pitfall-bench-" +
+                        std::to_string(::getpid());
         std::filesystem::create_directories(d + "/expected/any");
         FILE* f = std::fopen((d + "/expected/any/profile.json").c_str(), "w");
         std::fputs(R"({"schema": "pitfall.profile/1", "name": "any", "match": {}})", f);
@@ -34,22 +35,37 @@ void run_or_fail(benchmark::State& state, const process_request& req) {
 
 void BM_case_direct(benchmark::State& state) {
     process_request req;
-    req.argv = {PITFALL_BENCH_FIXTURE, "--backend", "cpu", "--variant", "ok", "--out", scratch() + "/direct.json",
-                "--param", "samples=1"};
+    req.argv = {PITFALL_BENCH_FIXTURE,      "--backend", "cpu",      "--variant", "ok", "--out",
+                scratch() + "/direct.json", "--param",   "samples=1"};
     for (auto _ : state)
         run_or_fail(state, req);
 }
 
 void BM_case_through_harness(benchmark::State& state) {
     process_request req;
-    req.argv = {PITFALL_BENCH_PITFALL, "run", "--index", PITFALL_BENCH_FIXTURE_INDEX, "--expected",
-                scratch() + "/expected", "--backend", "cpu", "--variant", "ok", "--samples", "1", "--out",
-                scratch() + "/run", "--replace"};
+    req.argv = {PITFALL_BENCH_PITFALL,
+                "run",
+                "--index",
+                PITFALL_BENCH_FIXTURE_INDEX,
+                "--expected",
+                scratch() + "/expected",
+                "--backend",
+                "cpu",
+                "--variant",
+                "ok",
+                "--samples",
+                "1",
+                "--out",
+                scratch() + "/run",
+                "--replace"};
     for (auto _ : state)
         run_or_fail(state, req);
 }
 } // namespace
 
 BENCHMARK(BM_case_direct)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-BENCHMARK(BM_case_through_harness)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_case_through_harness)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 BENCHMARK_MAIN();

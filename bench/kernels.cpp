@@ -26,14 +26,16 @@ constexpr int features = 256;
 constexpr int hidden = 10;
 constexpr int batch = 256;
 
-template <class T> std::vector<T> filled(std::size_t n, T value) { return std::vector<T>(n, value); }
+template <class T> std::vector<T> filled(std::size_t n, T value) {
+    return std::vector<T>(n, value);
+}
 
-inline void raw_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda,
-                     const float* b, int ldb, float* c, int ldc) {
+inline void raw_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a,
+                     int lda, const float* b, int ldb, float* c, int ldc) {
     cblas_sgemm(CblasColMajor, ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
 }
-inline void raw_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda,
-                     const double* b, int ldb, double* c, int ldc) {
+inline void raw_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a,
+                     int lda, const double* b, int ldb, double* c, int ldc) {
     cblas_dgemm(CblasColMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
@@ -41,8 +43,8 @@ template <class T> void BM_gemm_raw(benchmark::State& state) {
     auto a = filled<T>(hidden * batch, T(0.5)), b = filled<T>(features * batch, T(0.25));
     auto c = filled<T>(hidden * features, T(0));
     for (auto _ : state) {
-        raw_gemm(CblasNoTrans, CblasTrans, hidden, features, batch, a.data(), hidden, b.data(), features, c.data(),
-                 hidden);
+        raw_gemm(CblasNoTrans, CblasTrans, hidden, features, batch, a.data(), hidden, b.data(),
+                 features, c.data(), hidden);
         benchmark::DoNotOptimize(c.data());
     }
 }
@@ -51,8 +53,9 @@ template <class T> void BM_gemm_sdk(benchmark::State& state) {
     auto a = filled<T>(hidden * batch, T(0.5)), b = filled<T>(features * batch, T(0.25));
     auto c = filled<T>(hidden * features, T(0));
     for (auto _ : state) {
-        const status s = cpu_backend::gemm(transpose::no, transpose::yes, hidden, features, batch, T(1), a.data(),
-                                           hidden, b.data(), features, T(0), c.data(), hidden);
+        const status s =
+            cpu_backend::gemm(transpose::no, transpose::yes, hidden, features, batch, T(1),
+                              a.data(), hidden, b.data(), features, T(0), c.data(), hidden);
         benchmark::DoNotOptimize(s);
         benchmark::DoNotOptimize(c.data());
     }
@@ -60,16 +63,20 @@ template <class T> void BM_gemm_sdk(benchmark::State& state) {
 
 template <class T> void BM_step_raw_gemms(benchmark::State& state) {
     auto x = filled<T>(features * batch, T(0.01)), w1 = filled<T>(hidden * features, T(0.02));
-    auto a1 = filled<T>(hidden * batch, T(0)), w2 = filled<T>(hidden, T(0.1)), z2 = filled<T>(batch, T(0));
-    auto dz2 = filled<T>(batch, T(0.001)), dw2 = filled<T>(hidden, T(0)), dz1 = filled<T>(hidden * batch, T(0.001));
+    auto a1 = filled<T>(hidden * batch, T(0)), w2 = filled<T>(hidden, T(0.1)),
+         z2 = filled<T>(batch, T(0));
+    auto dz2 = filled<T>(batch, T(0.001)), dw2 = filled<T>(hidden, T(0)),
+         dz1 = filled<T>(hidden * batch, T(0.001));
     auto dw1 = filled<T>(hidden * features, T(0));
     for (auto _ : state) {
-        raw_gemm(CblasNoTrans, CblasNoTrans, hidden, batch, features, w1.data(), hidden, x.data(), features,
-                 a1.data(), hidden);
-        raw_gemm(CblasNoTrans, CblasNoTrans, 1, batch, hidden, w2.data(), 1, a1.data(), hidden, z2.data(), 1);
-        raw_gemm(CblasNoTrans, CblasTrans, 1, hidden, batch, dz2.data(), 1, a1.data(), hidden, dw2.data(), 1);
-        raw_gemm(CblasNoTrans, CblasTrans, hidden, features, batch, dz1.data(), hidden, x.data(), features,
-                 dw1.data(), hidden);
+        raw_gemm(CblasNoTrans, CblasNoTrans, hidden, batch, features, w1.data(), hidden, x.data(),
+                 features, a1.data(), hidden);
+        raw_gemm(CblasNoTrans, CblasNoTrans, 1, batch, hidden, w2.data(), 1, a1.data(), hidden,
+                 z2.data(), 1);
+        raw_gemm(CblasNoTrans, CblasTrans, 1, hidden, batch, dz2.data(), 1, a1.data(), hidden,
+                 dw2.data(), 1);
+        raw_gemm(CblasNoTrans, CblasTrans, hidden, features, batch, dz1.data(), hidden, x.data(),
+                 features, dw1.data(), hidden);
         benchmark::DoNotOptimize(dw1.data());
     }
 }
@@ -118,12 +125,14 @@ public:
     void print_ratios() const {
         std::printf("\nframework overhead, measured in this run (SDK time / raw OpenBLAS time):\n");
         for (const char* type : {"float", "double"}) {
-            for (const auto& [sdk, raw] : {std::pair<std::string, std::string>{"BM_gemm_sdk", "BM_gemm_raw"},
-                                           {"BM_step_sdk", "BM_step_raw_gemms"}}) {
+            for (const auto& [sdk, raw] :
+                 {std::pair<std::string, std::string>{"BM_gemm_sdk", "BM_gemm_raw"},
+                  {"BM_step_sdk", "BM_step_raw_gemms"}}) {
                 const auto a = m_times.find(sdk + "<" + type + ">");
                 const auto b = m_times.find(raw + "<" + type + ">");
                 if (a != m_times.end() && b != m_times.end() && b->second > 0)
-                    std::printf("  %-7s %-34s %.3f\n", type, (sdk + " / " + raw).c_str(), a->second / b->second);
+                    std::printf("  %-7s %-34s %.3f\n", type, (sdk + " / " + raw).c_str(),
+                                a->second / b->second);
             }
         }
     }

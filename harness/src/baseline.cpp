@@ -1,8 +1,8 @@
 #include "baseline.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <set>
@@ -32,18 +32,20 @@ status_or<json> read_json(const std::string& path) {
     }
 }
 
-const std::set<std::string> outcome_statuses{"ok",     "error",      "unsupported",
-                                             "signal", "exit",       "load_error"};
+const std::set<std::string> outcome_statuses{"ok",     "error", "unsupported",
+                                             "signal", "exit",  "load_error"};
 
 // A bound: {"min", "max"} (either or both), {"equals": x}, or {"value": x, "rel_tol": r} /
 // {"value": x, "abs_tol": a}.
 status check_bound(const std::string& file, const std::string& field, const json& b) {
     static const std::set<std::string> keys{"min", "max", "equals", "value", "rel_tol", "abs_tol"};
     if (!b.is_object() || b.empty())
-        return bad_input(file, field, "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
+        return bad_input(file, field,
+                         "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
     for (const auto& [k, v] : b.items()) {
         if (keys.count(k) == 0)
-            return bad_input(file, field + "." + k, "unknown key (min, max, equals, value, rel_tol, abs_tol)");
+            return bad_input(file, field + "." + k,
+                             "unknown key (min, max, equals, value, rel_tol, abs_tol)");
         if (!v.is_number())
             return bad_input(file, field + "." + k, "expected a number");
     }
@@ -51,7 +53,8 @@ status check_bound(const std::string& file, const std::string& field, const json
     const bool equals = b.contains("equals");
     const bool value = b.contains("value");
     if (static_cast<int>(range) + static_cast<int>(equals) + static_cast<int>(value) != 1)
-        return bad_input(file, field, "use one form: {min, max}, {equals} or {value, rel_tol | abs_tol}");
+        return bad_input(file, field,
+                         "use one form: {min, max}, {equals} or {value, rel_tol | abs_tol}");
     if (value != (b.contains("rel_tol") || b.contains("abs_tol")))
         return bad_input(file, field, "{value} needs rel_tol or abs_tol (and only with value)");
     for (const char* tol : {"rel_tol", "abs_tol"})
@@ -98,7 +101,8 @@ status check_outcome(const std::string& file, const std::string& field, const js
     return status::ok();
 }
 
-status check_expected_file(const std::string& file, const json& doc, const scenario_entry& scenario) {
+status check_expected_file(const std::string& file, const json& doc,
+                           const scenario_entry& scenario) {
     if (!doc.is_object())
         return bad_input(file, "", "expected an object");
     if (doc.value("schema", "") != "pitfall.expected/1")
@@ -108,11 +112,13 @@ status check_expected_file(const std::string& file, const json& doc, const scena
     for (const auto& [key, entry] : doc["cases"].items()) {
         const std::string field = "cases." + key;
         const auto dot = key.find('.');
-        const variant_spec* v =
-            dot == std::string::npos ? nullptr : scenario.description.find_variant(key.substr(dot + 1));
+        const variant_spec* v = dot == std::string::npos
+                                    ? nullptr
+                                    : scenario.description.find_variant(key.substr(dot + 1));
         if (v == nullptr || v->helper)
-            return bad_input(file, field, "no such case (expected <backend>.<variant> of " +
-                                              scenario.description.name + ")");
+            return bad_input(file, field,
+                             "no such case (expected <backend>.<variant> of " +
+                                 scenario.description.name + ")");
         const auto backends = scenario.description.backends_of(*v);
         if (std::find(backends.begin(), backends.end(), key.substr(0, dot)) == backends.end())
             return bad_input(file, field, "variant does not run on backend " + key.substr(0, dot));
@@ -130,25 +136,32 @@ status check_expected_file(const std::string& file, const json& doc, const scena
                 PITFALL_TRY(check_outcome(file, field + ".events." + name, ev));
         }
         if (entry.contains("ran_on") && !entry["ran_on"].is_string())
-            return bad_input(file, field + ".ran_on", "expected a string: the start of the case's ran_on (\"cpu\", \"cuda\")");
+            return bad_input(
+                file, field + ".ran_on",
+                "expected a string: the start of the case's ran_on (\"cpu\", \"cuda\")");
         if (entry.contains("timings"))
             PITFALL_TRY(check_timings(file, field + ".timings", entry["timings"]));
-        static const std::set<std::string> entry_keys{"outcome", "events",  "measurements", "memory",
-                                                      "timings", "ran_on",  "provenance",   "note"};
+        static const std::set<std::string> entry_keys{"outcome", "events", "measurements", "memory",
+                                                      "timings", "ran_on", "provenance",   "note"};
         for (const auto& [k, value] : entry.items())
             if (entry_keys.count(k) == 0)
                 return bad_input(file, field + "." + k,
-                                 "unknown key (outcome, events, measurements, memory, timings, ran_on, provenance, note)");
+                                 "unknown key (outcome, events, measurements, memory, timings, "
+                                 "ran_on, provenance, note)");
         const json& prov = entry.contains("provenance") ? entry["provenance"] : json();
         const std::string kind = prov.is_object() ? prov.value("kind", "") : "";
         if (kind != "observed" && kind != "documented")
-            return bad_input(file, field + ".provenance.kind", "expected \"observed\" or \"documented\"");
+            return bad_input(file, field + ".provenance.kind",
+                             "expected \"observed\" or \"documented\"");
         if (kind == "documented" && !prov.contains("source"))
-            return bad_input(file, field + ".provenance.source", "a documented baseline names its source");
+            return bad_input(file, field + ".provenance.source",
+                             "a documented baseline names its source");
         if (kind == "observed") {
             if (!prov.contains("date") || !prov["date"].is_string())
-                return bad_input(file, field + ".provenance.date", "an observed baseline says when (YYYY-MM-DD)");
-            if (!prov.contains("fingerprint") || !(prov["fingerprint"].is_string() || prov["fingerprint"].is_object()))
+                return bad_input(file, field + ".provenance.date",
+                                 "an observed baseline says when (YYYY-MM-DD)");
+            if (!prov.contains("fingerprint") ||
+                !(prov["fingerprint"].is_string() || prov["fingerprint"].is_object()))
                 return bad_input(file, field + ".provenance.fingerprint",
                                  "an observed baseline says where (the run's fingerprint summary)");
         }
@@ -160,15 +173,19 @@ status check_expected_file(const std::string& file, const json& doc, const scena
     }
     if (doc.contains("ratios")) {
         if (!doc["ratios"].is_object())
-            return bad_input(file, "ratios", "expected an object of {\"<backend>.<ratio>\": {min, max}}");
+            return bad_input(file, "ratios",
+                             "expected an object of {\"<backend>.<ratio>\": {min, max}}");
         for (const auto& [key, b] : doc["ratios"].items()) {
             const auto dot = key.find('.');
             const std::string name = dot == std::string::npos ? "" : key.substr(dot + 1);
             const auto& ratios = scenario.description.ratios;
-            if (dot == std::string::npos || (key.substr(0, dot) != "cpu" && key.substr(0, dot) != "cuda") ||
-                std::none_of(ratios.begin(), ratios.end(), [&](const ratio_spec& r) { return r.name == name; }))
+            if (dot == std::string::npos ||
+                (key.substr(0, dot) != "cpu" && key.substr(0, dot) != "cuda") ||
+                std::none_of(ratios.begin(), ratios.end(),
+                             [&](const ratio_spec& r) { return r.name == name; }))
                 return bad_input(file, "ratios." + key,
-                                 "no such ratio (expected <backend>.<ratio> of " + scenario.description.name + ")");
+                                 "no such ratio (expected <backend>.<ratio> of " +
+                                     scenario.description.name + ")");
             PITFALL_TRY(check_bound(file, "ratios." + key, b));
         }
     }
@@ -182,7 +199,8 @@ status check_expected_file(const std::string& file, const json& doc, const scena
 // e.g. every CUDA 13.x runtime: {"min": 13000, "max": 13999}).
 bool value_matches(const json& want, const json& have) {
     if (want.is_array())
-        return std::any_of(want.begin(), want.end(), [&](const json& w) { return value_matches(w, have); });
+        return std::any_of(want.begin(), want.end(),
+                           [&](const json& w) { return value_matches(w, have); });
     if (want.is_object() && (want.contains("min") || want.contains("max"))) {
         if (!have.is_number())
             return false;
@@ -196,8 +214,8 @@ bool value_matches(const json& want, const json& have) {
 std::string describe_outcome(const json& o) {
     const std::string st = o.value("status", "?");
     if (st == "error")
-        return o.value("error", "?") + " (" + o.value("library", "?") + ", " + o.value("stage", "?") +
-               (o.value("sticky", false) ? ", sticky" : "") + ")";
+        return o.value("error", "?") + " (" + o.value("library", "?") + ", " +
+               o.value("stage", "?") + (o.value("sticky", false) ? ", sticky" : "") + ")";
     if (st == "signal")
         return "signal " + o.value("signal", "?");
     if (st == "exit")
@@ -209,7 +227,8 @@ std::string describe_outcome(const json& o) {
 
 // The fields the baseline names must equal the observed ones; fields it leaves out are free.
 std::optional<std::string> outcome_difference(const json& want, const json& have) {
-    for (const char* field : {"status", "library", "error", "stage", "sticky", "signal", "exit_code"}) {
+    for (const char* field :
+         {"status", "library", "error", "stage", "sticky", "signal", "exit_code"}) {
         if (!want.contains(field))
             continue;
         if (!have.contains(field) || have[field] != want[field])
@@ -219,12 +238,15 @@ std::optional<std::string> outcome_difference(const json& want, const json& have
 }
 
 // Every bound of `bounds` against `values` (an object of numbers, or of {"value": x} items).
-std::optional<std::string> bounds_violation(const json& bounds, const json& values, const char* value_key) {
+std::optional<std::string> bounds_violation(const json& bounds, const json& values,
+                                            const char* value_key) {
     for (const auto& [name, b] : bounds.items()) {
         if (!values.contains(name))
             return name + " was not recorded";
         const json& item = values[name];
-        const json v = value_key != nullptr ? (item.is_object() ? item.value(value_key, json()) : json()) : item;
+        const json v = value_key != nullptr
+                           ? (item.is_object() ? item.value(value_key, json()) : json())
+                           : item;
         if (!v.is_number())
             return name + " is not a number";
         if (auto why = bound_violation(name, b, v.get<double>()))
@@ -241,7 +263,8 @@ std::string format_number(double x) {
 
 // Judges each timed series the baseline holds, with the rank test and the bootstrap interval,
 // when the baseline was measured under this run's fingerprint; elsewhere it says why not.
-void judge_timings(const json& expected, const json& result, const judge_context& context, verdict& v) {
+void judge_timings(const json& expected, const json& result, const judge_context& context,
+                   verdict& v) {
     if (!expected.contains("timings") || !result.is_object())
         return;
     const json prov = expected.value("provenance", json::object());
@@ -250,27 +273,35 @@ void judge_timings(const json& expected, const json& result, const judge_context
     for (const auto& [name, t] : expected["timings"].items()) {
         json out;
         if (baseline_id.empty() || baseline_id != context.fingerprint_id) {
-            out = {{"verdict", "NOT_COMPARED"},
-                   {"reason", "absolute times are compared only under the fingerprint they were blessed under (" +
-                                  (baseline_id.empty() ? std::string("none recorded") : baseline_id) + "; this run " +
-                                  (context.fingerprint_id.empty() ? std::string("none") : context.fingerprint_id) + ")"}};
+            out = {
+                {"verdict", "NOT_COMPARED"},
+                {"reason", "absolute times are compared only under the fingerprint they were "
+                           "blessed under (" +
+                               (baseline_id.empty() ? std::string("none recorded") : baseline_id) +
+                               "; this run " +
+                               (context.fingerprint_id.empty() ? std::string("none")
+                                                               : context.fingerprint_id) +
+                               ")"}};
         } else if (!observed.contains(name) || !observed[name].contains("values")) {
             out = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
         } else {
             try {
-                const auto j = stats::judge_timing(t["samples"].get<std::vector<double>>(),
-                                                   observed[name]["values"].get<std::vector<double>>(), context.timing);
+                const auto j = stats::judge_timing(
+                    t["samples"].get<std::vector<double>>(),
+                    observed[name]["values"].get<std::vector<double>>(), context.timing);
                 std::string tv = stats::to_string(j.verdict);
                 std::string why = j.reason;
                 // Straddling only the faster bound: no slowdown beyond tolerance is plausible, and
                 // faster is never a failure, so there is nothing to measure again or warn about.
-                if (j.verdict == stats::timing_verdict::ambiguous && j.ratio.high <= 1.0 + j.tolerance) {
+                if (j.verdict == stats::timing_verdict::ambiguous &&
+                    j.ratio.high <= 1.0 + j.tolerance) {
                     tv = "SAME";
                     why = "not slower (maybe faster): " + why;
                 }
                 out = {{"verdict", tv},
                        {"reason", why},
-                       {"ratio", {{"point", j.ratio.point}, {"low", j.ratio.low}, {"high", j.ratio.high}}},
+                       {"ratio",
+                        {{"point", j.ratio.point}, {"low", j.ratio.low}, {"high", j.ratio.high}}},
                        {"tolerance", j.tolerance},
                        {"noise", j.noise},
                        {"p", j.test.p_two_sided}};
@@ -311,19 +342,26 @@ std::optional<std::string> bound_violation(const std::string& name, const json& 
     std::string why;
     if (b.contains("equals")) {
         if (x != b["equals"].get<double>())
-            why = name + " = " + format_number(x) + ", expected exactly " + format_number(b["equals"].get<double>());
+            why = name + " = " + format_number(x) + ", expected exactly " +
+                  format_number(b["equals"].get<double>());
     } else if (b.contains("value")) {
         const double want = b["value"].get<double>();
         const double tol = b.contains("rel_tol") ? b["rel_tol"].get<double>() * std::fabs(want)
                                                  : b.value("abs_tol", 0.0);
         if (!(std::fabs(x - want) <= tol))
-            why = name + " = " + format_number(x) + ", expected " + format_number(want) + " +- " + format_number(tol) +
-                  (b.contains("rel_tol") ? " (" + format_number(b["rel_tol"].get<double>() * 100) + "%)" : "") +
-                  (x > want ? " (" + format_number(want != 0 ? (x / want - 1) * 100 : 0) + "% more)" : "");
+            why = name + " = " + format_number(x) + ", expected " + format_number(want) + " +- " +
+                  format_number(tol) +
+                  (b.contains("rel_tol")
+                       ? " (" + format_number(b["rel_tol"].get<double>() * 100) + "%)"
+                       : "") +
+                  (x > want ? " (" + format_number(want != 0 ? (x / want - 1) * 100 : 0) + "% more)"
+                            : "");
     } else if (b.contains("min") && !(x >= b["min"].get<double>())) {
-        why = name + " = " + format_number(x) + " below min " + format_number(b["min"].get<double>());
+        why =
+            name + " = " + format_number(x) + " below min " + format_number(b["min"].get<double>());
     } else if (b.contains("max") && !(x <= b["max"].get<double>())) {
-        why = name + " = " + format_number(x) + " above max " + format_number(b["max"].get<double>());
+        why =
+            name + " = " + format_number(x) + " above max " + format_number(b["max"].get<double>());
     }
     return why.empty() ? std::nullopt : std::optional<std::string>(why);
 }
@@ -333,7 +371,7 @@ status validate_expected(const std::string& file, const json& doc, const scenari
 }
 
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
-                                             const scenario_index& index) {
+                                              const scenario_index& index) {
     std::vector<profile> profiles;
     std::error_code ec;
     // No folder yet is no baselines yet (a new project before its first bless, which makes
@@ -371,13 +409,15 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
         std::sort(files.begin(), files.end());
         for (const auto& file : files) {
             const std::string scenario_name = file.stem().string();
-            const auto it = std::find_if(index.scenarios.begin(), index.scenarios.end(),
-                                         [&](const scenario_entry& s) { return s.description.name == scenario_name; });
+            const auto it = std::find_if(
+                index.scenarios.begin(), index.scenarios.end(),
+                [&](const scenario_entry& s) { return s.description.name == scenario_name; });
             PITFALL_ASSIGN_OR_RETURN(const json expected, read_json(file.string()));
             if (it == index.scenarios.end())
                 continue; // a baseline for a scenario this build leaves out (PITFALL_SCENARIOS)
             if (expected.value("scenario", "") != scenario_name)
-                return bad_input(file.string(), "scenario", "must equal the file name '" + scenario_name + "'");
+                return bad_input(file.string(), "scenario",
+                                 "must equal the file name '" + scenario_name + "'");
             PITFALL_TRY(check_expected_file(file.string(), expected, *it));
             p.cases[scenario_name] = expected["cases"];
             if (expected.contains("ratios"))
@@ -402,9 +442,9 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
         std::string known;
         for (const auto& p : profiles)
             known += (known.empty() ? "" : ", ") + p.name;
-        return status::error(library::pitfall, "bad_usage",
-                             "--profile " + override_name + ": no such profile (known: " + known + ")",
-                             stage::init);
+        return status::error(
+            library::pitfall, "bad_usage",
+            "--profile " + override_name + ": no such profile (known: " + known + ")", stage::init);
     }
     for (const auto& p : profiles) {
         bool all = true;
@@ -414,8 +454,9 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
             choice.chain.push_back(&p);
     }
     // Most keys first; stable, so profiles with as many keys stay in name order.
-    std::stable_sort(choice.chain.begin(), choice.chain.end(),
-                     [](const profile* a, const profile* b) { return a->match.size() > b->match.size(); });
+    std::stable_sort(
+        choice.chain.begin(), choice.chain.end(),
+        [](const profile* a, const profile* b) { return a->match.size() > b->match.size(); });
     if (choice.chain.empty()) {
         choice.reason = "no profile under expected/ matches this environment";
         return choice;
@@ -423,7 +464,8 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
     choice.chosen = choice.chain.front();
     choice.reason = "matches " + choice.chosen->match.dump();
     if (choice.chain.size() > 1 && choice.chain[1]->match.size() == choice.chosen->match.size())
-        choice.reason += "; " + choice.chain[1]->name + " matches as specifically (first by name wins)";
+        choice.reason +=
+            "; " + choice.chain[1]->name + " matches as specifically (first by name wins)";
     if (choice.chain.size() > 1) {
         choice.reason += "; then";
         for (std::size_t i = 1; i < choice.chain.size(); ++i)
@@ -432,8 +474,8 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
     return choice;
 }
 
-std::pair<const json*, const profile*> profile_choice::entry_for(const std::string& scenario,
-                                                                const std::string& case_key) const {
+std::pair<const json*, const profile*>
+profile_choice::entry_for(const std::string& scenario, const std::string& case_key) const {
     for (const profile* p : chain) {
         const auto it = p->cases.find(scenario);
         if (it != p->cases.end() && it->second.contains(case_key))
@@ -442,8 +484,8 @@ std::pair<const json*, const profile*> profile_choice::entry_for(const std::stri
     return {nullptr, nullptr};
 }
 
-std::pair<const json*, const profile*> profile_choice::ratio_bounds_for(const std::string& scenario,
-                                                                       const std::string& key) const {
+std::pair<const json*, const profile*>
+profile_choice::ratio_bounds_for(const std::string& scenario, const std::string& key) const {
     for (const profile* p : chain) {
         const auto it = p->ratios.find(scenario);
         if (it != p->ratios.end() && it->second.contains(key))
@@ -487,7 +529,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
             reason += " [baseline expected " + want["error"].get<std::string>() + "]";
         return {verdict_kind::unsupported, reason};
     }
-    const bool abnormal = st == "signal" || st == "exit" || st == "load_error" || st == "bad_result";
+    const bool abnormal =
+        st == "signal" || st == "exit" || st == "load_error" || st == "bad_result";
     const json& result = observed.result;
     // Judged with or without a baseline: the case's own proof of where it ran, and its checks
     // against independent references.
@@ -498,8 +541,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
         if (have_baseline && expected.contains("ran_on")) {
             const std::string want_ran_on = expected["ran_on"].get<std::string>();
             if (ran_on.rfind(want_ran_on, 0) != 0)
-                return {verdict_kind::fail, "behaviour changed: expected to run on '" + want_ran_on +
-                                                "...', ran on '" + ran_on + "'"};
+                return {verdict_kind::fail, "behaviour changed: expected to run on '" +
+                                                want_ran_on + "...', ran on '" + ran_on + "'"};
         } else if (backend == "cuda" && ran_on.rfind("cpu", 0) == 0) {
             return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + ran_on};
         }
@@ -509,16 +552,19 @@ verdict judge_against(const observation& observed, const json& expected, const s
                         "check " + c.value("name", "?") + " failed: " + c.value("detail", "")};
     }
     if (!have_baseline)
-        return abnormal ? verdict{verdict_kind::crash, describe_outcome(o) + " " + o.value("detail", "")}
-                        : verdict{verdict_kind::no_baseline, "no baseline entry for this case"};
+        return abnormal
+                   ? verdict{verdict_kind::crash, describe_outcome(o) + " " + o.value("detail", "")}
+                   : verdict{verdict_kind::no_baseline, "no baseline entry for this case"};
 
     if (const auto diff = outcome_difference(want, o)) {
-        const std::string w = describe_outcome(want), h = describe_outcome(o) + o.value("detail", "");
+        const std::string w = describe_outcome(want),
+                          h = describe_outcome(o) + o.value("detail", "");
         if (abnormal)
             return {verdict_kind::crash, h + " (baseline: " + w + ")"};
         if (want.value("status", "") != "ok" && st == "ok")
             return {verdict_kind::fail, "behaviour changed: expected " + w + ", now succeeds"};
-        return {verdict_kind::fail, "expected " + w + ", observed " + h + " (" + *diff + " differs)"};
+        return {verdict_kind::fail,
+                "expected " + w + ", observed " + h + " (" + *diff + " differs)"};
     }
     if (abnormal) // an expected crash: the baseline names exactly this signal/exit
         return {verdict_kind::pass, "expected " + describe_outcome(o)};
@@ -529,12 +575,15 @@ verdict judge_against(const observation& observed, const json& expected, const s
                 const json events = result.value("events", json::object());
                 const json have_event = events.contains(name) ? events[name] : json::object();
                 if (const auto diff = outcome_difference(want_event, have_event))
-                    return {verdict_kind::fail, "event " + name + ": expected " + describe_outcome(want_event) +
-                                                    ", observed " + describe_outcome(have_event)};
+                    return {verdict_kind::fail, "event " + name + ": expected " +
+                                                    describe_outcome(want_event) + ", observed " +
+                                                    describe_outcome(have_event)};
             }
         }
         if (expected.contains("measurements"))
-            if (const auto why = bounds_violation(expected["measurements"], result.value("measurements", json::object()), "value"))
+            if (const auto why =
+                    bounds_violation(expected["measurements"],
+                                     result.value("measurements", json::object()), "value"))
                 return {verdict_kind::numeric_mismatch, *why};
         if (expected.contains("memory")) {
             // The process's peak RSS is the harness's measurement, not the scenario's.
@@ -605,7 +654,8 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
                                const std::string& date, double rss_tolerance) {
     ordered_json entry = previous.is_object() ? previous : ordered_json::object();
     ordered_json outcome = ordered_json::object();
-    for (const char* field : {"status", "library", "error", "stage", "sticky", "signal", "exit_code"})
+    for (const char* field :
+         {"status", "library", "error", "stage", "sticky", "signal", "exit_code"})
         if (record.observed.contains(field) && !record.observed[field].is_null())
             outcome[field] = record.observed[field];
     if (outcome.value("status", "") == "unsupported") // the cause, not the wording of the reason

@@ -13,8 +13,8 @@
 
 #include "index.hpp"
 #include "model.hpp"
-#include "stats.hpp"
 #include "pitfall/status.hpp"
+#include "stats.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -39,11 +39,12 @@ struct profile {
 /// Reads every profile under `expected_dir`, validating each file against the index: an unknown
 /// case, outcome status or bound is an error naming the file and field.
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
-                                             const scenario_index& index);
+                                              const scenario_index& index);
 
 /// Checks one expected/<profile>/<scenario>.json document (what load_profiles checks), naming
 /// file and field.
-status validate_expected(const std::string& file, const nlohmann::json& doc, const scenario_entry& scenario);
+status validate_expected(const std::string& file, const nlohmann::json& doc,
+                         const scenario_entry& scenario);
 
 struct profile_choice {
     const profile* chosen = nullptr; ///< the most specific match; null: none (NO_BASELINE)
@@ -86,19 +87,20 @@ struct judge_context {
 /// load_error|timeout|not_started, ...}.
 struct observation {
     nlohmann::json outcome;
-    nlohmann::json result; ///< the scenario's result document, or null
+    nlohmann::json result;                ///< the scenario's result document, or null
     std::optional<double> peak_rss_bytes; ///< the case process's, from wait4
 };
 
 /// Compares an observation with the case's baseline entry (null: none): outcome, events,
 /// checks, measurements, memory, then timings. A failing verdict against a documented entry
 /// says so ("documented, not observed: bless it if the hardware is right").
-verdict judge(const observation& observed, const nlohmann::json& expected, const std::string& backend,
-              const judge_context& context = {});
+verdict judge(const observation& observed, const nlohmann::json& expected,
+              const std::string& backend, const judge_context& context = {});
 
 /// Whether a value meets a bound: {"min", "max"}, {"equals"}, {"value", "rel_tol"/"abs_tol"}.
 /// Returns why not ("x = 5 above max 4"), or nullopt.
-std::optional<std::string> bound_violation(const std::string& name, const nlohmann::json& bound, double x);
+std::optional<std::string> bound_violation(const std::string& name, const nlohmann::json& bound,
+                                           double x);
 
 /// A case's baseline entry made from a judged run record: outcome, events, ran_on where a
 /// baseline already pinned it, tracked device bytes exactly, peak RSS within `rss_tolerance`,

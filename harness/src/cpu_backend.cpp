@@ -28,22 +28,24 @@ void cpu_backend::deallocate_bytes(void* data, std::size_t bytes) {
 }
 
 namespace {
-CBLAS_TRANSPOSE to_cblas(transpose t) { return t == transpose::yes ? CblasTrans : CblasNoTrans; }
+CBLAS_TRANSPOSE to_cblas(transpose t) {
+    return t == transpose::yes ? CblasTrans : CblasNoTrans;
+}
 } // namespace
 
 status cpu_backend::gemm(transpose ta, transpose tb, int m, int n, int k, float alpha,
                          const float* a, int lda, const float* b, int ldb, float beta, float* c,
                          int ldc) {
-    cblas_sgemm(CblasColMajor, to_cblas(ta), to_cblas(tb), m, n, k, alpha, a, lda, b, ldb, beta,
-                c, ldc);
+    cblas_sgemm(CblasColMajor, to_cblas(ta), to_cblas(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
     return status::ok();
 }
 
 status cpu_backend::gemm(transpose ta, transpose tb, int m, int n, int k, double alpha,
-                         const double* a, int lda, const double* b, int ldb, double beta,
-                         double* c, int ldc) {
-    cblas_dgemm(CblasColMajor, to_cblas(ta), to_cblas(tb), m, n, k, alpha, a, lda, b, ldb, beta,
-                c, ldc);
+                         const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                         int ldc) {
+    cblas_dgemm(CblasColMajor, to_cblas(ta), to_cblas(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
     return status::ok();
 }
 

@@ -83,15 +83,17 @@ status_or<cublasHandle_t> cuda_backend::blas_handle() {
 }
 
 namespace {
-cublasOperation_t to_cublas(transpose t) { return t == transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+cublasOperation_t to_cublas(transpose t) {
+    return t == transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 } // namespace
 
 status cuda_backend::gemm(transpose ta, transpose tb, int m, int n, int k, float alpha,
                           const float* a, int lda, const float* b, int ldb, float beta, float* c,
                           int ldc) {
     PITFALL_ASSIGN_OR_RETURN(cublasHandle_t handle, blas_handle());
-    PITFALL_CUBLAS_TRY(cublasSgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda,
-                                   b, ldb, &beta, c, ldc));
+    PITFALL_CUBLAS_TRY(cublasSgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda, b,
+                                   ldb, &beta, c, ldc));
     return status::ok();
 }
 
@@ -99,8 +101,8 @@ status cuda_backend::gemm(transpose ta, transpose tb, int m, int n, int k, doubl
                           const double* a, int lda, const double* b, int ldb, double beta,
                           double* c, int ldc) {
     PITFALL_ASSIGN_OR_RETURN(cublasHandle_t handle, blas_handle());
-    PITFALL_CUBLAS_TRY(cublasDgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda,
-                                   b, ldb, &beta, c, ldc));
+    PITFALL_CUBLAS_TRY(cublasDgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda, b,
+                                   ldb, &beta, c, ldc));
     return status::ok();
 }
 

@@ -18,13 +18,24 @@ using nlohmann::json;
 namespace {
 // CUDA-FACTS.md: variables that change what CUDA does, DCGM's performance-limiting list among
 // them, plus our own budget and the loader path that decides which libraries load.
-constexpr const char* behaviour_env[] = {
-    "CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",      "CUDA_MODULE_LOADING",
-    "CUDA_LAUNCH_BLOCKING",   "CUDA_FORCE_PTX_JIT",     "CUDA_DISABLE_PTX_JIT",
-    "CUDA_CACHE_DISABLE",     "CUDA_CACHE_PATH",        "NVIDIA_TF32_OVERRIDE",
-    "CUDA_INJECTION64_PATH",  "CUDA_AUTO_BOOST",        "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-    "CUDA_PROFILE",           "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MPS_PIPE_DIRECTORY",
-    "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",        "PITFALL_DEVICE_MEMORY_LIMIT"};
+constexpr const char* behaviour_env[] = {"CUDA_VISIBLE_DEVICES",
+                                         "CUDA_DEVICE_ORDER",
+                                         "CUDA_MODULE_LOADING",
+                                         "CUDA_LAUNCH_BLOCKING",
+                                         "CUDA_FORCE_PTX_JIT",
+                                         "CUDA_DISABLE_PTX_JIT",
+                                         "CUDA_CACHE_DISABLE",
+                                         "CUDA_CACHE_PATH",
+                                         "NVIDIA_TF32_OVERRIDE",
+                                         "CUDA_INJECTION64_PATH",
+                                         "CUDA_AUTO_BOOST",
+                                         "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+                                         "CUDA_PROFILE",
+                                         "CUDA_DEVICE_MAX_CONNECTIONS",
+                                         "CUDA_MPS_PIPE_DIRECTORY",
+                                         "NVIDIA_VISIBLE_DEVICES",
+                                         "LD_LIBRARY_PATH",
+                                         "PITFALL_DEVICE_MEMORY_LIMIT"};
 
 std::string first_line_with(const std::string& path, const std::string& prefix) {
     std::ifstream in(path);
@@ -55,7 +66,8 @@ unsigned physical_cores() {
         else if (line.rfind("core id", 0) == 0)
             cores.emplace(physical, value);
     }
-    return cores.empty() ? std::thread::hardware_concurrency() : static_cast<unsigned>(cores.size());
+    return cores.empty() ? std::thread::hardware_concurrency()
+                         : static_cast<unsigned>(cores.size());
 }
 
 json container_facts() {
@@ -99,8 +111,9 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     } else {
         std::string why = !outcome.started ? outcome.start_error
                           : outcome.signal ? "ended by " + signal_name(*outcome.signal)
-                          : outcome.timed_out ? "timed out"
-                                              : "exit " + std::to_string(outcome.exit_code.value_or(-1));
+                          : outcome.timed_out
+                              ? "timed out"
+                              : "exit " + std::to_string(outcome.exit_code.value_or(-1));
         libraries = {{"probe_error", why}, {"probe_output", text.substr(0, 2000)}};
     }
     fp["libraries"] = libraries;
@@ -108,18 +121,20 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     struct utsname uts {};
     uname(&uts);
     std::string cpu_model = first_line_with("/proc/cpuinfo", "model name\t: ");
-    fp["host"] = {{"cpu_model", cpu_model},
-                  {"cpu_threads", std::thread::hardware_concurrency()},
-                  {"cpu_cores", physical_cores()},
-                  {"os", trim_quotes(first_line_with("/etc/os-release", "PRETTY_NAME="))},
-                  {"kernel", std::string(uts.sysname) + " " + uts.release},
-                  {"machine", uts.machine},
+    fp["host"] = {
+        {"cpu_model", cpu_model},
+        {"cpu_threads", std::thread::hardware_concurrency()},
+        {"cpu_cores", physical_cores()},
+        {"os", trim_quotes(first_line_with("/etc/os-release", "PRETTY_NAME="))},
+        {"kernel", std::string(uts.sysname) + " " + uts.release},
+        {"machine", uts.machine},
 #if defined(__clang__)
-                  {"harness_compiler", std::string("clang ") + __clang_version__},
+        {"harness_compiler", std::string("clang ") + __clang_version__},
 #else
-                  {"harness_compiler", std::string("gcc ") + __VERSION__},
+        {"harness_compiler", std::string("gcc ") + __VERSION__},
 #endif
-                  {"container", container_facts()}};
+        {"container", container_facts()}
+    };
     json env = json::object();
     for (const char* name : behaviour_env)
         if (const char* value = std::getenv(name))

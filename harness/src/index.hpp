@@ -47,6 +47,7 @@ struct case_filter {
 
 /// The cases the filter selects, in index order; an unknown scenario/backend/variant/label in
 /// the filter is an error naming it (a typo must not select nothing silently).
-status_or<std::vector<case_ref>> select_cases(const scenario_index& index, const case_filter& filter);
+status_or<std::vector<case_ref>> select_cases(const scenario_index& index,
+                                              const case_filter& filter);
 
 } // namespace pitfall::runner

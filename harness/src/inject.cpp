@@ -31,7 +31,8 @@ status_or<plan> parse(const std::string& value, const std::string& case_key) {
             continue;
         // The argument may hold colons of its own (none do today); split on the first two.
         const auto first = item.find(':');
-        const auto second = first == std::string::npos ? std::string::npos : item.find(':', first + 1);
+        const auto second =
+            first == std::string::npos ? std::string::npos : item.find(':', first + 1);
         if (second == std::string::npos)
             return bad(item, "expected kind:case:argument");
         const std::string kind = item.substr(0, first);
@@ -64,8 +65,12 @@ status_or<plan> parse(const std::string& value, const std::string& case_key) {
     return p;
 }
 
-const plan& active() { return g_active; }
-void set_active(plan p) { g_active = std::move(p); }
+const plan& active() {
+    return g_active;
+}
+void set_active(plan p) {
+    g_active = std::move(p);
+}
 
 status injected_outcome(const status& own, const std::string& error_name) {
     library lib = library::host;

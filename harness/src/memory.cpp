@@ -90,10 +90,10 @@ status memory_tracker::reserve(std::uint64_t bytes) {
             message << "out of memory: " << bytes << " bytes requested, " << m_current
                     << " held, budget " << *m_limit << " (" << device_memory_limit_env << ")";
         if (m_kind == backend_kind::cuda)
-            return status::error(library::cuda_runtime, "cudaErrorMemoryAllocation",
-                                 message.str(), stage::alloc, false, __FILE__, __LINE__);
-        return status::error(host_error::bad_alloc, message.str(), stage::alloc,
-                             __FILE__, __LINE__);
+            return status::error(library::cuda_runtime, "cudaErrorMemoryAllocation", message.str(),
+                                 stage::alloc, false, __FILE__, __LINE__);
+        return status::error(host_error::bad_alloc, message.str(), stage::alloc, __FILE__,
+                             __LINE__);
     }
     m_current += bytes;
     ++m_allocations;
@@ -102,6 +102,8 @@ status memory_tracker::reserve(std::uint64_t bytes) {
     return status::ok();
 }
 
-void memory_tracker::release(std::uint64_t bytes) { m_current = bytes > m_current ? 0 : m_current - bytes; }
+void memory_tracker::release(std::uint64_t bytes) {
+    m_current = bytes > m_current ? 0 : m_current - bytes;
+}
 
 } // namespace pitfall

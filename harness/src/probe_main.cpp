@@ -32,7 +32,8 @@ json loaded_libraries() {
     dl_iterate_phdr(
         [](struct dl_phdr_info* info, size_t, void* data) {
             const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
-            for (const char* interesting : {"cuda", "cublas", "cudnn", "openblas", "nvrtc", "libcuda"})
+            for (const char* interesting :
+                 {"cuda", "cublas", "cudnn", "openblas", "nvrtc", "libcuda"})
                 if (name.find(interesting) != std::string::npos) {
                     static_cast<json*>(data)->push_back(name);
                     break;
@@ -72,7 +73,8 @@ json cuda_facts() {
         for (int d = 0; d < count; ++d) {
             cudaDeviceProp prop{};
             if (const cudaError_t err = cudaGetDeviceProperties(&prop, d); err != cudaSuccess) {
-                devices.push_back({{"ordinal", d}, {"error", cuda_error(err, "cudaGetDeviceProperties")}});
+                devices.push_back(
+                    {{"ordinal", d}, {"error", cuda_error(err, "cudaGetDeviceProperties")}});
                 continue;
             }
             int pageable = 0;
@@ -81,7 +83,8 @@ json cuda_facts() {
             (void)cudaDeviceGetPCIBusId(pci, sizeof pci, d);
             devices.push_back({{"ordinal", d},
                                {"name", prop.name},
-                               {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+                               {"compute_capability",
+                                std::to_string(prop.major) + "." + std::to_string(prop.minor)},
                                {"multiprocessors", prop.multiProcessorCount},
                                {"total_memory_bytes", prop.totalGlobalMem},
                                {"ecc", prop.ECCEnabled != 0},
@@ -158,7 +161,8 @@ std::string isolated_check(cudnnStatus_t (*check)(), const char* (*error_name)(c
     if (WIFSIGNALED(wstatus))
         return "killed the process: " + pitfall::signal_name(WTERMSIG(wstatus)) + printed;
     if (!got)
-        return "no status: the check's process exited " + std::to_string(WEXITSTATUS(wstatus)) + printed;
+        return "no status: the check's process exited " + std::to_string(WEXITSTATUS(wstatus)) +
+               printed;
     const auto status = static_cast<cudnnStatus_t>(st);
     return (error_name != nullptr ? error_name(status) : std::to_string(st)) + printed;
 }
@@ -185,8 +189,8 @@ json cudnn_facts() {
     const auto error_name = reinterpret_cast<name_fn>(symbol("cudnnGetErrorString"));
     // The sub-library checks need no GPU: a mixed install fails them by name.
     json sub = json::object();
-    for (const char* name : {"cudnnGraphVersionCheck", "cudnnOpsVersionCheck", "cudnnCnnVersionCheck",
-                             "cudnnAdvVersionCheck"}) {
+    for (const char* name : {"cudnnGraphVersionCheck", "cudnnOpsVersionCheck",
+                             "cudnnCnnVersionCheck", "cudnnAdvVersionCheck"}) {
         const auto check = reinterpret_cast<check_fn>(symbol(name));
         if (check == nullptr) {
             sub[name] = "symbol missing";
@@ -196,7 +200,8 @@ json cudnn_facts() {
     }
     cudnn["sublibrary_checks"] = sub;
     Dl_info where{};
-    if (auto f = symbol("cudnnGetVersion"); f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr)
+    if (auto f = symbol("cudnnGetVersion");
+        f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr)
         cudnn["loaded_from"] = where.dli_fname;
     return cudnn; // left loaded: loaded_libraries below lists it with the rest
 }

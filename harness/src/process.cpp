@@ -61,7 +61,9 @@ void install_interrupt_handlers() {
     ::sigaction(SIGTERM, &sa, nullptr);
     ::sigaction(SIGHUP, &sa, nullptr);
 }
-int interrupt_signal() { return g_interrupt_signal; }
+int interrupt_signal() {
+    return g_interrupt_signal;
+}
 
 std::string signal_name(int sig) {
     switch (sig) {

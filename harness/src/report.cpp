@@ -1,9 +1,9 @@
 #include "report.hpp"
 
 #include "model.hpp"
+#include "pitfall/detail/result_file.hpp"
 #include "run_folder.hpp"
 #include "runner.hpp"
-#include "pitfall/detail/result_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,8 +88,12 @@ bool has_severity(const std::string& verdict, verdict_severity severity) {
     const auto v = verdict_named(verdict);
     return v && info(*v).severity == severity;
 }
-bool is_warning(const std::string& verdict) { return has_severity(verdict, verdict_severity::warning); }
-bool is_error(const std::string& verdict) { return has_severity(verdict, verdict_severity::error); }
+bool is_warning(const std::string& verdict) {
+    return has_severity(verdict, verdict_severity::warning);
+}
+bool is_error(const std::string& verdict) {
+    return has_severity(verdict, verdict_severity::error);
+}
 
 std::map<std::string, int> verdict_counts(const run_data& run) {
     std::map<std::string, int> counts;
@@ -210,24 +214,27 @@ json render_json(const run_data& run) {
         const json process = obj(r, "process");
         const json memory = result.is_object() ? obj(result, "memory") : json::object();
         const double median = first_time_median(result);
-        json c = {{"case", str(r, "case")},
-                  {"scenario", str(r, "scenario")},
-                  {"backend", str(r, "backend")},
-                  {"variant", str(r, "variant")},
-                  {"kind", str(r, "kind")},
-                  {"verdict", str(r, "verdict", "?")},
-                  {"failing", r.value("failing", false)},
-                  {"reason", str(r, "reason")},
-                  {"outcome", obj(r, "observed")},
-                  {"wall_seconds", num(process, "wall_seconds", 0)},
-                  {"median_seconds", std::isfinite(median) ? json(median) : json(nullptr)},
-                  {"peak_rss_bytes", process.value("peak_rss_bytes", json(nullptr))},
-                  {"tracked_peak_bytes", memory.value("tracked_peak_bytes", json(nullptr))},
-                  {"measurements", result.is_object() ? obj(result, "measurements") : json::object()},
-                  {"checks", result.is_object() ? arr(result, "checks") : json::array()},
-                  {"timings", obj(r, "timings")},
-                  {"baseline_profile", r.contains("baseline") ? r["baseline"].value("profile", json(nullptr)) : json(nullptr)},
-                  {"log", str(r, "log")}};
+        json c = {
+            {"case", str(r, "case")},
+            {"scenario", str(r, "scenario")},
+            {"backend", str(r, "backend")},
+            {"variant", str(r, "variant")},
+            {"kind", str(r, "kind")},
+            {"verdict", str(r, "verdict", "?")},
+            {"failing", r.value("failing", false)},
+            {"reason", str(r, "reason")},
+            {"outcome", obj(r, "observed")},
+            {"wall_seconds", num(process, "wall_seconds", 0)},
+            {"median_seconds", std::isfinite(median) ? json(median) : json(nullptr)},
+            {"peak_rss_bytes", process.value("peak_rss_bytes", json(nullptr))},
+            {"tracked_peak_bytes", memory.value("tracked_peak_bytes", json(nullptr))},
+            {"measurements", result.is_object() ? obj(result, "measurements") : json::object()},
+            {"checks", result.is_object() ? arr(result, "checks") : json::array()},
+            {"timings", obj(r, "timings")},
+            {"baseline_profile", r.contains("baseline")
+                                     ? r["baseline"].value("profile", json(nullptr))
+                                     : json(nullptr)},
+            {"log", str(r, "log")}};
         if (r.contains("attempts") && r["attempts"].is_array() && !r["attempts"].empty())
             c["attempts"] = r["attempts"];
         cases.push_back(std::move(c));
@@ -272,16 +279,21 @@ std::string render_junit(const run_data& run) {
     const int tests = static_cast<int>(run.cases.size() + run.not_finished.size());
     std::ostringstream x;
     const auto attr = [](const std::string& s) { return escape_markup(s); };
-    const std::string counts = "tests=\"" + std::to_string(tests) + "\" failures=\"" + std::to_string(failures) +
-                               "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" + std::to_string(skipped) +
-                               "\" time=\"" + fmt("%.3f", total) + "\"";
+    const std::string counts = "tests=\"" + std::to_string(tests) + "\" failures=\"" +
+                               std::to_string(failures) + "\" errors=\"" + std::to_string(errors) +
+                               "\" skipped=\"" + std::to_string(skipped) + "\" time=\"" +
+                               fmt("%.3f", total) + "\"";
     x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
     x << "<testsuites name=\"pitfall\" " << counts << ">\n";
-    x << "  <testsuite name=\"pitfall\" " << counts << " timestamp=\"" << attr(str(run.header, "at")) << "\">\n";
+    x << "  <testsuite name=\"pitfall\" " << counts << " timestamp=\""
+      << attr(str(run.header, "at")) << "\">\n";
     x << "    <properties>\n";
-    x << "      <property name=\"pitfall.version\" value=\"" << attr(str(run.header, "pitfall_version")) << "\"/>\n";
-    x << "      <property name=\"fingerprint_id\" value=\"" << attr(str(run.header, "fingerprint_id")) << "\"/>\n";
-    x << "      <property name=\"profile\" value=\"" << attr(str(obj(run.header, "profile"), "name")) << "\"/>\n";
+    x << "      <property name=\"pitfall.version\" value=\""
+      << attr(str(run.header, "pitfall_version")) << "\"/>\n";
+    x << "      <property name=\"fingerprint_id\" value=\""
+      << attr(str(run.header, "fingerprint_id")) << "\"/>\n";
+    x << "      <property name=\"profile\" value=\""
+      << attr(str(obj(run.header, "profile"), "name")) << "\"/>\n";
     const json facts = fingerprint_summary(run);
     for (const auto& [k, v] : facts.items())
         x << "      <property name=\"fingerprint." << attr(k) << "\" value=\""
@@ -298,21 +310,27 @@ std::string render_junit(const run_data& run) {
               << escape_markup(str(r, "output_tail")) << "</error>\n";
         else if (r.value("failing", false))
             x << "      <failure type=\"" << attr(v) << "\" message=\"" << attr(message) << "\">"
-              << escape_markup("observed " + outcome_line(r) + "\n" + str(r, "reason")) << "</failure>\n";
+              << escape_markup("observed " + outcome_line(r) + "\n" + str(r, "reason"))
+              << "</failure>\n";
         else if (v == "UNSUPPORTED")
             x << "      <skipped message=\"" << attr(str(r, "reason")) << "\"/>\n";
-        x << "      <system-out>" << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason")) << "</system-out>\n";
+        x << "      <system-out>"
+          << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason"))
+          << "</system-out>\n";
         x << "    </testcase>\n";
     }
-    const std::set<std::string> crashed(run.started_unfinished.begin(), run.started_unfinished.end());
+    const std::set<std::string> crashed(run.started_unfinished.begin(),
+                                        run.started_unfinished.end());
     for (const auto& key : run.not_finished) {
         const auto first = key.find('.');
         const auto second = key.find('.', first + 1);
         const std::string scenario = key.substr(first + 1, second - first - 1);
         const std::string name = key.substr(0, first) + "." + key.substr(second + 1);
-        const std::string why = crashed.count(key) != 0 ? "the run ended while this case ran (no result recorded)"
-                                                        : "not run: the run ended before it";
-        x << "    <testcase classname=\"" << attr(scenario) << "\" name=\"" << attr(name) << "\" time=\"0\">\n"
+        const std::string why = crashed.count(key) != 0
+                                    ? "the run ended while this case ran (no result recorded)"
+                                    : "not run: the run ended before it";
+        x << "    <testcase classname=\"" << attr(scenario) << "\" name=\"" << attr(name)
+          << "\" time=\"0\">\n"
           << "      <error type=\"NOT_RUN\" message=\"" << attr(why) << "\"/>\n"
           << "    </testcase>\n";
     }
@@ -356,17 +374,24 @@ std::string render_markdown(const run_data& run) {
     std::ostringstream m;
     const bool failing = run_failing(run);
     const json fp = fingerprint_summary(run);
-    m << "## pitfall: " << (failing ? "failing" : !run.not_finished.empty() ? "incomplete" : "passing") << "\n\n";
-    m << counts_line(counts) << " (" << run.cases.size() << " of " << run.cases.size() + run.not_finished.size()
-      << " cases finished";
+    m << "## pitfall: "
+      << (failing                     ? "failing"
+          : !run.not_finished.empty() ? "incomplete"
+                                      : "passing")
+      << "\n\n";
+    m << counts_line(counts) << " (" << run.cases.size() << " of "
+      << run.cases.size() + run.not_finished.size() << " cases finished";
     if (run.resumed > 0)
         m << ", resumed " << run.resumed << "x";
     m << ")\n\n";
     m << "Profile **" << md_inline(str(obj(run.header, "profile"), "name", "none")) << "**; ";
     std::vector<std::string> facts;
-    for (const char* k : {"gpu_model", "compute_capability", "driver_version", "cuda_runtime", "cudnn", "cpu_model", "os"})
+    for (const char* k : {"gpu_model", "compute_capability", "driver_version", "cuda_runtime",
+                          "cudnn", "cpu_model", "os"})
         if (fp.contains(k) && !fp[k].is_null())
-            facts.push_back(std::string(k) + " " + md_inline(fp[k].is_string() ? fp[k].get<std::string>() : fp[k].dump(), 60));
+            facts.push_back(
+                std::string(k) + " " +
+                md_inline(fp[k].is_string() ? fp[k].get<std::string>() : fp[k].dump(), 60));
     for (std::size_t i = 0; i < facts.size(); ++i)
         m << (i ? ", " : "") << facts[i];
     m << (facts.empty() ? "no fingerprint facts" : "") << ".\n\n";
@@ -386,14 +411,18 @@ std::string render_markdown(const run_data& run) {
     if (failures.empty() && run.started_unfinished.empty())
         m << "None.\n";
     for (const json* r : failures)
-        m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` **" << str(*r, "verdict") << "** ("
-          << md_inline(outcome_line(*r), 60) << "): " << md_inline(str(*r, "reason")) << "\n";
+        m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` **" << str(*r, "verdict")
+          << "** (" << md_inline(outcome_line(*r), 60) << "): " << md_inline(str(*r, "reason"))
+          << "\n";
     for (const auto& key : run.started_unfinished)
-        m << "- `pitfall." << md_code(key) << "` **CRASH**: the run ended while it ran (no result recorded)\n";
+        m << "- `pitfall." << md_code(key)
+          << "` **CRASH**: the run ended while it ran (no result recorded)\n";
     for (const auto& r : run.ratios)
         if (r.value("failing", false))
-            m << "- ratio `" << md_code(str(r, "backend") + "." + str(r, "scenario") + "." + str(r, "name")) << "` = "
-              << fmt("%.3g", num(r, "ratio")) << " outside " << md_inline(r.value("bound", json()).dump()) << "\n";
+            m << "- ratio `"
+              << md_code(str(r, "backend") + "." + str(r, "scenario") + "." + str(r, "name"))
+              << "` = " << fmt("%.3g", num(r, "ratio")) << " outside "
+              << md_inline(r.value("bound", json()).dump()) << "\n";
 
     m << "\n### Changed against the baseline\n\n";
     std::size_t changed = 0;
@@ -402,22 +431,25 @@ std::string render_markdown(const run_data& run) {
         if (v == "PASS" || v == "UNSUPPORTED" || r.value("failing", false))
             continue;
         ++changed;
-        m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << v << ": " << md_inline(str(r, "reason")) << "\n";
+        m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << v << ": "
+          << md_inline(str(r, "reason")) << "\n";
     }
     for (const auto& r : run.cases) {
         const json timings = obj(r, "timings");
         for (const auto& [name, t] : timings.items())
             if (str(t, "verdict") == "FASTER") {
                 ++changed;
-                m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << md_inline(name) << " FASTER: "
-                  << md_inline(str(t, "reason")) << "\n";
+                m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << md_inline(name)
+                  << " FASTER: " << md_inline(str(t, "reason")) << "\n";
             }
     }
     if (changed == 0)
-        m << (failures.empty() ? "Nothing: every finished case met its baseline or was unsupported here.\n"
-                               : "Nothing besides the failures above.\n");
+        m << (failures.empty()
+                  ? "Nothing: every finished case met its baseline or was unsupported here.\n"
+                  : "Nothing besides the failures above.\n");
     if (!run.not_finished.empty())
-        m << "\n" << run.not_finished.size() << " selected case(s) have no result; `pitfall run --resume "
+        m << "\n"
+          << run.not_finished.size() << " selected case(s) have no result; `pitfall run --resume "
           << md_code(run.dir) << "` completes the run.\n";
     return m.str();
 }
@@ -1129,7 +1161,8 @@ std::string render_html(const run_data& run) {
 
 namespace {
 /// A version number as text: 12040 -> "12.4" (CUDA), 91002 -> "9.10.2" (cuDNN, with patch_mod).
-std::string cuda_version_text(const json& v, int major_div, int minor_div, int minor_mod, int patch_mod) {
+std::string cuda_version_text(const json& v, int major_div, int minor_div, int minor_mod,
+                              int patch_mod) {
     if (!v.is_number_integer() || v.get<long long>() <= 0)
         return "";
     const long long n = v.get<long long>();
@@ -1144,18 +1177,22 @@ std::string cell_name(const run_data& run) {
     const json fp = fingerprint_summary(run);
     // A matrix cell by its id, and by its GPU where one answered (one cell on several GPUs).
     if (run.cell.is_object())
-        return str(run.cell, "id", "?") + (fp.contains("device_name") ? " on " + str(fp, "device_name") : "");
-    const auto version = [](const json& v, int major_div, int minor_div, int minor_mod) -> std::string {
+        return str(run.cell, "id", "?") +
+               (fp.contains("device_name") ? " on " + str(fp, "device_name") : "");
+    const auto version = [](const json& v, int major_div, int minor_div,
+                            int minor_mod) -> std::string {
         const std::string text = cuda_version_text(v, major_div, minor_div, minor_mod, 0);
         return text.empty() ? "?" : text;
     };
-    std::string gpu = fp.contains("gpu_model") && fp["gpu_model"].is_string() ? fp["gpu_model"].get<std::string>() : "no GPU";
+    std::string gpu = fp.contains("gpu_model") && fp["gpu_model"].is_string()
+                          ? fp["gpu_model"].get<std::string>()
+                          : "no GPU";
     std::string dir = run.dir;
     while (dir.size() > 1 && dir.back() == '/')
         dir.pop_back();
     const auto slash = dir.rfind('/');
-    return gpu + ", CUDA " + version(fp.value("cuda_runtime_version", json()), 1000, 10, 100) + ", cuDNN " +
-           version(fp.value("cudnn_version", json()), 10000, 100, 100) + " (" +
+    return gpu + ", CUDA " + version(fp.value("cuda_runtime_version", json()), 1000, 10, 100) +
+           ", cuDNN " + version(fp.value("cudnn_version", json()), 10000, 100, 100) + " (" +
            (slash == std::string::npos ? dir : dir.substr(slash + 1)) + ")";
 }
 
@@ -1187,7 +1224,8 @@ const cell_fact cell_facts[] = {
     {"cuDNN built / loaded",
      [](const run_data& r) {
          const std::string built = str(r.cell, "cudnn_compiled");
-         const std::string loaded = cuda_version_text(fingerprint_summary(r).value("cudnn_version", json()), 10000, 100, 100, 100);
+         const std::string loaded = cuda_version_text(
+             fingerprint_summary(r).value("cudnn_version", json()), 10000, 100, 100, 100);
          if (built.empty() && loaded.empty())
              return str(obj(obj(r.cell, "cell"), "cudnn"), "version", "?") + " (not built)";
          return (built.empty() ? "?" : built) + " / " + (loaded.empty() ? "?" : loaded);
@@ -1222,7 +1260,8 @@ const cell_fact cell_facts[] = {
      [](const run_data& r) {
          std::string text = str(r.cell, "outcome", "?");
          if (text != "ran" && r.cell.contains("stage"))
-             text += " at " + str(r.cell, "stage") + (r.cell.contains("arch") ? " " + str(r.cell, "arch") : "");
+             text += " at " + str(r.cell, "stage") +
+                     (r.cell.contains("arch") ? " " + str(r.cell, "arch") : "");
          if (text != "ran" && !str(r.cell, "message").empty())
              text += ": " + str(r.cell, "message");
          return text;
@@ -1233,20 +1272,24 @@ const cell_fact cell_facts[] = {
      [](const run_data& r) {
          std::string text;
          for (const auto& p : arr(r.cell, "expectation_problems"))
-             text += (text.empty() ? "no: " : "; ") + (p.is_string() ? p.get<std::string>() : p.dump());
+             text +=
+                 (text.empty() ? "no: " : "; ") + (p.is_string() ? p.get<std::string>() : p.dump());
          return text.empty() ? std::string("yes") : text;
      }},
 };
 
 bool any_cell(const std::vector<run_data>& runs) {
-    return std::any_of(runs.begin(), runs.end(), [](const run_data& r) { return r.cell.is_object(); });
+    return std::any_of(runs.begin(), runs.end(),
+                       [](const run_data& r) { return r.cell.is_object(); });
 }
 
-/// Facts (not verdicts or expectations: those follow from the rest) whose text differs between cells.
+/// Facts (not verdicts or expectations: those follow from the rest) whose text differs between
+/// cells.
 std::vector<const cell_fact*> differing_facts(const std::vector<run_data>& runs) {
     std::vector<const cell_fact*> out;
     for (const auto& fact : cell_facts) {
-        if (std::string(fact.first) == "verdicts" || std::string(fact.first) == "as ci/matrix.json expects")
+        if (std::string(fact.first) == "verdicts" ||
+            std::string(fact.first) == "as ci/matrix.json expects")
             continue;
         std::set<std::string> seen;
         for (const auto& r : runs)
@@ -1268,7 +1311,8 @@ matrix build_matrix(const std::vector<run_data>& runs) {
     for (std::size_t c = 0; c < runs.size(); ++c)
         for (const auto& r : runs[c].cases) {
             const std::string key = str(r, "case");
-            auto [it, added] = m.at.try_emplace(key, std::vector<const json*>(runs.size(), nullptr));
+            auto [it, added] =
+                m.at.try_emplace(key, std::vector<const json*>(runs.size(), nullptr));
             if (added)
                 m.keys.push_back(key);
             it->second[c] = &r;
@@ -1277,7 +1321,8 @@ matrix build_matrix(const std::vector<run_data>& runs) {
         std::set<std::string> seen;
         const auto& row = m.at[key];
         for (std::size_t c = 0; c < row.size(); ++c)
-            if (row[c] != nullptr || !runs[c].cases.empty()) // a cell that never ran says why once, in its facts
+            if (row[c] != nullptr ||
+                !runs[c].cases.empty()) // a cell that never ran says why once, in its facts
                 seen.insert(cell_text(row[c]));
         if (seen.size() > 1)
             m.differing.push_back(key);
@@ -1298,7 +1343,8 @@ value_groups group_cells(const std::vector<std::string>& cells, ValueOf value_of
         if (c < skip.size() && skip[c])
             continue;
         const std::string v = value_of(c);
-        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+        auto it =
+            std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
         if (it == groups.end())
             groups.push_back({v, {cells[c]}});
         else
@@ -1319,8 +1365,8 @@ std::vector<bool> never_ran(const std::vector<run_data>& runs) {
 std::string render_matrix_markdown(const std::vector<run_data>& runs) {
     const matrix m = build_matrix(runs);
     std::ostringstream md;
-    md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, " << m.differing.size()
-       << " differ\n\n";
+    md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, "
+       << m.differing.size() << " differ\n\n";
     if (any_cell(runs)) {
         md << "### Cells\n\n| cell |";
         for (const auto& fact : cell_facts)
@@ -1365,12 +1411,14 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs) {
         markdown_groups(group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }));
     }
     if (m.differing.empty() && facts.empty())
-        md << "Nothing: every cell has the same facts, and every case the same verdict and outcome.\n";
+        md << "Nothing: every cell has the same facts, and every case the same verdict and "
+              "outcome.\n";
     const std::vector<bool> skip = never_ran(runs);
     for (const auto& key : m.differing) {
         md << "- `" << md_code(key) << "`: ";
         const auto& row = m.at.at(key);
-        markdown_groups(group_cells(m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        markdown_groups(group_cells(
+            m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
     }
     return md.str();
 }
@@ -1379,8 +1427,10 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     const matrix m = build_matrix(runs);
     const std::set<std::string> differing(m.differing.begin(), m.differing.end());
     std::ostringstream h;
-    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall matrix</title>\n<style>"
-      << html_style << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
+    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall "
+         "matrix</title>\n<style>"
+      << html_style
+      << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
       << "<h1>pitfall matrix</h1>\n<p>" << runs.size() << " cells, " << m.keys.size() << " cases; "
       << m.differing.size() << " differ between cells (marked red).</p>\n";
     if (any_cell(runs)) {
@@ -1390,13 +1440,17 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
         h << "</tr>\n";
         for (std::size_t c = 0; c < runs.size(); ++c) {
             const std::string outcome = str(runs[c].cell, "outcome", "?");
-            h << "<tr><td title=\"" << escape_markup(str(obj(runs[c].cell, "cell"), "doc")) << "\"><code>"
-              << escape_markup(m.cells[c]) << "</code></td>";
+            h << "<tr><td title=\"" << escape_markup(str(obj(runs[c].cell, "cell"), "doc"))
+              << "\"><code>" << escape_markup(m.cells[c]) << "</code></td>";
             for (const auto& fact : cell_facts) {
                 const std::string text = fact.second(runs[c]);
                 if (std::string(fact.first) == "cell outcome")
-                    h << "<td><span class=\"v " << verdict_class(outcome == "ran" ? "PASS" : outcome == "skipped" ? "UNSUPPORTED" : "FAIL")
-                      << "\">" << escape_markup(outcome) << "</span> " << escape_markup(text.substr(std::min(text.size(), outcome.size())))
+                    h << "<td><span class=\"v "
+                      << verdict_class(outcome == "ran"       ? "PASS"
+                                       : outcome == "skipped" ? "UNSUPPORTED"
+                                                              : "FAIL")
+                      << "\">" << escape_markup(outcome) << "</span> "
+                      << escape_markup(text.substr(std::min(text.size(), outcome.size())))
                       << "</td>";
                 else
                     h << "<td>" << escape_markup(text) << "</td>";
@@ -1407,20 +1461,21 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     }
     h << "<table class=\"grid\" id=\"matrix\"><tr><th>case</th>";
     for (std::size_t c = 0; c < m.cells.size(); ++c)
-        h << "<th title=\"" << escape_markup(runs[c].dir) << "\">" << escape_markup(m.cells[c]) << "</th>";
+        h << "<th title=\"" << escape_markup(runs[c].dir) << "\">" << escape_markup(m.cells[c])
+          << "</th>";
     h << "</tr>\n";
     for (const auto& key : m.keys) {
-        h << "<tr" << (differing.count(key) != 0 ? " class=\"differs\"" : "") << "><td><code>" << escape_markup(key)
-          << "</code></td>";
+        h << "<tr" << (differing.count(key) != 0 ? " class=\"differs\"" : "") << "><td><code>"
+          << escape_markup(key) << "</code></td>";
         for (const json* r : m.at.at(key)) {
             if (r == nullptr) {
                 h << "<td class=\"cell muted\">-</td>";
                 continue;
             }
             const std::string verdict = str(*r, "verdict");
-            h << "<td class=\"cell\" title=\"" << escape_markup(str(*r, "reason")) << "\"><span class=\"v "
-              << verdict_class(verdict) << "\">" << escape_markup(verdict) << "</span><br><small>"
-              << escape_markup(outcome_line(*r)) << "</small></td>";
+            h << "<td class=\"cell\" title=\"" << escape_markup(str(*r, "reason"))
+              << "\"><span class=\"v " << verdict_class(verdict) << "\">" << escape_markup(verdict)
+              << "</span><br><small>" << escape_markup(outcome_line(*r)) << "</small></td>";
         }
         h << "</tr>\n";
     }
@@ -1442,10 +1497,12 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     for (const auto& key : m.differing) {
         h << "<li><code>" << escape_markup(key) << "</code>: ";
         const auto& row = m.at.at(key);
-        html_groups(group_cells(m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        html_groups(group_cells(
+            m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
     }
     if (m.differing.empty() && facts.empty())
-        h << "<li>Nothing: every cell has the same facts, and every case the same verdict and outcome.</li>\n";
+        h << "<li>Nothing: every cell has the same facts, and every case the same verdict and "
+             "outcome.</li>\n";
     h << "</ul>\n</body></html>\n";
     return h.str();
 }
@@ -1490,10 +1547,13 @@ int report_run(const report_options& options) {
         }
         // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
         if (runs.size() < 2 && !any_cell(runs)) {
-            std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell folders (see `pitfall help`)\n";
+            std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell "
+                         "folders (see `pitfall help`)\n";
             return exit_bad_input;
         }
-        return emit(options.format == "markdown" ? render_matrix_markdown(runs) : render_matrix_html(runs), options.out);
+        return emit(options.format == "markdown" ? render_matrix_markdown(runs)
+                                                 : render_matrix_html(runs),
+                    options.out);
     }
     auto run = load_run(options.run_dir);
     if (!run.is_ok()) {
@@ -1510,7 +1570,8 @@ int report_run(const report_options& options) {
     else if (options.format == "json")
         text = render_json(run.value()).dump(2) + "\n";
     else {
-        std::cerr << "pitfall: error: --format " << options.format << ": expected html, junit, markdown or json\n";
+        std::cerr << "pitfall: error: --format " << options.format
+                  << ": expected html, junit, markdown or json\n";
         return exit_bad_input;
     }
     return emit(text, options.out);

@@ -17,14 +17,14 @@ namespace pitfall::runner {
 /// What a run folder holds, as the reports need it.
 struct run_data {
     std::string dir;
-    nlohmann::json header;            ///< the first "run" record (null when the file has none)
+    nlohmann::json header;             ///< the first "run" record (null when the file has none)
     std::vector<nlohmann::json> cases; ///< the last "case" record of each case, in run order
     /// Cases selected (header "selection") with no "case" record: not run, or the run ended
     /// inside them ("started" with no result: crashed or killed mid-way).
     std::vector<std::string> not_finished;
     std::vector<std::string> started_unfinished; ///< the subset that had started
-    int resumed = 0;                  ///< "resumed" records: how many times it was completed later
-    bool interrupted = false;         ///< an "interrupted" record, not followed by a resume
+    int resumed = 0;          ///< "resumed" records: how many times it was completed later
+    bool interrupted = false; ///< an "interrupted" record, not followed by a resume
     nlohmann::json ratios = nlohmann::json::array(); ///< from summary.json when present
     /// A matrix cell's cell.json (`pitfall matrix run`): the cell's definition and its own
     /// outcome (image build failed, compile failed for an architecture, ran...); null for a
@@ -66,8 +66,8 @@ status write_reports(const run_data& run);
 struct report_options {
     std::string run_dir;
     std::vector<std::string> merge_dirs; ///< --merge: these runs side by side (html or markdown)
-    std::string format = "html"; ///< html, junit, markdown, json (merged: html, markdown)
-    std::string out;             ///< empty: standard output
+    std::string format = "html";         ///< html, junit, markdown, json (merged: html, markdown)
+    std::string out;                     ///< empty: standard output
 };
 
 /// `pitfall report RUN [--format F] [--out FILE]`: exit 0 written, 2 bad input.

@@ -14,9 +14,9 @@ namespace pitfall::runner {
 
 /// Documented exit codes of the `pitfall` command.
 enum exit_code : int {
-    exit_ok = 0,          ///< every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail)
-    exit_failed = 1,      ///< some case did not: FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH, TIMEOUT
-    exit_bad_input = 2,   ///< bad usage or bad input (flag, name, malformed file, unwritable folder)
+    exit_ok = 0,     ///< every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail)
+    exit_failed = 1, ///< some case did not: FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH, TIMEOUT
+    exit_bad_input = 2, ///< bad usage or bad input (flag, name, malformed file, unwritable folder)
     exit_interrupted = 130 ///< SIGINT/SIGTERM: children's groups ended, finished cases kept
 };
 
@@ -34,8 +34,8 @@ struct run_options {
     std::string resume_dir; ///< set: complete this run instead of starting one
     bool replace = false;   ///< --replace: an existing run folder at --out is started afresh
     std::string profile_override;
-    std::optional<int> samples;    ///< --samples N passed to every case
-    std::optional<int> skip_code;  ///< exit with this when every selected case is UNSUPPORTED
+    std::optional<int> samples;   ///< --samples N passed to every case
+    std::optional<int> skip_code; ///< exit with this when every selected case is UNSUPPORTED
     double timeout_scale = 1.0;
     /// The smallest relative change of a median time that can be a regression (see README,
     /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
@@ -63,9 +63,9 @@ struct bless_options {
     /// look fast).
     std::vector<std::string> run_dirs;
     std::vector<std::string> scenarios; ///< empty: every scenario in the run
-    std::vector<std::string> cases;     ///< named cases: only these, and crashed/timed-out ones allowed
-    std::string profile;                ///< empty: the profile that judged each case
-    bool dry_run = false;               ///< print the diff, write nothing
+    std::vector<std::string> cases; ///< named cases: only these, and crashed/timed-out ones allowed
+    std::string profile;            ///< empty: the profile that judged each case
+    bool dry_run = false;           ///< print the diff, write nothing
 };
 
 int list_cases(const common_options& options, bool as_json);

@@ -100,8 +100,12 @@ std::string format(const char* fmt, double a) {
 }
 
 // p-values span many decades: two significant digits, switching to exponent form where %g does.
-std::string format_p(double p) { return format("%.2g", p); }
-std::string format_ratio(double r) { return format("%.3f", r) + "x"; }
+std::string format_p(double p) {
+    return format("%.2g", p);
+}
+std::string format_ratio(double r) {
+    return format("%.3f", r) + "x";
+}
 
 void check_samples(const std::vector<double>& v, const char* side, std::size_t min_samples) {
     if (v.size() < min_samples)
@@ -115,8 +119,8 @@ void check_samples(const std::vector<double>& v, const char* side, std::size_t m
                                         format("%g", v[i]) + ")");
         if (v[i] < 0)
             throw std::invalid_argument("judge_timing: " + std::string(side) + " sample " +
-                                        std::to_string(i) + " is negative (" +
-                                        format("%g", v[i]) + ")");
+                                        std::to_string(i) + " is negative (" + format("%g", v[i]) +
+                                        ")");
     }
 }
 

@@ -135,8 +135,8 @@ struct timing_judgement {
 /// on a log scale: a 1.25x slowdown and a 1 / 1.25 = 0.8x speed-up are changes of the same size.
 ///
 /// Throws std::invalid_argument, naming the side and the reason, when either side has fewer
-/// than min_samples samples (never fewer than 2, whatever min_samples says), holds a non-finite or negative sample, or (the baseline) has a
-/// median of 0; and when an option is out of range.
+/// than min_samples samples (never fewer than 2, whatever min_samples says), holds a non-finite or
+/// negative sample, or (the baseline) has a median of 0; and when an option is out of range.
 timing_judgement judge_timing(const std::vector<double>& baseline,
                               const std::vector<double>& candidate,
                               const timing_options& options = {});

@@ -21,7 +21,9 @@ bool alive(int pid) {
     return state != "Z";
 }
 
-std::string temp_path(const char* name) { return std::string(::testing::TempDir()) + "/" + name + std::to_string(::getpid()); }
+std::string temp_path(const char* name) {
+    return std::string(::testing::TempDir()) + "/" + name + std::to_string(::getpid());
+}
 
 TEST(Process, ExitCodeAndOutput) {
     process_request r;
@@ -53,7 +55,8 @@ TEST(Process, TimeoutEndsTheWholeGroup) {
     r.kill_grace_seconds = 0.3;
     const auto started = std::chrono::steady_clock::now();
     const auto p = run_process(r);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     EXPECT_TRUE(p.timed_out);
     EXPECT_LT(took, 5.0);
     std::ifstream in(pidfile);

@@ -12,21 +12,31 @@ using namespace pitfall::runner;
 using nlohmann::json;
 
 json ok_result(json extra = json::object()) {
-    json r = {{"outcome", {{"status", "ok"}}}, {"ran_on", "cuda:0 test device"}, {"checks", json::array()},
+    json r = {{"outcome", {{"status", "ok"}}},
+              {"ran_on", "cuda:0 test device"},
+              {"checks", json::array()},
               {"measurements", {{"loss", {{"value", 0.5}, {"unit", ""}}}}},
-              {"memory", {{"tracked_peak_bytes", 1000}}}, {"events", json::object()}};
+              {"memory", {{"tracked_peak_bytes", 1000}}},
+              {"events", json::object()}};
     r.update(extra);
     return r;
 }
-observation seen(json outcome, json result = json()) { return {std::move(outcome), std::move(result), std::nullopt}; }
-const json oom = {{"status", "error"}, {"library", "cuda_runtime"}, {"error", "cudaErrorMemoryAllocation"},
-                  {"stage", "alloc"}, {"sticky", false}};
+observation seen(json outcome, json result = json()) {
+    return {std::move(outcome), std::move(result), std::nullopt};
+}
+const json oom = {{"status", "error"},
+                  {"library", "cuda_runtime"},
+                  {"error", "cudaErrorMemoryAllocation"},
+                  {"stage", "alloc"},
+                  {"sticky", false}};
 
 TEST(Verdict, OutcomesCompareByName) {
-    EXPECT_EQ(judge(seen(oom, ok_result({{"outcome", oom}})), {{"outcome", oom}}, "cuda").kind, verdict_kind::pass);
+    EXPECT_EQ(judge(seen(oom, ok_result({{"outcome", oom}})), {{"outcome", oom}}, "cuda").kind,
+              verdict_kind::pass);
     json other = oom;
     other["stage"] = "copy";
-    const verdict v = judge(seen(other, ok_result({{"outcome", other}})), {{"outcome", oom}}, "cuda");
+    const verdict v =
+        judge(seen(other, ok_result({{"outcome", other}})), {{"outcome", oom}}, "cuda");
     EXPECT_EQ(v.kind, verdict_kind::fail);
     EXPECT_NE(v.reason.find("stage differs"), std::string::npos) << v.reason;
 }
@@ -41,20 +51,26 @@ TEST(Verdict, CrashesTimeoutsAndSignals) {
     const json segv = {{"status", "signal"}, {"signal", "SIGSEGV"}};
     EXPECT_EQ(judge(seen(segv), json(), "cpu").kind, verdict_kind::crash);
     EXPECT_EQ(judge(seen(segv), {{"outcome", segv}}, "cpu").kind, verdict_kind::pass);
-    EXPECT_EQ(judge(seen(segv), {{"outcome", {{"status", "signal"}, {"signal", "SIGBUS"}}}}, "cpu").kind,
-              verdict_kind::crash);
+    EXPECT_EQ(
+        judge(seen(segv), {{"outcome", {{"status", "signal"}, {"signal", "SIGBUS"}}}}, "cpu").kind,
+        verdict_kind::crash);
     EXPECT_EQ(judge(seen({{"status", "timeout"}}), {{"outcome", {{"status", "ok"}}}}, "cpu").kind,
               verdict_kind::timeout);
-    EXPECT_EQ(judge(seen({{"status", "exit"}, {"exit_code", 3}}), {{"outcome", {{"status", "ok"}}}}, "cpu").kind,
+    EXPECT_EQ(judge(seen({{"status", "exit"}, {"exit_code", 3}}), {{"outcome", {{"status", "ok"}}}},
+                    "cpu")
+                  .kind,
               verdict_kind::crash);
     const json missing = {{"status", "load_error"}, {"error", "missing library libcudnn.so.9"}};
     EXPECT_EQ(judge(seen(missing), {{"outcome", missing}}, "cuda").kind, verdict_kind::pass);
 }
 
 TEST(Verdict, UnsupportedNeverFailsAndNotesAChangedReason) {
-    const json seen_unsupported = {{"status", "unsupported"}, {"error", "cudaErrorNoDevice"}, {"reason", "r"}};
-    const verdict v = judge(seen(seen_unsupported),
-                            {{"outcome", {{"status", "unsupported"}, {"error", "cudaErrorInsufficientDriver"}}}}, "cuda");
+    const json seen_unsupported = {
+        {"status", "unsupported"}, {"error", "cudaErrorNoDevice"}, {"reason", "r"}};
+    const verdict v =
+        judge(seen(seen_unsupported),
+              {{"outcome", {{"status", "unsupported"}, {"error", "cudaErrorInsufficientDriver"}}}},
+              "cuda");
     EXPECT_EQ(v.kind, verdict_kind::unsupported);
     EXPECT_FALSE(is_failing(v.kind));
     EXPECT_NE(v.reason.find("baseline expected cudaErrorInsufficientDriver"), std::string::npos);
@@ -62,8 +78,10 @@ TEST(Verdict, UnsupportedNeverFailsAndNotesAChangedReason) {
 
 TEST(Verdict, ChecksBoundsAndMemory) {
     const json expected = {{"outcome", {{"status", "ok"}}}};
-    json failed_check = ok_result({{"checks", json::array({{{"name", "agree"}, {"passed", false}, {"detail", "d"}}})}});
-    EXPECT_EQ(judge(seen({{"status", "ok"}}, failed_check), expected, "cpu").kind, verdict_kind::numeric_mismatch);
+    json failed_check = ok_result(
+        {{"checks", json::array({{{"name", "agree"}, {"passed", false}, {"detail", "d"}}})}});
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, failed_check), expected, "cpu").kind,
+              verdict_kind::numeric_mismatch);
     json bounded = expected;
     bounded["measurements"] = {{"loss", {{"max", 0.4}}}};
     const verdict v = judge(seen({{"status", "ok"}}, ok_result()), bounded, "cpu");
@@ -71,7 +89,8 @@ TEST(Verdict, ChecksBoundsAndMemory) {
     EXPECT_NE(v.reason.find("loss = 0.5 above max 0.4"), std::string::npos) << v.reason;
     json mem = expected;
     mem["memory"] = {{"tracked_peak_bytes", {{"max", 999}}}};
-    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind, verdict_kind::mem_regression);
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind,
+              verdict_kind::mem_regression);
     mem["memory"] = {{"tracked_peak_bytes", {{"max", 1000}}}};
     EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind, verdict_kind::pass);
 }
@@ -93,7 +112,8 @@ TEST(Verdict, ABaselineCanExpectWhereACaseRan) {
 }
 
 TEST(Verdict, UnsupportedWhereTheBaselineRunsIsBehaviourChanged) {
-    const json seen_unsupported = {{"status", "unsupported"}, {"error", "cudaErrorInsufficientDriver"},
+    const json seen_unsupported = {{"status", "unsupported"},
+                                   {"error", "cudaErrorInsufficientDriver"},
                                    {"reason", "cudaErrorInsufficientDriver: no driver"}};
     const verdict v = judge(seen(seen_unsupported), {{"outcome", {{"status", "ok"}}}}, "cuda");
     EXPECT_EQ(v.kind, verdict_kind::fail);
@@ -101,13 +121,16 @@ TEST(Verdict, UnsupportedWhereTheBaselineRunsIsBehaviourChanged) {
 }
 
 TEST(Verdict, ExpectedEventsAreCompared) {
-    const json refused = {{"status", "error"}, {"library", "cudnn"}, {"error", "CUDNN_STATUS_NOT_SUPPORTED"}};
+    const json refused = {
+        {"status", "error"}, {"library", "cudnn"}, {"error", "CUDNN_STATUS_NOT_SUPPORTED"}};
     json expected = {{"outcome", {{"status", "ok"}}}, {"events", {{"cudnn_double", refused}}}};
-    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", refused}}}})), expected, "cuda")
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", refused}}}})),
+                    expected, "cuda")
                   .kind,
               verdict_kind::pass);
     const verdict accepted = judge(
-        seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", {{"status", "ok"}}}}}})), expected, "cuda");
+        seen({{"status", "ok"}}, ok_result({{"events", {{"cudnn_double", {{"status", "ok"}}}}}})),
+        expected, "cuda");
     EXPECT_EQ(accepted.kind, verdict_kind::fail);
     EXPECT_NE(accepted.reason.find("event cudnn_double"), std::string::npos) << accepted.reason;
     const verdict missing = judge(seen({{"status", "ok"}}, ok_result()), expected, "cuda");
@@ -127,7 +150,8 @@ TEST(Profiles, MostSpecificMatchWins) {
     profiles[1].name = "no-gpu";
     profiles[1].match = {{"gpu_count", 0}};
     profiles[2].name = "hopper";
-    profiles[2].match = {{"compute_capability", json::array({"9.0"})}, {"gpu_count", json::array({1, 2, 4, 8})}};
+    profiles[2].match = {{"compute_capability", json::array({"9.0"})},
+                         {"gpu_count", json::array({1, 2, 4, 8})}};
     auto none = choose_profile(profiles, {{"gpu_count", 0}}, "");
     ASSERT_TRUE(none.is_ok());
     EXPECT_EQ(none->chosen->name, "no-gpu");
@@ -138,12 +162,18 @@ TEST(Profiles, MostSpecificMatchWins) {
     auto ada = choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "8.9"}}, "");
     EXPECT_EQ(ada->chosen->name, "any");
     profiles[2].match["cuda_runtime_version"] = {{"min", 13000}, {"max", 13999}};
-    EXPECT_EQ(choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 13010}}, "")
-                  ->chosen->name,
-              "hopper");
-    EXPECT_EQ(choose_profile(profiles, {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 12040}}, "")
-                  ->chosen->name,
-              "any");
+    EXPECT_EQ(
+        choose_profile(
+            profiles,
+            {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 13010}}, "")
+            ->chosen->name,
+        "hopper");
+    EXPECT_EQ(
+        choose_profile(
+            profiles,
+            {{"gpu_count", 1}, {"compute_capability", "9.0"}, {"cuda_runtime_version", 12040}}, "")
+            ->chosen->name,
+        "any");
     auto forced = choose_profile(profiles, {{"gpu_count", 1}}, "no-gpu");
     EXPECT_EQ(forced->chosen->name, "no-gpu");
     auto unknown = choose_profile(profiles, {{"gpu_count", 1}}, "volta");
@@ -182,10 +212,12 @@ std::vector<double> around(double centre, std::size_t n) {
 }
 
 TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
-    json result = ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
-    json expected = {{"outcome", {{"status", "ok"}}},
-                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
-                     {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
+    json result =
+        ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
+    json expected = {
+        {"outcome", {{"status", "ok"}}},
+        {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+        {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
     judge_context same;
     same.fingerprint_id = "00000000000000aa";
     const verdict slow = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
@@ -204,20 +236,22 @@ TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
 }
 
 TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
-    json record = {{"record", "case"},
-                   {"case", "cpu.s.v"},
-                   {"verdict", "PASS"},
-                   {"observed", oom},
-                   {"process", {{"peak_rss_bytes", 5000000}}},
-                   {"result", ok_result({{"outcome", oom},
-                                         {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
+    json record = {
+        {"record", "case"},
+        {"case", "cpu.s.v"},
+        {"verdict", "PASS"},
+        {"observed", oom},
+        {"process", {{"peak_rss_bytes", 5000000}}},
+        {"result",
+         ok_result({{"outcome", oom},
+                    {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
     const json previous = {{"outcome", {{"status", "ok"}}},
                            {"measurements", {{"loss", {{"max", 1}}}}},
                            {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
     const auto parsed = case_record::from_json(record);
     ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
-    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(previous), {{"gpu_count", 0}},
-                                   "0123456789abcdef", "2026-11-23"));
+    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(previous),
+                                   {{"gpu_count", 0}}, "0123456789abcdef", "2026-11-23"));
     EXPECT_EQ(e["outcome"]["error"], "cudaErrorMemoryAllocation");
     EXPECT_EQ(e["measurements"], previous["measurements"]);
     EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);

@@ -18,8 +18,8 @@
 //   copy_to_device(buffer&, const T* host, n)  /  copy_to_host(T* host, const buffer&, n)
 //   for_each(n, functor)                               functor(i) for i in [0, n)
 //   synchronize()                                      surfaces asynchronous errors
-//   gemm(...)                                          OpenBLAS / cuBLAS, column-major, float+double
-//   timer                                              steady clock / CUDA events
+//   gemm(...)                                          OpenBLAS / cuBLAS, column-major,
+//   float+double timer                                              steady clock / CUDA events
 //   describe_device()                                  where the case really ran (proof)
 #pragma once
 
@@ -121,12 +121,11 @@ struct cpu_backend {
     }
     static status synchronize() { return status::ok(); }
 
-    static status gemm(transpose ta, transpose tb, int m, int n, int k, float alpha,
-                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                       int ldc);
+    static status gemm(transpose ta, transpose tb, int m, int n, int k, float alpha, const float* a,
+                       int lda, const float* b, int ldb, float beta, float* c, int ldc);
     static status gemm(transpose ta, transpose tb, int m, int n, int k, double alpha,
-                       const double* a, int lda, const double* b, int ldb, double beta,
-                       double* c, int ldc);
+                       const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                       int ldc);
 
     /// Wall-clock intervals of synchronous host work.
     class timer {

@@ -55,19 +55,20 @@ struct cuda_backend {
 
 #if defined(__CUDACC__)
     /// f(i) for i in [0, n) on the legacy default stream.
-    template <class F> static status for_each(std::size_t n, F f) { return for_each(cudaStream_t{}, n, f); }
+    template <class F> static status for_each(std::size_t n, F f) {
+        return for_each(cudaStream_t{}, n, f);
+    }
     /// The same on `stream` (a pipeline that overlaps copies and kernels on its own streams;
     /// the default stream would serialise them).
     template <class F> static status for_each(cudaStream_t stream, std::size_t n, F f);
 #endif
     static status synchronize();
 
-    static status gemm(transpose ta, transpose tb, int m, int n, int k, float alpha,
-                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                       int ldc);
+    static status gemm(transpose ta, transpose tb, int m, int n, int k, float alpha, const float* a,
+                       int lda, const float* b, int ldb, float beta, float* c, int ldc);
     static status gemm(transpose ta, transpose tb, int m, int n, int k, double alpha,
-                       const double* a, int lda, const double* b, int ldb, double beta,
-                       double* c, int ldc);
+                       const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                       int ldc);
     /// The process's cuBLAS handle, created on first use.
     static status_or<cublasHandle_t> blas_handle();
 
@@ -120,24 +121,24 @@ template <class F> status cuda_backend::for_each(cudaStream_t stream, std::size_
 
 } // namespace pitfall
 
-#define PITFALL_CUDA_TRY(stage_, expr)                                                            \
-    do {                                                                                          \
-        const cudaError_t pitfall_cuda_err_ = (expr);                                             \
-        if (pitfall_cuda_err_ != cudaSuccess)                                                     \
-            return ::pitfall::detail::from_cuda(pitfall_cuda_err_, (stage_), #expr, __FILE__,     \
-                                                __LINE__);                                        \
+#define PITFALL_CUDA_TRY(stage_, expr)                                                             \
+    do {                                                                                           \
+        const cudaError_t pitfall_cuda_err_ = (expr);                                              \
+        if (pitfall_cuda_err_ != cudaSuccess)                                                      \
+            return ::pitfall::detail::from_cuda(pitfall_cuda_err_, (stage_), #expr, __FILE__,      \
+                                                __LINE__);                                         \
     } while (0)
 
-#define PITFALL_CUBLAS_TRY(expr)                                                                  \
-    do {                                                                                          \
-        const cublasStatus_t pitfall_cublas_err_ = (expr);                                        \
-        if (pitfall_cublas_err_ != CUBLAS_STATUS_SUCCESS)                                         \
+#define PITFALL_CUBLAS_TRY(expr)                                                                   \
+    do {                                                                                           \
+        const cublasStatus_t pitfall_cublas_err_ = (expr);                                         \
+        if (pitfall_cublas_err_ != CUBLAS_STATUS_SUCCESS)                                          \
             return ::pitfall::detail::from_cublas(pitfall_cublas_err_, #expr, __FILE__, __LINE__); \
     } while (0)
 
 /// After a launch: the launch error now, and (synchronising) the asynchronous one.
-#define PITFALL_CUDA_CHECK_LAUNCH()                                                               \
-    do {                                                                                          \
-        PITFALL_CUDA_TRY(::pitfall::stage::launch, cudaGetLastError());                           \
-        PITFALL_CUDA_TRY(::pitfall::stage::synchronize, cudaDeviceSynchronize());                 \
+#define PITFALL_CUDA_CHECK_LAUNCH()                                                                \
+    do {                                                                                           \
+        PITFALL_CUDA_TRY(::pitfall::stage::launch, cudaGetLastError());                            \
+        PITFALL_CUDA_TRY(::pitfall::stage::synchronize, cudaDeviceSynchronize());                  \
     } while (0)

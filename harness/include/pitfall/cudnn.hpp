@@ -11,14 +11,14 @@ namespace pitfall::detail {
 /// Name from cudnnGetErrorString ("CUDNN_STATUS_NOT_SUPPORTED"), never the number: cuDNN 9
 /// renumbered its codes hierarchically.
 inline status from_cudnn(cudnnStatus_t err, const char* expr, const char* file, int line) {
-    return status::error(library::cudnn, cudnnGetErrorString(err), expr, stage::library_call,
-                         false, file, line);
+    return status::error(library::cudnn, cudnnGetErrorString(err), expr, stage::library_call, false,
+                         file, line);
 }
 } // namespace pitfall::detail
 
-#define PITFALL_CUDNN_TRY(expr)                                                                   \
-    do {                                                                                          \
-        const cudnnStatus_t pitfall_cudnn_err_ = (expr);                                          \
-        if (pitfall_cudnn_err_ != CUDNN_STATUS_SUCCESS)                                           \
-            return ::pitfall::detail::from_cudnn(pitfall_cudnn_err_, #expr, __FILE__, __LINE__);  \
+#define PITFALL_CUDNN_TRY(expr)                                                                    \
+    do {                                                                                           \
+        const cudnnStatus_t pitfall_cudnn_err_ = (expr);                                           \
+        if (pitfall_cudnn_err_ != CUDNN_STATUS_SUCCESS)                                            \
+            return ::pitfall::detail::from_cudnn(pitfall_cudnn_err_, #expr, __FILE__, __LINE__);   \
     } while (0)

@@ -26,7 +26,7 @@ inline constexpr const char* env_name = "PITFALL_INJECT";
 struct plan {
     double slowdown = 1.0;
     std::uint64_t extra_device_bytes = 0;
-    std::string outcome_error; ///< empty: the case's own outcome
+    std::string outcome_error;        ///< empty: the case's own outcome
     std::vector<std::string> applied; ///< what was injected, in words, for the result
 
     bool empty() const { return applied.empty(); }

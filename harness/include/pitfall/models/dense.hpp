@@ -113,12 +113,24 @@ inline std::vector<double> initial_parameters(const model_shape& shape, std::uin
 // Math goes through these overloads so float stays float on the device (expf, not exp).
 // ---------------------------------------------------------------------------------------------
 namespace detail {
-PITFALL_HOST_DEVICE inline float exp_of(float x) { return expf(x); }
-PITFALL_HOST_DEVICE inline double exp_of(double x) { return exp(x); }
-PITFALL_HOST_DEVICE inline float log1p_of(float x) { return log1pf(x); }
-PITFALL_HOST_DEVICE inline double log1p_of(double x) { return log1p(x); }
-PITFALL_HOST_DEVICE inline float sqrt_of(float x) { return sqrtf(x); }
-PITFALL_HOST_DEVICE inline double sqrt_of(double x) { return sqrt(x); }
+PITFALL_HOST_DEVICE inline float exp_of(float x) {
+    return expf(x);
+}
+PITFALL_HOST_DEVICE inline double exp_of(double x) {
+    return exp(x);
+}
+PITFALL_HOST_DEVICE inline float log1p_of(float x) {
+    return log1pf(x);
+}
+PITFALL_HOST_DEVICE inline double log1p_of(double x) {
+    return log1p(x);
+}
+PITFALL_HOST_DEVICE inline float sqrt_of(float x) {
+    return sqrtf(x);
+}
+PITFALL_HOST_DEVICE inline double sqrt_of(double x) {
+    return sqrt(x);
+}
 
 /// sigmoid without overflow: exp() only ever sees a non-positive argument.
 template <class T> PITFALL_HOST_DEVICE T sigmoid(T z) {
@@ -313,10 +325,10 @@ public:
             static_cast<std::size_t>(n),
             sigmoid_bce_gradient<T>{m_z2.data(), params + m_shape.b2_offset(), d_yb, m_dz2.data(),
                                     m_loss_terms.data(), inv_n}));
-        PITFALL_TRY(Backend::for_each(
-            1, output_bias_gradient_and_loss<T>{m_dz2.data(), m_loss_terms.data(),
-                                                grads + m_shape.b2_offset(), m_loss_total.data(), n,
-                                                inv_n}));
+        PITFALL_TRY(
+            Backend::for_each(1, output_bias_gradient_and_loss<T>{m_dz2.data(), m_loss_terms.data(),
+                                                                  grads + m_shape.b2_offset(),
+                                                                  m_loss_total.data(), n, inv_n}));
         // dW2 (1 x hidden) = dz2 (1 x n) * A1^T (n x hidden)
         PITFALL_TRY(Backend::gemm(transpose::no, transpose::yes, 1, m_shape.hidden, n, T(1),
                                   m_dz2.data(), 1, m_a1.data(), m_shape.hidden, T(0),

@@ -65,7 +65,8 @@ struct adam_config {
 // ---------------------------------------------------------------------------------------------
 // Host-side inputs, from the fixed-seed generator of pitfall/random.hpp: a synthetic
 // MNIST-shaped data set and Glorot-uniform initial weights. They make the
-// *inputs*; the code under test and the float64 reference in scenarios/batch_size_one/scenario.cu both start from them.
+// *inputs*; the code under test and the float64 reference in scenarios/batch_size_one/scenario.cu
+// both start from them.
 // ---------------------------------------------------------------------------------------------
 
 /// What `(x_train, y_train)` looks like after the usual Keras preprocessing: pixels in [0, 1]
