@@ -17,7 +17,7 @@
 //   cpu  every batch-size case ok: the model learns (loss on a fixed evaluation set falls) and
 //        matches an independent float64 reference; samples/s grows with the batch (OpenBLAS
 //        GEMMs beat GEMVs, and Adam's 101 770-parameter update, paid once per step, dominates
-//        a batch-1 step). remedy_cuda_graph: UNSUPPORTED, no CPU analog (see run_case).
+//        a batch-1 step). remedy_cuda_graph: UNSUPPORTED, no CPU analog (see remedy_cuda_graph).
 //   cuda (GPU, documented, not yet observed) all ok. Batch 1: 12 launches per sample, 7 of 8
 //        elementwise grids of 1..4 blocks (below the SM count); throughput at 256 over 1 far
 //        above the CPU's ratio (up to ~256 while the step stays launch-bound); the CUDA Graph
@@ -44,19 +44,15 @@
 //      backends for the crossover;
 //   4. a check: a fresh model trained `check_steps` steps, judged by a float64 reference written
 //      independently below (its own weight layout, sample-by-sample loops).
-#include "mlp_model.hpp"
-
+#include "pitfall/models/mlp.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <exception>
 #include <limits>
 #include <map>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -68,8 +64,17 @@ using pitfall::mlp::dataset;
 using pitfall::mlp::shape;
 
 // ---------------------------------------------------------------------------------------------
-// Parameters (defaults and docs in scenario.json) and the variant's batch size.
+// Parameters (defaults, docs and bounds in scenario.json) and what the variant sets.
 // ---------------------------------------------------------------------------------------------
+
+/// What a variant trains: its batch, whether the step is replayed from a CUDA Graph, and
+/// whether the CUDA case also sweeps the batch sizes for the CPU/GPU crossover.
+struct variant_setup {
+    int batch = 1;
+    bool graph = false;
+    bool crossover = false;
+};
+
 struct config {
     std::size_t rows = 0;
     std::uint64_t seed = 0;
@@ -78,61 +83,34 @@ struct config {
     int check_steps = 0;
     std::size_t eval_rows = 0;
     int crossover_max_batch = 0;
-    int batch = 0;      ///< from the variant
-    bool graph = false; ///< remedy_cuda_graph
+    int batch = 0;          ///< from the variant
+    bool graph = false;     ///< remedy_cuda_graph
+    bool crossover = false; ///< reproduce
 };
 
-status bad_parameter(const std::string& name, const std::string& what) {
-    return status::error(pitfall::library::pitfall, "bad_parameter",
-                         "--param " + name + ": " + what, pitfall::stage::init);
-}
-
-pitfall::status_or<long long> bounded_int(const pitfall::context& ctx, const char* name,
-                                          long long lo, long long hi) {
-    PITFALL_ASSIGN_OR_RETURN(const long long v, ctx.param_int(name));
-    if (v < lo || v > hi)
-        return bad_parameter(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                       "], got " + std::to_string(v));
-    return v;
-}
-
-pitfall::status_or<config> read_config(const pitfall::context& ctx) {
+pitfall::status_or<config> read_config(const pitfall::context& ctx, const variant_setup& setup) {
     config c;
-    PITFALL_ASSIGN_OR_RETURN(const long long rows, bounded_int(ctx, "rows", 1, 1 << 22));
-    PITFALL_ASSIGN_OR_RETURN(const long long seed, bounded_int(ctx, "seed", 0, 1LL << 62));
-    PITFALL_ASSIGN_OR_RETURN(const long long per_timing,
-                             bounded_int(ctx, "samples_per_timing", 1, 1 << 24));
-    PITFALL_ASSIGN_OR_RETURN(const long long check_steps, bounded_int(ctx, "check_steps", 1, 1000));
-    PITFALL_ASSIGN_OR_RETURN(const long long eval_rows, bounded_int(ctx, "eval_rows", 1, 1 << 22));
-    PITFALL_ASSIGN_OR_RETURN(const long long max_batch,
-                             bounded_int(ctx, "crossover_max_batch", 1, 1 << 16));
-    PITFALL_ASSIGN_OR_RETURN(const double lr, ctx.param_double("learning_rate"));
-    if (!(lr > 0.0) || !std::isfinite(lr))
-        return bad_parameter("learning_rate", "must be a positive finite number");
+    PITFALL_ASSIGN_OR_RETURN(const long long rows, ctx.param_int("rows"));
+    PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
+    PITFALL_ASSIGN_OR_RETURN(const long long per_timing, ctx.param_int("samples_per_timing"));
+    PITFALL_ASSIGN_OR_RETURN(const long long check_steps, ctx.param_int("check_steps"));
+    PITFALL_ASSIGN_OR_RETURN(const long long eval_rows, ctx.param_int("eval_rows"));
+    PITFALL_ASSIGN_OR_RETURN(const long long max_batch, ctx.param_int("crossover_max_batch"));
+    PITFALL_ASSIGN_OR_RETURN(c.learning_rate, ctx.param_double("learning_rate"));
     c.rows = static_cast<std::size_t>(rows);
     c.seed = static_cast<std::uint64_t>(seed);
-    c.learning_rate = lr;
     c.samples_per_timing = static_cast<int>(per_timing);
     c.check_steps = static_cast<int>(check_steps);
     c.eval_rows = std::min(static_cast<std::size_t>(eval_rows), c.rows);
     c.crossover_max_batch = static_cast<int>(max_batch);
-
-    // The variant decides the batch: reproduce and remedy_cuda_graph 1, remedy_batch_N N.
-    const std::string& v = ctx.variant();
-    const std::string prefix = "remedy_batch_";
-    if (v == "reproduce") {
-        c.batch = 1;
-    } else if (v == "remedy_cuda_graph") {
-        c.batch = 1;
-        c.graph = true;
-    } else if (v.rfind(prefix, 0) == 0) {
-        c.batch = std::atoi(v.c_str() + prefix.size());
-    }
-    if (c.batch < 1)
-        return PITFALL_HOST_ERROR(pitfall::stage::init, "unknown_variant", v);
-    if (c.rows < static_cast<std::size_t>(std::max(c.batch, c.crossover_max_batch)))
-        return bad_parameter("rows", "must hold at least one batch of " +
-                                         std::to_string(std::max(c.batch, c.crossover_max_batch)));
+    c.batch = setup.batch;
+    c.graph = setup.graph;
+    c.crossover = setup.crossover;
+    // A rule between parameters and the variant, which scenario.json's bounds cannot state.
+    const int widest = std::max(c.batch, c.crossover_max_batch);
+    if (c.rows < static_cast<std::size_t>(widest))
+        return pitfall::bad_parameter("rows",
+                                      "must hold at least one batch of " + std::to_string(widest));
     return c;
 }
 
@@ -890,7 +868,7 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
         ctx.record_samples("cpu_seconds_per_sample", c, "s");
         ctx.record("gpu_over_cpu_throughput", median(c) / median(own_seconds_per_sample));
     }
-    if (ctx.variant() == "reproduce")
+    if (cfg.crossover)
         PITFALL_TRY(record_crossover(ctx, cfg, data, init, exec));
 
     // 4. the check: a fresh model, trained the way this variant trains (the graph variant: one
@@ -903,7 +881,8 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
     if (cfg.graph && cfg.check_steps > 1) {
         step_graph graph;
         PITFALL_TRY(capture_step(exec, model, graph));
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
+        PITFALL_CUDA_TRY(pitfall::stage::init,
+                         cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
         for (int s = 1; s < cfg.check_steps; ++s)
             PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(graph.exec, exec.stream()));
         PITFALL_TRY(pitfall::cuda_backend::synchronize());
@@ -919,48 +898,54 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
 }
 #endif // PITFALL_HAS_CUDA
 
-template <class Backend> status run_variant(pitfall::context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
-    if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
-        // A CUDA Graph removes per-launch submission cost: the host-side driver work of ~12
-        // cudaLaunchKernel/cuBLAS calls per step and the gaps between kernels. The CPU backend
-        // has nothing of the kind to remove: its "launch" is a direct function call, and
-        // replaying a recorded list of those calls would only add an indirection. No honest
-        // analog, so no number that could be mistaken for one.
-        if (cfg.graph)
-            return PITFALL_UNSUPPORTED(
-                "no CPU analog: a CUDA Graph amortises kernel-launch and driver submission cost, "
-                "and the CPU backend's for_each/gemm are direct calls with no launch to remove");
-    }
+template <class Backend> status train(pitfall::context& ctx, const variant_setup& setup) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx, setup));
+    // A CUDA Graph removes per-launch submission cost: the host-side driver work of ~12
+    // cudaLaunchKernel/cuBLAS calls per step and the gaps between kernels. The CPU backend has
+    // nothing of the kind to remove: its "launch" is a direct function call, and replaying a
+    // recorded list of those calls would only add an indirection. No honest analog, so no
+    // number that could be mistaken for one.
+    if (cfg.graph)
+        PITFALL_TRY(pitfall::cuda_only<Backend>(
+            "a CUDA Graph amortises kernel-launch and driver submission cost, and the CPU "
+            "backend's for_each/gemm are direct calls with no launch to remove"));
     // What model.fit receives: float32 pixels in [0, 1], one-hot labels, made on the host.
     const dataset data = pitfall::mlp::make_dataset(cfg.rows, cfg.seed);
     const std::vector<double> init = pitfall::mlp::initial_parameters(cfg.seed);
     ctx.record_info("model", "Dense(128, relu, input 784) -> Dense(10, softmax), categorical "
                              "cross-entropy, Adam; 101770 float32 parameters");
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
+    if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
+        return run_cpu(ctx, cfg, data, init);
+    } else { // only instantiated where the build has CUDA
 #if PITFALL_HAS_CUDA
         return run_cuda(ctx, cfg, data, init);
-#else
-        return PITFALL_UNSUPPORTED("built without CUDA");
 #endif
-    } else {
-        return run_cpu(ctx, cfg, data, init);
     }
+}
+
+// The variants of scenario.json. A host allocation failure (the data set, the reference's
+// buffers) is std::bad_alloc, an outcome like any other.
+template <class Backend> status reproduce(pitfall::context& ctx) {
+    return train<Backend>(ctx, {1, false, true}); // batch 1, eager, and the crossover sweep
+}
+template <class Backend> status remedy_batch_32(pitfall::context& ctx) {
+    return train<Backend>(ctx, {32});
+}
+template <class Backend> status remedy_batch_64(pitfall::context& ctx) {
+    return train<Backend>(ctx, {64});
+}
+template <class Backend> status remedy_batch_128(pitfall::context& ctx) {
+    return train<Backend>(ctx, {128});
+}
+template <class Backend> status remedy_batch_256(pitfall::context& ctx) {
+    return train<Backend>(ctx, {256});
+}
+template <class Backend> status remedy_cuda_graph(pitfall::context& ctx) {
+    return train<Backend>(ctx, {1, true}); // batch 1, the step replayed from a graph
 }
 
 } // namespace
 
-/// The case: a host allocation failure is an outcome like any other, never an escaping
-/// exception.
-template <class Backend> pitfall::status run_case(pitfall::context& ctx) {
-    try {
-        return run_variant<Backend>(ctx);
-    } catch (const std::bad_alloc&) {
-        return PITFALL_HOST_ERROR(pitfall::stage::alloc, "std::bad_alloc",
-                                  "host allocation failed (data set or reference buffers)");
-    } catch (const std::exception& e) {
-        return PITFALL_HOST_ERROR(pitfall::stage::compute, "std::exception", e.what());
-    }
-}
-
-PITFALL_SCENARIO(run_case)
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy_batch_32),
+                 PITFALL_VARIANT(remedy_batch_64), PITFALL_VARIANT(remedy_batch_128),
+                 PITFALL_VARIANT(remedy_batch_256), PITFALL_VARIANT(remedy_cuda_graph))

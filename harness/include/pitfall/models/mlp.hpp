@@ -360,8 +360,9 @@ public:
         model.m_adam = adam;
         model.m_usable_rows = (data.rows / static_cast<std::size_t>(batch)) * batch;
         if (model.m_usable_rows == 0)
-            return PITFALL_HOST_ERROR(stage::init, "bad_parameter",
-                                      "the data set has fewer rows than one batch");
+            return status::error(pitfall_error::bad_parameter,
+                                 "the data set has fewer rows than one batch", stage::init,
+                                 __FILE__, __LINE__);
         const std::size_t n_params = shape::parameter_count;
         const std::size_t nb = static_cast<std::size_t>(batch);
         PITFALL_ASSIGN_OR_RETURN(model.m_x_all, backend::template allocate<float>(data.x.size()));
