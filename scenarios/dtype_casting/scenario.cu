@@ -195,9 +195,9 @@ struct flat_index_int32 {
     std::int32_t ld;
     std::int64_t* out; // widened only for storage; the value is the int32 result
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
-        const std::uint32_t wrapped = static_cast<std::uint32_t>(rows[i]) *
-                                          static_cast<std::uint32_t>(ld) +
-                                      static_cast<std::uint32_t>(cols[i]);
+        const std::uint32_t wrapped =
+            static_cast<std::uint32_t>(rows[i]) * static_cast<std::uint32_t>(ld) +
+            static_cast<std::uint32_t>(cols[i]);
         out[i] = static_cast<std::int32_t>(wrapped);
     }
 };
@@ -226,9 +226,10 @@ struct decode_labels {
     std::int32_t* via_normalised;
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
         const std::int32_t k = classes[i];
-        via_fp16[i] = keep_int ? k
-                               : static_cast<std::int32_t>(
-                                     fp16_to_float(to_fp16_bits(static_cast<float>(k))));
+        via_fp16[i] =
+            keep_int
+                ? k
+                : static_cast<std::int32_t>(fp16_to_float(to_fp16_bits(static_cast<float>(k))));
         if (i < static_cast<std::size_t>(norm_n)) {
             const float span = static_cast<float>(norm_n - 1);
             const float stored = static_cast<float>(k) / span; // IEEE division on both backends
@@ -326,14 +327,10 @@ float sweep_value(std::uint32_t i) {
     const std::uint32_t sign = g & 0x80000000u;
     const std::uint32_t fp16_exponent = 101u + h % 43u; // biased: 2^-26 .. 2^16
     switch (i % 4u) {
-    case 0u:
-        return float_of(h);
-    case 1u:
-        return float_of(sign | (fp16_exponent << 23) | (g & 0x007FFFFFu));
-    case 2u:
-        return float_of(sign | (fp16_exponent << 23) | (g & 0x007FE000u) | 0x1000u);
-    default:
-        return float_of(sign | ((1u + h % 254u) << 23) | (g & 0x007F0000u) | 0x8000u);
+    case 0u: return float_of(h);
+    case 1u: return float_of(sign | (fp16_exponent << 23) | (g & 0x007FFFFFu));
+    case 2u: return float_of(sign | (fp16_exponent << 23) | (g & 0x007FE000u) | 0x1000u);
+    default: return float_of(sign | ((1u + h % 254u) << 23) | (g & 0x007F0000u) | 0x8000u);
     }
 }
 
@@ -383,8 +380,8 @@ pitfall::status_or<pitfall::buffer<T, Backend>> to_device(const std::vector<T>& 
 }
 
 /// A check that compares an observed number with its hand-derived value.
-void check_equal(pitfall::context& ctx, const std::string& name, double observed,
-                 double expected, const std::string& why) {
+void check_equal(pitfall::context& ctx, const std::string& name, double observed, double expected,
+                 const std::string& why) {
     ctx.check(name, observed == expected,
               "observed " + num(observed) + ", expected " + num(expected) + " (" + why + ")");
 }
@@ -640,8 +637,8 @@ template <class Backend> pitfall::status sweep_16(pitfall::context& ctx) {
     // The timed work: n conversions to each format (kernel time on the GPU, loop time here).
     const convert_16 kernel{d_in.data(), d_fp16.data(), d_bf16.data()};
     PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        return Backend::for_each(n, kernel);
-    }));
+                                 return Backend::for_each(n, kernel);
+                             }));
     ctx.record_samples("sweep_seconds", seconds, "s");
     PITFALL_TRY(Backend::synchronize());
     PITFALL_ASSIGN_OR_RETURN(const auto h_fp16, (to_host<Backend>(d_fp16)));
@@ -677,13 +674,13 @@ template <class Backend> pitfall::status sweep_16(pitfall::context& ctx) {
         hash.add(h_bf16[i], bf16_format);
         const double xd = static_cast<double>(x);
         if (c16 == fp_class::normal)
-            fp16_max_rel = std::fmax(fp16_max_rel,
-                                     std::fabs(reference_value(h_fp16[i], fp16_format) - xd) /
-                                         std::fabs(xd));
+            fp16_max_rel =
+                std::fmax(fp16_max_rel,
+                          std::fabs(reference_value(h_fp16[i], fp16_format) - xd) / std::fabs(xd));
         if (cbf == fp_class::normal)
-            bf16_max_rel = std::fmax(bf16_max_rel,
-                                     std::fabs(reference_value(h_bf16[i], bf16_format) - xd) /
-                                         std::fabs(xd));
+            bf16_max_rel =
+                std::fmax(bf16_max_rel,
+                          std::fabs(reference_value(h_bf16[i], bf16_format) - xd) / std::fabs(xd));
     }
     const auto where = [&](std::size_t i) {
         return i == n ? std::string("none")
@@ -814,14 +811,14 @@ template <class Backend> pitfall::status run_index_and_labels(pitfall::context& 
     const decode_labels labels{d_classes.data(), normalised_classes, wide, d_via_fp16.data(),
                                d_via_norm.data()};
     PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        PITFALL_TRY(wide ? Backend::for_each(n_index, index64)
-                         : Backend::for_each(n_index, index32));
-        return Backend::for_each(h_classes.size(), labels);
-    }));
+                                 PITFALL_TRY(wide ? Backend::for_each(n_index, index64)
+                                                  : Backend::for_each(n_index, index32));
+                                 return Backend::for_each(h_classes.size(), labels);
+                             }));
     ctx.record_samples("pipeline_seconds", seconds, "s");
     if (!wide)
-        PITFALL_TRY(Backend::for_each(2, float_label_to_class{d_float_labels.data(),
-                                                               d_float_classes.data()}));
+        PITFALL_TRY(Backend::for_each(
+            2, float_label_to_class{d_float_labels.data(), d_float_classes.data()}));
     PITFALL_TRY(Backend::synchronize());
 
     // ---- index ---------------------------------------------------------------------------
@@ -1093,8 +1090,8 @@ template <class Backend> pitfall::status run_training(pitfall::context& ctx, boo
     // Each timing sample is one whole training run from w = 0; the last one is judged.
     PITFALL_ASSIGN_OR_RETURN(auto state, make_train_state<Backend>(data));
     PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        return train_fp16<Backend>(state, n_steps, lr, loss_scale, scaled);
-    }));
+                                 return train_fp16<Backend>(state, n_steps, lr, loss_scale, scaled);
+                             }));
     ctx.record_samples("train_seconds", seconds, "s");
     PITFALL_TRY(Backend::synchronize());
     PITFALL_ASSIGN_OR_RETURN(const auto h_w, (to_host<Backend>(state.w)));

@@ -148,10 +148,10 @@ inline std::uint16_t reference_bits(float x, const format16& f) {
     if (a == 0.0)
         return static_cast<std::uint16_t>(sign);
     int e2 = 0;
-    (void)std::frexp(a, &e2);        // a = m * 2^e2 with m in [0.5, 1): a in [2^(e2-1), 2^e2)
-    int e = e2 - 1 < emin ? emin : e2 - 1;       // below emin the quantum stops shrinking
+    (void)std::frexp(a, &e2);              // a = m * 2^e2 with m in [0.5, 1): a in [2^(e2-1), 2^e2)
+    int e = e2 - 1 < emin ? emin : e2 - 1; // below emin the quantum stops shrinking
     const double quantum = std::ldexp(1.0, e - (p - 1));
-    double r = std::nearbyint(a / quantum);      // a / quantum is exact: a power-of-two scale
+    double r = std::nearbyint(a / quantum); // a / quantum is exact: a power-of-two scale
     const double hidden = std::ldexp(1.0, p - 1);
     if (r == 0.0)
         return static_cast<std::uint16_t>(sign);

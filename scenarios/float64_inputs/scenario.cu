@@ -28,8 +28,8 @@
 //   math throughout; the price is float32 rounding, measured against the float64 reference.
 // Seed: 000 ex.1 (float64 numpy arrays into model.fit), 002 ex.3 (cast features to float32).
 //
-// Every case runs two trainings with the code under test (pitfall/models/dense.hpp) and one with the
-// reference written below:
+// Every case runs two trainings with the code under test (pitfall/models/dense.hpp) and one with
+// the reference written below:
 //   1. fit: the timed run. Each timed sample is one epoch over all `rows` rows; the warm-up
 //      epochs train too, so the model sees warmup + samples epochs (10 by default, the seed's
 //      epochs=10). It gives epoch_seconds, first_loss, final_loss.
@@ -282,15 +282,15 @@ struct cudnn_session {
 pitfall::status cudnn_double_sigmoid(cudnn_session& s, const double* d_in, double* d_out, int n) {
     PITFALL_CUDNN_TRY(cudnnCreate(&s.handle)); // no GPU: CUDNN_STATUS_NOT_INITIALIZED
     PITFALL_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.tensor));
-    PITFALL_CUDNN_TRY(cudnnSetTensor4dDescriptor(s.tensor, CUDNN_TENSOR_NCHW, CUDNN_DATA_DOUBLE,
-                                                 n, 1, 1, 1));
+    PITFALL_CUDNN_TRY(
+        cudnnSetTensor4dDescriptor(s.tensor, CUDNN_TENSOR_NCHW, CUDNN_DATA_DOUBLE, n, 1, 1, 1));
     PITFALL_CUDNN_TRY(cudnnCreateActivationDescriptor(&s.activation));
     PITFALL_CUDNN_TRY(cudnnSetActivationDescriptor(s.activation, CUDNN_ACTIVATION_SIGMOID,
                                                    CUDNN_PROPAGATE_NAN, 0.0));
     const double alpha = 1.0; // scaling factors are double for double tensors
     const double beta = 0.0;
-    PITFALL_CUDNN_TRY(cudnnActivationForward(s.handle, s.activation, &alpha, s.tensor, d_in,
-                                             &beta, s.tensor, d_out));
+    PITFALL_CUDNN_TRY(cudnnActivationForward(s.handle, s.activation, &alpha, s.tensor, d_in, &beta,
+                                             s.tensor, d_out));
     PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaDeviceSynchronize());
     return pitfall::status::ok();
 }
@@ -303,8 +303,8 @@ pitfall::status observe_cudnn_double(pitfall::context& ctx, int n) {
     const std::size_t count = static_cast<std::size_t>(n);
     std::vector<double> h_in(count), h_out(count);
     for (std::size_t i = 0; i < count; ++i) // logits from -8 to 8
-        h_in[i] = count > 1 ? -8.0 + 16.0 * static_cast<double>(i) / static_cast<double>(count - 1)
-                            : 0.0;
+        h_in[i] =
+            count > 1 ? -8.0 + 16.0 * static_cast<double>(i) / static_cast<double>(count - 1) : 0.0;
     PITFALL_ASSIGN_OR_RETURN(auto d_in, backend::allocate<double>(count));
     PITFALL_ASSIGN_OR_RETURN(auto d_out, backend::allocate<double>(count));
     PITFALL_TRY(backend::copy_to_device(d_in, h_in.data(), count));
@@ -356,17 +356,17 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
         const auto cast_start = std::chrono::steady_clock::now();
         h_x_cast.assign(data.x.begin(), data.x.end()); // element-wise static_cast<float>
         h_y_cast.assign(data.y.begin(), data.y.end());
-        ctx.record("cast_seconds",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - cast_start)
-                       .count(),
-                   "s");
+        ctx.record(
+            "cast_seconds",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - cast_start).count(),
+            "s");
         h_x = h_x_cast.data();
         h_y = h_y_cast.data();
     }
     const double input_bytes = static_cast<double>((n_x + n_y) * sizeof(T));
     ctx.record("input_bytes", input_bytes, "B");
-    ctx.record("input_bytes_saved",
-               static_cast<double>((n_x + n_y) * sizeof(double)) - input_bytes, "B");
+    ctx.record("input_bytes_saved", static_cast<double>((n_x + n_y) * sizeof(double)) - input_bytes,
+               "B");
 
     // On the CPU backend "device" memory is host memory counted by the tracker, so the memory
     // figure of the result (tracked_peak_bytes) shows the halving too.
@@ -434,10 +434,10 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
     const auto reference_start = std::chrono::steady_clock::now();
     const reference_result reference =
         reference_train(data, cfg.check_rows, shape, cfg.batch, cfg.check_epochs, adam, h_initial);
-    ctx.record("reference_seconds",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start)
-                   .count(),
-               "s");
+    ctx.record(
+        "reference_seconds",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start).count(),
+        "s");
     // The relative error of a probability: for p = sigmoid(z) it is (1 - p) |dz|, i.e. about
     // the absolute error of the logit, so it stays meaningful for confident predictions.
     const double rel = max_relative_difference(h_predictions, reference.predictions);
@@ -455,8 +455,7 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
     ctx.check("predictions_match_fp64_reference", rel <= tolerance,
               "max |p - p_ref| / p_ref = " + scientific(rel) + " over " +
                   std::to_string(cfg.check_rows) + " rows after " +
-                  std::to_string(cfg.check_epochs) + " epochs; tolerance " +
-                  scientific(tolerance));
+                  std::to_string(cfg.check_epochs) + " epochs; tolerance " + scientific(tolerance));
 
 #if PITFALL_HAS_CUDA && PITFALL_HAS_CUDNN
     if constexpr (Backend::kind == pitfall::backend_kind::cuda && is_float64)

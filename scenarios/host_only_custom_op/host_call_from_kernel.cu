@@ -18,7 +18,9 @@
 //   __host__ __device__, and the compile check must FAIL ("compiled, but it must not").
 
 /// The custom op as a host library ships it: no annotation, hence __host__ only.
-inline float host_only_square(float x) { return x * x; }
+inline float host_only_square(float x) {
+    return x * x;
+}
 
 /// The custom layer as a kernel: one thread per element, calling the host-only op.
 __global__ void square_layer_kernel(const float* in, float* out, int n) {

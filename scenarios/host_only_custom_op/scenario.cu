@@ -130,12 +130,13 @@ void host_op_on_backend_buffers(const pitfall::buffer<float, Backend>& d_in,
     if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
         cudaPointerAttributes attributes{};
         const cudaError_t err = cudaPointerGetAttributes(&attributes, d_in.data());
-        std::fprintf(stderr,
-                     "host_only_custom_op: calling the host-only op on %p (cudaPointerGetAttributes:"
-                     " %s, type %d = %s); a SIGSEGV is the expected outcome on a GPU\n",
-                     static_cast<const void*>(d_in.data()), cudaGetErrorName(err),
-                     static_cast<int>(attributes.type),
-                     attributes.type == cudaMemoryTypeDevice ? "cudaMemoryTypeDevice" : "other");
+        std::fprintf(
+            stderr,
+            "host_only_custom_op: calling the host-only op on %p (cudaPointerGetAttributes:"
+            " %s, type %d = %s); a SIGSEGV is the expected outcome on a GPU\n",
+            static_cast<const void*>(d_in.data()), cudaGetErrorName(err),
+            static_cast<int>(attributes.type),
+            attributes.type == cudaMemoryTypeDevice ? "cudaMemoryTypeDevice" : "other");
         std::fflush(stderr);
     }
 #endif
@@ -148,7 +149,8 @@ void host_op_on_backend_buffers(const pitfall::buffer<float, Backend>& d_in,
 /// launch succeeds and the synchronize reports cudaErrorIllegalAddress (sticky), unless the
 /// device can access pageable memory (HMM/ATS), in which case it simply works.
 template <class Backend>
-pitfall::status device_op_on_host_pointer(const float* h_in, pitfall::buffer<float, Backend>& d_out) {
+pitfall::status device_op_on_host_pointer(const float* h_in,
+                                          pitfall::buffer<float, Backend>& d_out) {
     PITFALL_TRY(Backend::for_each(d_out.size(), square_op{h_in, d_out.data()}));
     return Backend::synchronize();
 }
@@ -256,8 +258,8 @@ void check_outputs(pitfall::context& ctx, const config& cfg, const layer_inputs&
             active += y_ref > 0.0 ? 1 : 0;
             const double err = std::fabs(static_cast<double>(h_y[r * cfg.units + u]) - y_ref) /
                                std::max(scale, std::numeric_limits<double>::min());
-            worst = std::isnan(err) ? std::numeric_limits<double>::infinity()
-                                    : std::max(worst, err);
+            worst =
+                std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(worst, err);
         }
     }
     ctx.record("dense_max_scaled_error_vs_fp64_reference", worst);
@@ -329,9 +331,9 @@ pitfall::status host_fn_device_data(pitfall::context& ctx, const config& cfg,
     fault::host_op_on_backend_buffers(d.x, d.squared);
     // Only the CPU backend gets here. What it costs there, for comparison with the remedies.
     PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        fault::host_op_on_backend_buffers(d.x, d.squared);
-        return pitfall::status::ok();
-    }));
+                                 fault::host_op_on_backend_buffers(d.x, d.squared);
+                                 return pitfall::status::ok();
+                             }));
     ctx.record_samples("layer_seconds", seconds, "s");
     return dense_and_check(ctx, cfg, in, d);
 }
@@ -349,9 +351,9 @@ pitfall::status_or<int> record_pageable_access(pitfall::context& ctx, const floa
                      cudaDeviceGetAttribute(&host_page_tables,
                                             cudaDevAttrPageableMemoryAccessUsesHostPageTables,
                                             device));
-    PITFALL_CUDA_TRY(pitfall::stage::init,
-                     cudaDeviceGetAttribute(&concurrent_managed,
-                                            cudaDevAttrConcurrentManagedAccess, device));
+    PITFALL_CUDA_TRY(
+        pitfall::stage::init,
+        cudaDeviceGetAttribute(&concurrent_managed, cudaDevAttrConcurrentManagedAccess, device));
     // Gateable as a number: a baseline states the outcome together with the attribute it
     // assumes, so a host with the other answer reads as that, not as a mystery.
     ctx.record("pageable_memory_access", pageable);
@@ -406,8 +408,8 @@ pitfall::status kernel_host_data(pitfall::context& ctx, const config& cfg, const
     }
     // CPU, or a GPU with HMM/ATS: the kernel read the host array; the results must be right.
     PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        return fault::device_op_on_host_pointer(h_x, d.squared);
-    }));
+                                 return fault::device_op_on_host_pointer(h_x, d.squared);
+                             }));
     ctx.record_samples("layer_seconds", seconds, "s");
     return dense_and_check(ctx, cfg, in, d);
 }
@@ -469,9 +471,10 @@ pitfall::status copy_to_host_fallback(pitfall::context& ctx, const config& cfg,
 template <class Backend>
 pitfall::status device_op(pitfall::context& ctx, const config& cfg, const layer_inputs& in) {
     PITFALL_ASSIGN_OR_RETURN(auto d, (upload<Backend>(cfg, in)));
-    PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-        return Backend::for_each(cfg.elements(), square_op{d.x.data(), d.squared.data()});
-    }));
+    PITFALL_ASSIGN_OR_RETURN(
+        const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
+            return Backend::for_each(cfg.elements(), square_op{d.x.data(), d.squared.data()});
+        }));
     ctx.record_samples("layer_seconds", seconds, "s");
     ctx.record("transfer_bytes_per_call", 0.0, "B");
     return dense_and_check(ctx, cfg, in, d);

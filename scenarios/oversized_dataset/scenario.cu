@@ -875,8 +875,9 @@ status stream_on_gpu(pitfall::context& ctx, device_memory<pitfall::cuda_backend>
                                          cudaMemcpyHostToDevice, res.streams[s]));
         const std::size_t groups = (rows + rows_per_group - 1) / rows_per_group;
         PITFALL_TRY(pitfall::cuda_backend::for_each(res.streams[s], (features + 1) * groups,
-                              column_sums{d_x[s].data(), d_y[s].data(), d_sums[s].data(), rows,
-                                          features, rows_per_group}));
+                                                    column_sums{d_x[s].data(), d_y[s].data(),
+                                                                d_sums[s].data(), rows, features,
+                                                                rows_per_group}));
         PITFALL_CUDA_TRY(stage::launch, cudaEventRecord(res.consumed[s], res.streams[s]));
         ++stats.batches;
     }
