@@ -23,6 +23,7 @@
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/models/adam.hpp"
 #include "pitfall/random.hpp"
 #include "pitfall/status.hpp"
 
@@ -46,13 +47,7 @@ struct model_shape {
     std::size_t parameter_count() const { return b2_offset() + 1; }
 };
 
-/// Keras' Adam defaults (beta_1, beta_2, epsilon) with the caller's learning rate.
-struct adam_config {
-    double learning_rate = 1e-3;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double epsilon = 1e-7;
-};
+using models::adam_config; ///< Keras' Adam defaults with the caller's learning rate
 
 // ---------------------------------------------------------------------------------------------
 // Host-side inputs, from the fixed-seed generator of pitfall/random.hpp: the synthetic data set
