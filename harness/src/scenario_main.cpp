@@ -301,6 +301,15 @@ void print_help(const manifest& m, const char* argv0) {
               << "exactly those of scenario.json, else 2 with the difference.\n";
 }
 
+// The built-in parameters every scenario has, with their bounds.
+std::vector<param_spec> built_in_params() {
+    return {
+        param_spec{"samples", json(9), "timed repetitions (odd)", json(1), json(100001), json()},
+        param_spec{"warmup", json(1), "untimed repetitions first", json(0), json(1000000), json()},
+        param_spec{"warmup_seconds", json(0.25), "and at least this long warming up", json(0.0),
+                   json(3600.0), json()}};
+}
+
 std::string bounds_text(const param_spec& p) {
     std::string out;
     if (p.min.is_number())
@@ -320,11 +329,10 @@ void print_list(const manifest& m) {
             std::cout << ' ' << b;
         std::cout << "\n      " << v.doc << '\n';
     }
-    std::cout << "\nparameters (--param key=value):\n"
-              << "  samples = 9   timed repetitions (odd)\n"
-              << "  warmup = 1    untimed repetitions first\n"
-              << "  warmup_seconds = 0.25   and at least this long warming up\n";
-    for (const auto& p : m.params)
+    std::cout << "\nparameters (--param key=value):\n";
+    std::vector<param_spec> all = built_in_params();
+    all.insert(all.end(), m.params.begin(), m.params.end());
+    for (const auto& p : all)
         std::cout << "  " << p.name << " = " << p.default_value.dump() << bounds_text(p) << "   "
                   << p.doc << '\n';
 }
@@ -394,13 +402,6 @@ status_or<json> typed_value(const param_spec& spec, const std::string& text) {
     if (auto in_bounds = check_param_value(spec, value); !in_bounds.is_ok())
         return bad_parameter(spec.name, in_bounds.message());
     return value;
-}
-
-// The built-in parameters every scenario has, with their bounds.
-std::vector<param_spec> built_in_params() {
-    return {param_spec{"samples", json(9), "", json(1), json(100001), json()},
-            param_spec{"warmup", json(1), "", json(0), json(1000000), json()},
-            param_spec{"warmup_seconds", json(0.25), "", json(0.0), json(3600.0), json()}};
 }
 
 // Defaults from scenario.json, then the --param overrides, each typed and bounded.

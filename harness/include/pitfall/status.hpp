@@ -59,7 +59,6 @@ enum class host_error {
     child_failed,                ///< it exited with a code that is not the protocol's
     child_wrote_no_result,       ///< it exited 0 or 77 without a result file
     child_result_unreadable,     ///< its result file is not a result document
-    second_process_failed,       ///< the second process of a two-process case did not do its part
     device_ordinal_out_of_range, ///< a device number past the devices there are
     no_batch_fits,               ///< no batch size fits the memory budget
 };
