@@ -81,6 +81,8 @@ status_or<scenario_index> load_index(const std::string& path) {
         doc = json::parse(text);
     } catch (const json::parse_error& e) {
         return bad_input(path + ": malformed JSON at " + describe_offset(text, e.byte));
+    } catch (const json::exception& e) { // a number past double's range (1e999), say
+        return bad_input(path + ": " + e.what());
     }
     if (!doc.is_object() || !doc.contains("scenarios") || !doc["scenarios"].is_array())
         return bad_input(path + ": field 'scenarios': missing (is this a pitfall-index.json?)");

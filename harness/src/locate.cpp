@@ -67,6 +67,8 @@ status read_paths(installation& at) {
         doc = json::parse(text.str());
     } catch (const json::parse_error& e) {
         return bad_input(at.index + ": malformed JSON at " + describe_offset(text.str(), e.byte));
+    } catch (const json::exception& e) { // a number past double's range (1e999), say
+        return bad_input(at.index + ": " + e.what());
     }
     if (!doc.is_object() || !doc.contains("paths"))
         return status::ok(); // an index of scenarios only (a test fixture): flags name the rest
