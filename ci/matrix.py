@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -85,6 +86,70 @@ class BadInput(Exception):
     """A problem with the user's input: exit 2 with this message."""
 
 
+# Files a user or a container writes are read through this: a FIFO, a directory, a symlink loop,
+# a huge file, non-UTF-8 bytes, deep nesting or a number past a double's range become BadInput
+# naming the file, never a hang or a traceback.
+MAX_JSON_BYTES = 64 << 20
+MAX_JSON_DEPTH = 128
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                break
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path: Path):
+    """The JSON document at `path`; BadInput naming the file for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror}") from e
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
+        raise BadInput(f"{path}: cannot read: {kind}, not a file")
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > MAX_JSON_BYTES:
+            raise BadInput(f"{path}: {info.st_size} bytes, more than the {MAX_JSON_BYTES} a JSON file here may have")
+        data = f.read(MAX_JSON_BYTES + 1)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not UTF-8 (byte {e.start})") from e
+    if _json_depth(text) > MAX_JSON_DEPTH:
+        raise BadInput(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        doc = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+    except (ValueError, RecursionError) as e:
+        raise BadInput(f"{path}: not JSON: {e}") from e
+    return doc
+
+
 # ---- the matrix file ---------------------------------------------------------------------
 
 
@@ -99,12 +164,7 @@ def _need(obj: dict, key: str, kind: type, where: str):
 
 def load_matrix(path: Path) -> dict:
     """Reads and checks the matrix file; every problem names the file and the field."""
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{path}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+    doc = read_json(path)
     where = str(path)
     if not isinstance(doc, dict) or doc.get("schema") != "pitfall.matrix/1":
         raise BadInput(f"{where}: field 'schema' must be \"pitfall.matrix/1\"")
@@ -125,8 +185,12 @@ def load_matrix(path: Path) -> dict:
         for key in ("cmake_args", "library_path"):
             if not isinstance(image.get(key, []), list) or not all(isinstance(v, str) for v in image.get(key, [])):
                 raise BadInput(f"{iw}.{key}: expected a list of strings")
+        if not isinstance(image.get("wheel_toolkit", ""), str):
+            raise BadInput(f"{iw}.wheel_toolkit: expected a string")
         if image.get("wheel_toolkit", "") and image["wheel_toolkit"] not in wheels:
             raise BadInput(f"{iw}.wheel_toolkit: '{image['wheel_toolkit']}' is not one of its wheels' prefixes")
+        if "cudnn_mix" in image and not isinstance(image["cudnn_mix"], str):
+            raise BadInput(f"{iw}.cudnn_mix: expected NAME=BASE:OTHER:lib1,lib2")
         if "cudnn_mix" in image and not re.fullmatch(r"[\w.-]+=[\w.-]+:[\w.-]+:[\w,]+", image["cudnn_mix"]):
             raise BadInput(f"{iw}.cudnn_mix: expected NAME=BASE:OTHER:lib1,lib2")
     cells = _need(doc, "cells", list, where)
@@ -157,6 +221,9 @@ def load_matrix(path: Path) -> dict:
         expect = _need(cell, "expect", dict, cw)
         if expect.get("outcome") not in OUTCOMES:
             raise BadInput(f"{cw}.expect.outcome: expected one of {', '.join(OUTCOMES)}")
+        for key in ("stage", "message_contains", "cuda_error"):
+            if key in expect and not isinstance(expect[key], str):
+                raise BadInput(f"{cw}.expect.{key}: expected a string")
         if "gpu_runner" in cell:
             gw = f"{cw}.gpu_runner"
             runner = _need(cell, "gpu_runner", dict, cw)
@@ -165,7 +232,7 @@ def load_matrix(path: Path) -> dict:
             if runner.get("digest") is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(runner["digest"])):
                 raise BadInput(f"{gw}.digest: expected null or sha256:<64 hex digits> (ci/pin-images.py writes it)")
         for key in ("mounts", "hide_files", "cuda_flags"):
-            if not all(isinstance(v, str) and v for v in cell.get(key, [])):
+            if not isinstance(cell.get(key, []), list) or not all(isinstance(v, str) and v for v in cell.get(key, [])):
                 raise BadInput(f"{cw}.{key}: expected a list of strings")
     return doc
 
@@ -420,7 +487,7 @@ def judge_cell(cell: dict, outcome: dict) -> list[str]:
         problems.append(f"outcome {outcome.get('outcome')}, expected {expect['outcome']}")
     if "stage" in expect and outcome.get("stage") != expect["stage"]:
         problems.append(f"stage {outcome.get('stage')}, expected {expect['stage']}")
-    if "message_contains" in expect and expect["message_contains"].lower() not in outcome.get("message", "").lower():
+    if "message_contains" in expect and expect["message_contains"].lower() not in str(outcome.get("message", "")).lower():
         problems.append(f"message does not say '{expect['message_contains']}'")
     if "cuda_error" in expect and outcome.get("cuda_error") != expect["cuda_error"]:
         problems.append(f"first CUDA call {outcome.get('cuda_error')}, expected {expect['cuda_error']}")
@@ -458,8 +525,10 @@ def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str |
     if args.dry_run:
         return {"id": cell["id"], "outcome": "dry-run"}
     try:
-        outcome = json.loads((cell_dir / "cell.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        outcome = read_json(cell_dir / "cell.json")
+        if not isinstance(outcome, dict):
+            raise BadInput(f"{cell_dir / 'cell.json'}: expected an object")
+    except BadInput:
         return finish({"outcome": "container_failed", "stage": "container", "exit_code": rc,
                        "message": f"the container exited {rc} without writing cell.json: {first_error(log_tail(log, 20))}"})
     return finish(outcome)
@@ -565,12 +634,16 @@ def command_judge(cells: list[dict], args) -> int:
         raise BadInput("judge needs one cell and its folder: judge --cells ID --cell-dir DIR")
     folder = Path(args.cell_dir)
     try:
-        spec = json.loads((folder / "cell-spec.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        spec = read_json(folder / "cell-spec.json")
+    except BadInput as e:
         raise BadInput(f"--cell-dir {folder}: no readable cell-spec.json ({e})") from e
+    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not isinstance(spec.get("cell"), dict):
+        raise BadInput(f"{folder / 'cell-spec.json'}: expected an object with 'id' (a string) and 'cell' (an object)")
     try:
-        outcome = json.loads((folder / "cell.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        outcome = read_json(folder / "cell.json")
+        if not isinstance(outcome, dict):
+            raise BadInput(f"{folder / 'cell.json'}: expected an object")
+    except BadInput as e:
         outcome = {"id": spec["id"], "outcome": "container_failed", "stage": "container",
                    "message": f"the cell wrote no readable cell.json ({e})"}
     outcome.setdefault("cell", spec["cell"])

@@ -106,6 +106,80 @@ class MatrixFile(unittest.TestCase):
         self.assertEqual(drive("--help").returncode, 0)
 
 
+class MatrixFileMutations(unittest.TestCase):
+    """Every field of the real matrix file replaced by each wrong kind of value, and files that
+    are not JSON documents at all: the reader refuses each with BadInput naming the file (exit
+    2 at the command line), or accepts it; never a traceback or a hang."""
+
+    WRONG_VALUES = [None, True, 0, -1, 1e308, "", "x", "\u00ff\ud7ff", [], [1, "a"], {}, {"k": None}]
+
+    def paths(self, node, at=()):
+        yield at
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from self.paths(value, at + (key,))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from self.paths(value, at + (i,))
+
+    def test_every_field_with_every_wrong_value(self):
+        tried = refused = 0
+        for at in list(self.paths(MATRIX)):
+            for wrong in self.WRONG_VALUES + ["delete"]:
+                if wrong == "delete" and not at:
+                    continue
+                doc = copy.deepcopy(MATRIX)
+                if not at:
+                    doc = wrong
+                else:
+                    parent = doc
+                    for step in at[:-1]:
+                        parent = parent[step]
+                    if wrong == "delete":
+                        del parent[at[-1]]
+                    else:
+                        parent[at[-1]] = copy.deepcopy(wrong)
+                path = Path(write_matrix(doc))
+                try:
+                    tried += 1
+                    matrix.load_matrix(path)
+                except matrix.BadInput as e:
+                    refused += 1
+                    self.assertIn(str(path), str(e))
+                finally:
+                    path.unlink()
+        print(f"matrix file: {tried} mutations, {refused} refused with the file named, none crashed")
+        self.assertGreater(refused, tried // 4)
+
+    def test_files_that_are_not_json_documents(self):
+        tmp = Path(tempfile.mkdtemp())
+        fifo = tmp / "fifo.json"
+        os.mkfifo(fifo)
+        loop = tmp / "loop.json"
+        os.symlink(loop, loop)
+        cases = {
+            fifo: "a FIFO",
+            tmp: "a directory",
+            loop: "cannot read",
+            tmp / "missing.json": "cannot read",
+        }
+        for name, text in {"deep": "[" * 100000 + "]" * 100000, "latin1": b'{"schema": "\xff"}',
+                           "nan": '{"schema": NaN}', "huge": '{"schema": 1e999}',
+                           "scalar": "5", "truncated": '{"schema": "pitfall.matrix/1", "cells": ['}.items():
+            path = tmp / f"{name}.json"
+            path.write_bytes(text if isinstance(text, bytes) else text.encode())
+            cases[path] = {"deep": "nested deeper", "latin1": "not UTF-8", "nan": "not JSON",
+                           "huge": "schema", "scalar": "schema", "truncated": "not JSON"}[name]
+        for path, needle in cases.items():
+            with self.subTest(path=path.name):
+                r = subprocess.run([sys.executable, str(DRIVER), "list", "--matrix", str(path)],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(str(path), r.stderr)
+                self.assertIn(needle, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+
+
 class Driver(unittest.TestCase):
     def test_dry_run_prints_the_isolated_run_and_writes_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
