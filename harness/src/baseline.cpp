@@ -542,9 +542,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
         if (backend == "cuda" && context.gpu_count && *context.gpu_count == 0 &&
             ran_on.size() > 5 && ran_on.rfind("cuda:", 0) == 0 &&
             std::isdigit(static_cast<unsigned char>(ran_on[5])) != 0)
-            return {verdict_kind::fail,
-                    "claims a GPU the machine does not have: ran_on = " + ran_on +
-                        ", but the run's fingerprint has gpu_count 0"};
+            return {verdict_kind::fail, "claims a GPU the machine does not have: ran_on = " +
+                                            ran_on + ", but the run's fingerprint has gpu_count 0"};
         // A baseline may expect where a case runs (a silent CPU fallback is the reproduced
         // failure of device_visibility): then the proof must match it, whichever it says.
         if (have_baseline && expected.contains("ran_on")) {

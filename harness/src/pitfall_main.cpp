@@ -56,7 +56,8 @@ environment:
 exit status:
   0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)
   1    some case did not (compare: some change would fail)
-  2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder)
+  2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder,
+       a run folder in use by another run, a record the disk would not take)
   130  interrupted: running cases were ended, finished cases kept (--resume completes it))";
 
 /// CLI11's help, laid out as this command's always was: the usage line first, then what the
@@ -248,7 +249,8 @@ void add_run(CLI::App& app, command_line& cl) {
     add_checked(*sub, "--samples", r.samples, parse_samples, "an odd number in [1, 100001]",
                 "timed repetitions per case (odd; default: each scenario's, 9)")
         ->type_name("N");
-    add_checked(*sub, "--timeout-scale", r.timeout_scale, parse_scale, "a positive number up to 1000",
+    add_checked(*sub, "--timeout-scale", r.timeout_scale, parse_scale,
+                "a positive number up to 1000",
                 "multiply every case's timeout (slow machines, sanitizers)")
         ->type_name("X");
     add_checked(*sub, "--timing-floor", r.timing_floor, parse_fraction,

@@ -69,8 +69,8 @@ namespace {
 /// "No space left on device (ENOSPC)": the words and the name a person searches for.
 std::string describe_errno(int err) {
     static const std::pair<int, const char*> names[] = {
-        {ENOSPC, "ENOSPC"}, {EFBIG, "EFBIG"},   {EIO, "EIO"},       {EDQUOT, "EDQUOT"},
-        {EROFS, "EROFS"},   {EACCES, "EACCES"}, {EBADF, "EBADF"},   {EINVAL, "EINVAL"},
+        {ENOSPC, "ENOSPC"}, {EFBIG, "EFBIG"},   {EIO, "EIO"},        {EDQUOT, "EDQUOT"},
+        {EROFS, "EROFS"},   {EACCES, "EACCES"}, {EBADF, "EBADF"},    {EINVAL, "EINVAL"},
         {ENOENT, "ENOENT"}, {EPERM, "EPERM"},   {ENOTDIR, "ENOTDIR"}};
     std::string text = std::strerror(err);
     for (const auto& [code, name] : names)

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
-#include <sys/types.h>
 #include <set>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace pitfall::runner {

@@ -604,8 +604,8 @@ std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried) 
 /// is slower beyond tolerance; AMBIGUOUS warns. Returns the attempt that stands and the
 /// attempts' summaries; nullopt when interrupted while the timing was still uncertain; an
 /// error when the kept result could not be written back to cases/.
-status_or<std::optional<std::pair<attempt, json>>> remeasure(const case_context& ctx,
-                                                             attempt first, progress& out) {
+status_or<std::optional<std::pair<attempt, json>>> remeasure(const case_context& ctx, attempt first,
+                                                             progress& out) {
     std::vector<attempt> tried;
     tried.push_back(std::move(first));
     while (tried.size() < 3 && timing_uncertain(tried.back().v)) {
@@ -685,12 +685,12 @@ status_or<std::optional<case_record>> run_case(const run_plan& plan, const case_
 /// A case that cannot be recorded ends the run: printing it as finished would claim a result
 /// that is not on disk. Said with the file and the errno, and how to go on.
 status not_recorded(const run_plan& plan, const case_key& key, const status& why) {
-    return bad_run_input(why.message() + "\n  " + key.str() +
-                         " is not recorded; the run stopped with " +
-                         std::to_string(plan.finished.size()) + " of " +
-                         std::to_string(plan.cases.size()) +
-                         " cases recorded (results.jsonl holds only whole records). Make room, "
-                         "then `pitfall run --resume " + plan.folder->dir() + "` completes it");
+    return bad_run_input(
+        why.message() + "\n  " + key.str() + " is not recorded; the run stopped with " +
+        std::to_string(plan.finished.size()) + " of " + std::to_string(plan.cases.size()) +
+        " cases recorded (results.jsonl holds only whole records). Make room, "
+        "then `pitfall run --resume " +
+        plan.folder->dir() + "` completes it");
 }
 
 /// Runs every case not finished yet, appending each record as it comes; true when

@@ -73,8 +73,8 @@ inline std::string utf8_tail(std::string_view s, std::size_t max_bytes) {
 /// The first `max_bytes` (or fewer) of `s`, ending at a character boundary, as valid UTF-8.
 inline std::string utf8_head(std::string_view s, std::size_t max_bytes) {
     std::size_t end = std::min(s.size(), max_bytes);
-    for (int k = 0; k < 3 && end > 0 && end < s.size() &&
-                    (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80;
+    for (int k = 0;
+         k < 3 && end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80;
          ++k)
         --end;
     return valid_utf8(s.substr(0, end));
