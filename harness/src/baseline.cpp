@@ -1,6 +1,7 @@
 #include "baseline.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -536,6 +537,13 @@ verdict judge_against(const observation& observed, const json& expected, const s
     // against independent references.
     if (!abnormal && result.is_object()) {
         const std::string ran_on = result.value("ran_on", "");
+        // "cuda:0 <name> (sm_90, ...)" is a device; "cuda: no device (...)" is not. A claim the
+        // fingerprint contradicts is not a result of this machine.
+        if (backend == "cuda" && context.gpu_count && *context.gpu_count == 0 &&
+            ran_on.size() > 5 && ran_on.rfind("cuda:", 0) == 0 &&
+            std::isdigit(static_cast<unsigned char>(ran_on[5])) != 0)
+            return {verdict_kind::fail, "claims a GPU the machine does not have: ran_on = " +
+                                            ran_on + ", but the run's fingerprint has gpu_count 0"};
         // A baseline may expect where a case runs (a silent CPU fallback is the reproduced
         // failure of device_visibility): then the proof must match it, whichever it says.
         if (have_baseline && expected.contains("ran_on")) {

@@ -81,6 +81,9 @@ struct judge_context {
     /// baseline blessed under the same one.
     std::string fingerprint_id;
     stats::timing_options timing;
+    /// The run's fingerprint's gpu_count, where the probe learned it: a CUDA case that says it
+    /// ran on a device where this is 0 is FAIL, never PASS.
+    std::optional<int> gpu_count;
 };
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|

@@ -2,6 +2,7 @@
 #include "baseline.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
+#include "pitfall/detail/text.hpp"
 #include "run_folder.hpp"
 #include "runner.hpp"
 
@@ -231,8 +232,8 @@ int compare_runs(const compare_options& options) {
         return code;
     }
     std::cout << json{{"schema", "pitfall.compare/1"},
-                      {"a", a.dir},
-                      {"b", b.dir},
+                      {"a", detail::valid_utf8(a.dir)}, // paths are bytes; JSON holds text
+                      {"b", detail::valid_utf8(b.dir)},
                       {"same_fingerprint", same_machine},
                       {"fingerprint_id", {{"a", a.fingerprint_id()}, {"b", b.fingerprint_id()}}},
                       {"cases", rows},

@@ -1,6 +1,7 @@
 #include "fingerprint.hpp"
 
 #include "pitfall/detail/process.hpp"
+#include "pitfall/detail/text.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +42,7 @@ std::string first_line_with(const std::string& path, const std::string& prefix) 
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);)
         if (line.rfind(prefix, 0) == 0)
-            return line.substr(prefix.size());
+            return detail::valid_utf8(line.substr(prefix.size()));
     return {};
 }
 
@@ -80,10 +81,10 @@ json container_facts() {
     } else if (access("/.dockerenv", F_OK) == 0) {
         c = {{"in_container", true}, {"engine", "docker"}};
     } else if (const char* env = std::getenv("container")) {
-        c = {{"in_container", true}, {"engine", env}};
+        c = {{"in_container", true}, {"engine", detail::valid_utf8(env)}};
     }
     if (const char* image = std::getenv("PITFALL_CONTAINER_IMAGE"))
-        c["image"] = image; // set by our own container recipes
+        c["image"] = detail::valid_utf8(image); // set by our own container recipes
     return c;
 }
 } // namespace
@@ -114,7 +115,7 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
                           : outcome.timed_out
                               ? "timed out"
                               : "exit " + std::to_string(outcome.exit_code.value_or(-1));
-        libraries = {{"probe_error", why}, {"probe_output", text.substr(0, 2000)}};
+        libraries = {{"probe_error", why}, {"probe_output", detail::utf8_head(text, 2000)}};
     }
     fp["libraries"] = libraries;
 
@@ -138,7 +139,7 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     json env = json::object();
     for (const char* name : behaviour_env)
         if (const char* value = std::getenv(name))
-            env[name] = value;
+            env[name] = detail::valid_utf8(value); // recorded, bytes that are not text too
     fp["environment"] = env;
     return fp;
 }
@@ -180,7 +181,7 @@ std::string fingerprint_id(const json& summary) {
     // FNV-1a over the summary's canonical text (nlohmann orders keys): the same machine, stack
     // and build flavour give the same id; any fact that changes speed changes it.
     std::uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char c : summary.dump()) {
+    for (const unsigned char c : summary.dump(-1, ' ', false, json::error_handler_t::replace)) {
         h ^= c;
         h *= 1099511628211ULL;
     }

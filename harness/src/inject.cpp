@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 namespace pitfall::inject {
@@ -24,45 +25,82 @@ std::vector<std::string> split(const std::string& text, char sep) {
 }
 } // namespace
 
+namespace {
+/// One item of the list, read and checked; `target` is a case key or "*".
+struct item_plan {
+    std::string target;
+    plan effect;
+};
+
+status_or<item_plan> parse_item(const std::string& item) {
+    // The argument may hold colons of its own (none do today); split on the first two.
+    const auto first = item.find(':');
+    const auto second = first == std::string::npos ? std::string::npos : item.find(':', first + 1);
+    if (second == std::string::npos)
+        return bad(item, "expected kind:case:argument");
+    const std::string kind = item.substr(0, first);
+    const std::string target = item.substr(first + 1, second - first - 1);
+    const std::string arg = item.substr(second + 1);
+    if (target.empty() || arg.empty())
+        return bad(item, "expected kind:case:argument");
+    item_plan out{target, {}};
+    plan& p = out.effect;
+    if (kind == "slowdown") {
+        char* end = nullptr;
+        const double f = std::strtod(arg.c_str(), &end);
+        if (end == arg.c_str() || *end != '\0' || !std::isfinite(f) || f < 1.0 || f > 1e6)
+            return bad(item, "a slowdown is a factor in [1, 1e6] (1.2 = 20% slower)");
+        p.slowdown = f;
+        p.applied.push_back("slowdown x" + arg);
+    } else if (kind == "extra_device_bytes") {
+        const auto bytes = parse_byte_size(arg);
+        if (!bytes)
+            return bad(item, "expected a byte count (4096, 64K, 4M, 1G)");
+        p.extra_device_bytes = *bytes;
+        p.applied.push_back("extra_device_bytes " + std::to_string(*bytes));
+    } else if (kind == "outcome") {
+        p.outcome_error = arg;
+        p.applied.push_back("outcome " + arg);
+    } else {
+        return bad(item, "unknown kind '" + kind + "' (slowdown, extra_device_bytes, outcome)");
+    }
+    return out;
+}
+} // namespace
+
 status_or<plan> parse(const std::string& value, const std::string& case_key) {
     plan p;
     for (const std::string& item : split(value, ',')) {
         if (item.empty())
             continue;
-        // The argument may hold colons of its own (none do today); split on the first two.
-        const auto first = item.find(':');
-        const auto second =
-            first == std::string::npos ? std::string::npos : item.find(':', first + 1);
-        if (second == std::string::npos)
-            return bad(item, "expected kind:case:argument");
-        const std::string kind = item.substr(0, first);
-        const std::string target = item.substr(first + 1, second - first - 1);
-        const std::string arg = item.substr(second + 1);
-        if (target.empty() || arg.empty())
-            return bad(item, "expected kind:case:argument");
-        if (kind != "slowdown" && kind != "extra_device_bytes" && kind != "outcome")
-            return bad(item, "unknown kind '" + kind + "' (slowdown, extra_device_bytes, outcome)");
-        if (target != "*" && target != case_key)
+        PITFALL_ASSIGN_OR_RETURN(item_plan one, parse_item(item));
+        if (one.target != "*" && one.target != case_key)
             continue; // validated, aimed at another case
-        if (kind == "slowdown") {
-            char* end = nullptr;
-            const double f = std::strtod(arg.c_str(), &end);
-            if (end == arg.c_str() || *end != '\0' || !std::isfinite(f) || f < 1.0)
-                return bad(item, "a slowdown is a factor >= 1 (1.2 = 20% slower)");
-            p.slowdown *= f;
-            p.applied.push_back("slowdown x" + arg);
-        } else if (kind == "extra_device_bytes") {
-            const auto bytes = parse_byte_size(arg);
-            if (!bytes)
-                return bad(item, "expected a byte count (4096, 64K, 4M, 1G)");
-            p.extra_device_bytes += *bytes;
-            p.applied.push_back("extra_device_bytes " + std::to_string(*bytes));
-        } else {
-            p.outcome_error = arg;
-            p.applied.push_back("outcome " + arg);
-        }
+        p.slowdown *= one.effect.slowdown;
+        p.extra_device_bytes += one.effect.extra_device_bytes;
+        if (!one.effect.outcome_error.empty())
+            p.outcome_error = one.effect.outcome_error;
+        for (auto& applied : one.effect.applied)
+            p.applied.push_back(std::move(applied));
     }
     return p;
+}
+
+status validate(const std::string& value, const std::set<std::string>& case_keys) {
+    bool any = false;
+    for (const std::string& item : split(value, ',')) {
+        if (item.empty())
+            return bad(value, "an empty item (two commas, or one at an end)");
+        PITFALL_ASSIGN_OR_RETURN(const item_plan one, parse_item(item));
+        if (one.target != "*" && case_keys.count(one.target) == 0)
+            return bad(item, "no case '" + one.target +
+                                 "' (a case key as `pitfall list` names it without "
+                                 "'pitfall.', or *)");
+        any = true;
+    }
+    if (!any)
+        return bad(value, "set but names nothing (unset it, or give kind:case:argument)");
+    return status::ok();
 }
 
 const plan& active() {

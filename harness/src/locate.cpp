@@ -39,8 +39,12 @@ std::vector<std::string> beside_executable() {
 status_or<std::string> find_index(const std::string& index_flag) {
     if (!index_flag.empty())
         return index_flag;
-    if (std::string from_env = env_or_empty("PITFALL_INDEX"); !from_env.empty())
+    if (std::string from_env = env_or_empty("PITFALL_INDEX"); !from_env.empty()) {
+        std::error_code ec;
+        if (!fs::is_regular_file(from_env, ec))
+            return bad_input("PITFALL_INDEX=" + from_env + ": not a file (the scenario index)");
         return from_env;
+    }
     const std::vector<std::string> candidates = beside_executable();
     std::string looked;
     for (const auto& candidate : candidates) {
@@ -102,8 +106,12 @@ status_or<installation> locate(const std::string& index_flag, const std::string&
     PITFALL_TRY(read_paths(at));
     if (!expected_flag.empty())
         at.expected = expected_flag;
-    else if (const std::string from_env = env_or_empty("PITFALL_EXPECTED"); !from_env.empty())
+    else if (const std::string from_env = env_or_empty("PITFALL_EXPECTED"); !from_env.empty()) {
+        std::error_code ec;
+        if (!fs::is_directory(from_env, ec))
+            return bad_input("PITFALL_EXPECTED=" + from_env + ": not a folder (the baselines)");
         at.expected = from_env;
+    }
     if (const std::string from_env = env_or_empty("PITFALL_MATRIX_DRIVER"); !from_env.empty())
         at.matrix_driver = from_env;
     if (at.probe.empty()) {

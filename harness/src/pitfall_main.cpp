@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -54,7 +56,8 @@ environment:
 exit status:
   0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)
   1    some case did not (compare: some change would fail)
-  2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder)
+  2    bad usage or bad input (unknown flag or name, malformed file, unwritable folder,
+       a run folder in use by another run, a record the disk would not take)
   130  interrupted: running cases were ended, finished cases kept (--resume completes it))";
 
 /// CLI11's help, laid out as this command's always was: the usage line first, then what the
@@ -108,17 +111,21 @@ int input_error(const pitfall::status& s) {
     return exit_bad_input;
 }
 
-/// Splits "a,b" (the filters are repeatable and comma-separated); empty items are dropped.
-void split_commas(std::vector<std::string>& values) {
+/// Splits "a,b" (the filters are repeatable and comma-separated). An empty item ("a,,b", "a,",
+/// "") is an error naming the flag: it would select nothing, or everything, by accident.
+std::optional<std::string> split_commas(std::vector<std::string>& values, const std::string& flag) {
     std::vector<std::string> out;
     for (const auto& value : values)
         for (std::size_t start = 0; start <= value.size();) {
             const std::size_t comma = std::min(value.find(',', start), value.size());
-            if (comma > start)
-                out.push_back(value.substr(start, comma - start));
+            if (comma == start)
+                return flag + " '" + value + "': an empty " +
+                       (value.empty() ? std::string("value") : std::string("item"));
+            out.push_back(value.substr(start, comma - start));
             start = comma + 1;
         }
     values = std::move(out);
+    return std::nullopt;
 }
 
 template <class T> bool parse_whole(const std::string& text, T& out) {
@@ -134,8 +141,8 @@ template <class T> bool parse_whole(const std::string& text, T& out) {
     }
 }
 bool parse_samples(const std::string& text, std::optional<int>& out) {
-    int n = 0;
-    if (!parse_whole(text, n) || n < 1 || n % 2 == 0)
+    int n = 0; // the bound of every scenario's built-in `samples`
+    if (!parse_whole(text, n) || n < 1 || n > 100001 || n % 2 == 0)
         return false;
     out = n;
     return true;
@@ -154,9 +161,9 @@ bool parse_fraction(const std::string& text, double& out) {
     out = x;
     return true;
 }
-bool parse_positive(const std::string& text, double& out) {
-    double x = 0;
-    if (!parse_whole(text, x) || !(x > 0))
+bool parse_scale(const std::string& text, double& out) {
+    double x = 0; // nan and inf are refused too: a timeout must end
+    if (!parse_whole(text, x) || !std::isfinite(x) || !(x > 0 && x <= 1000))
         return false;
     out = x;
     return true;
@@ -239,10 +246,11 @@ void add_run(CLI::App& app, command_line& cl) {
     sub->add_option("--profile", r.profile_override,
                     "judge against expected/P, not the profile the fingerprint picks")
         ->type_name("P");
-    add_checked(*sub, "--samples", r.samples, parse_samples, "an odd number >= 1",
+    add_checked(*sub, "--samples", r.samples, parse_samples, "an odd number in [1, 100001]",
                 "timed repetitions per case (odd; default: each scenario's, 9)")
         ->type_name("N");
-    add_checked(*sub, "--timeout-scale", r.timeout_scale, parse_positive, "a positive number",
+    add_checked(*sub, "--timeout-scale", r.timeout_scale, parse_scale,
+                "a positive number up to 1000",
                 "multiply every case's timeout (slow machines, sanitizers)")
         ->type_name("X");
     add_checked(*sub, "--timing-floor", r.timing_floor, parse_fraction,
@@ -379,6 +387,20 @@ int reject_leftovers(const CLI::App& sub) {
                        command);
 }
 
+/// A flag given an empty value (`--out ""`, `--profile=`): exit 2 naming it. Left as it is, an
+/// empty value reads as the flag left out (a run folder chosen by the clock, the profile the
+/// fingerprint picks), which is not what was asked.
+int reject_empty_values(const CLI::App& sub) {
+    for (const CLI::Option* opt : sub.get_options()) {
+        if (opt->get_expected_max() == 0 || opt->count() == 0 || opt->get_positional())
+            continue;
+        for (const auto& value : opt->results())
+            if (value.empty())
+                return usage_error(opt->get_name() + ": an empty value", sub.get_name());
+    }
+    return exit_ok;
+}
+
 std::vector<std::string> command_names(const CLI::App& app) {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -438,13 +460,18 @@ int do_matrix(const CLI::App& matrix) {
     return exit_bad_input;
 }
 
-void split_filter(case_filter& filter) {
-    for (auto* values : {&filter.scenarios, &filter.backends, &filter.variants, &filter.labels})
-        split_commas(*values);
+std::optional<std::string> split_filter(case_filter& filter) {
+    for (const auto& [flag, values] :
+         {std::pair{"--scenario", &filter.scenarios}, std::pair{"--backend", &filter.backends},
+          std::pair{"--variant", &filter.variants}, std::pair{"--label", &filter.labels}})
+        if (auto bad = split_commas(*values, flag))
+            return bad;
+    return std::nullopt;
 }
 
 int do_list(command_line& cl) {
-    split_filter(cl.run.common.filter);
+    if (auto bad = split_filter(cl.run.common.filter))
+        return usage_error(*bad, "list");
     auto at = locate(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());
@@ -458,7 +485,8 @@ int do_run(command_line& cl) {
     if (!r.out_dir.empty() && !r.resume_dir.empty())
         return usage_error("--out and --resume exclude each other (--resume names the run folder)",
                            "run");
-    split_filter(r.common.filter);
+    if (auto bad = split_filter(r.common.filter))
+        return usage_error(*bad, "run");
     auto at = locate(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());
@@ -490,8 +518,10 @@ int do_compare(command_line& cl) {
 int do_bless(command_line& cl) {
     if (cl.runs.empty())
         return usage_error("bless needs a run folder: pitfall bless RUN [RUN...]", "bless");
-    split_commas(cl.bless.scenarios);
-    split_commas(cl.bless.cases);
+    for (const auto& [flag, values] :
+         {std::pair{"--scenario", &cl.bless.scenarios}, std::pair{"--case", &cl.bless.cases}})
+        if (auto bad = split_commas(*values, flag))
+            return usage_error(*bad, "bless");
     auto at = locate(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());
@@ -546,7 +576,16 @@ void build_app(CLI::App& app, command_line& cl) {
 }
 } // namespace
 
+/// SIGXFSZ's default ends the process at the file size limit mid-write; caught, the write
+/// returns EFBIG and the run says so. A handler, not SIG_IGN: exec resets it, so the cases
+/// keep the default.
+static void on_file_too_large(int) {}
+
 int main(int argc, char** argv) try {
+    struct sigaction xfsz {};
+    xfsz.sa_handler = on_file_too_large;
+    sigemptyset(&xfsz.sa_mask);
+    ::sigaction(SIGXFSZ, &xfsz, nullptr);
     command_line cl;
     cl.argv.assign(argv, argv + argc);
     CLI::App app{description, "pitfall"};
@@ -576,6 +615,8 @@ int main(int argc, char** argv) try {
     if (command == "matrix")
         return do_matrix(sub);
     if (const int rc = reject_leftovers(sub); rc != exit_ok)
+        return rc;
+    if (const int rc = reject_empty_values(sub); rc != exit_ok)
         return rc;
     if (command == "help")
         return do_help(app, cl.help_topic);

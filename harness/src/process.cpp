@@ -1,4 +1,5 @@
 #include "pitfall/detail/process.hpp"
+#include "pitfall/detail/text.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -91,7 +92,9 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     in.seekg(static_cast<std::streamoff>(start));
     std::string text(size - start, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    return text;
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    // A child's output is bytes; what is kept of it is text (records are JSON).
+    return detail::utf8_tail(text, max_bytes);
 }
 
 namespace {

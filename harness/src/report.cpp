@@ -2,6 +2,7 @@
 
 #include "model.hpp"
 #include "pitfall/detail/result_file.hpp"
+#include "pitfall/detail/text.hpp"
 #include "run_folder.hpp"
 #include "runner.hpp"
 
@@ -243,7 +244,7 @@ json render_json(const run_data& run) {
     return {{"schema", report_schema},
             {"generated_at", utc_now("%Y-%m-%dT%H:%M:%SZ")},
             {"run",
-             {{"dir", run.dir},
+             {{"dir", detail::valid_utf8(run.dir)}, // a path is bytes; JSON holds text
               {"started_at", str(h, "at")},
               {"pitfall_version", str(h, "pitfall_version")},
               {"fingerprint_id", str(h, "fingerprint_id")},

@@ -1,11 +1,14 @@
 #include "run_folder.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -32,29 +35,97 @@ std::string run_folder::case_result_path(const case_key& key) const {
 }
 
 run_folder::run_folder(run_folder&& other) noexcept
-    : m_dir(std::move(other.m_dir)), m_fd(other.m_fd) {
+    : m_dir(std::move(other.m_dir)), m_fd(other.m_fd), m_lock_fd(other.m_lock_fd) {
     other.m_fd = -1;
+    other.m_lock_fd = -1;
 }
 
 run_folder& run_folder::operator=(run_folder&& other) noexcept {
     if (this != &other) {
-        if (m_fd >= 0)
-            ::close(m_fd);
+        close_files();
         m_dir = std::move(other.m_dir);
         m_fd = other.m_fd;
+        m_lock_fd = other.m_lock_fd;
         other.m_fd = -1;
+        other.m_lock_fd = -1;
     }
     return *this;
 }
 
 run_folder::~run_folder() {
+    close_files();
+}
+
+void run_folder::close_files() {
     if (m_fd >= 0)
         ::close(m_fd);
+    if (m_lock_fd >= 0)
+        ::close(m_lock_fd); // releases the lock
+    m_fd = m_lock_fd = -1;
+}
+
+namespace {
+
+/// "No space left on device (ENOSPC)": the words and the name a person searches for.
+std::string describe_errno(int err) {
+    static const std::pair<int, const char*> names[] = {
+        {ENOSPC, "ENOSPC"}, {EFBIG, "EFBIG"},   {EIO, "EIO"},        {EDQUOT, "EDQUOT"},
+        {EROFS, "EROFS"},   {EACCES, "EACCES"}, {EBADF, "EBADF"},    {EINVAL, "EINVAL"},
+        {ENOENT, "ENOENT"}, {EPERM, "EPERM"},   {ENOTDIR, "ENOTDIR"}};
+    std::string text = std::strerror(err);
+    for (const auto& [code, name] : names)
+        if (code == err)
+            return text + " (" + name + ")";
+    return text + " (errno " + std::to_string(err) + ")";
+}
+
+/// The pid a lock file names; empty when it names none (its holder had not written it yet).
+std::string lock_holder(int fd) {
+    char text[32] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    std::string pid = n > 0 ? std::string(text, static_cast<std::size_t>(n)) : std::string();
+    pid.erase(std::remove_if(pid.begin(), pid.end(), [](char c) { return c < '0' || c > '9'; }),
+              pid.end());
+    return pid;
+}
+
+} // namespace
+
+status run_folder::lock() {
+    // flock, not a pid file: the kernel lets go when the holder ends, however it ends (a
+    // SIGKILL too), so a folder is never left locked by a run that is gone.
+    const std::string path = lock_path();
+    m_lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (m_lock_fd < 0)
+        return bad_run_input("cannot lock " + m_dir + ": " + path + ": " + describe_errno(errno));
+    if (::flock(m_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        const std::string pid = lock_holder(m_lock_fd);
+        ::close(m_lock_fd);
+        m_lock_fd = -1;
+        if (err == EWOULDBLOCK)
+            return bad_run_input(m_dir + " is in use by pitfall " +
+                                 (pid.empty() ? std::string("(another process)") : "pid " + pid) +
+                                 ": one run at a time writes a run folder");
+        return bad_run_input("cannot lock " + path + ": " + describe_errno(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    // The pid is for the message of a run refused; the lock itself is the flock.
+    if (::ftruncate(m_lock_fd, 0) != 0 ||
+        ::pwrite(m_lock_fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+        return bad_run_input("cannot write " + path + ": " + describe_errno(errno));
+    return status::ok();
 }
 
 status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
     run_folder folder(dir);
     std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec))
+        return bad_run_input("--out " + dir + ": cannot create the run folder" +
+                             (ec ? ": " + ec.message() : std::string()));
+    // Locked before anything is looked at or removed: a run in progress is never replaced.
+    PITFALL_TRY(folder.lock());
     if (fs::exists(folder.results_path(), ec)) {
         if (!replace)
             return bad_run_input("--out " + dir +
@@ -84,6 +155,8 @@ status_or<run_folder> run_folder::open(const std::string& dir) {
 
 status_or<run_folder> run_folder::resume(const std::string& dir) {
     PITFALL_ASSIGN_OR_RETURN(run_folder folder, open(dir));
+    // Locked before the last line is repaired: a line another run is writing is not cut.
+    PITFALL_TRY(folder.lock());
     std::error_code ec;
     fs::create_directories(dir + "/cases", ec);
     fs::create_directories(folder.logs_dir(), ec);
@@ -95,7 +168,7 @@ status run_folder::open_for_append() {
     const std::string path = results_path();
     m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (m_fd < 0)
-        return bad_run_input("cannot write " + path + ": " + std::strerror(errno));
+        return bad_run_input("cannot write " + path + ": " + describe_errno(errno));
     // A line cut short by a kill mid-write is cut off, back to the last whole record, so the
     // next record starts a line of its own and every later read sees only whole lines.
     std::ifstream in(path, std::ios::binary);
@@ -105,7 +178,7 @@ status run_folder::open_for_append() {
         const off_t keep =
             last_newline == std::string::npos ? 0 : static_cast<off_t>(last_newline + 1);
         if (::ftruncate(m_fd, keep) != 0)
-            return bad_run_input("cannot repair " + path + ": " + std::strerror(errno));
+            return bad_run_input("cannot repair " + path + ": " + describe_errno(errno));
     }
     return status::ok();
 }
@@ -113,18 +186,34 @@ status run_folder::open_for_append() {
 status run_folder::append(const json& record) {
     if (m_fd < 0)
         return bad_run_input(results_path() + ": opened for reading, not for appending");
-    const std::string line = record.dump() + "\n";
+    // Text from outside (argv, paths, the environment, a child's output) is made UTF-8 where
+    // it enters a record; replacing here too means a byte missed there costs a character,
+    // not the run (dump() would throw).
+    const std::string line = record.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    struct stat before {};
+    if (::fstat(m_fd, &before) != 0)
+        return write_failed(errno, 0, false);
     std::size_t done = 0;
     while (done < line.size()) {
         const ssize_t n = ::write(m_fd, line.data() + done, line.size() - done);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            return bad_run_input("cannot write " + results_path() + ": " + std::strerror(errno));
+        if (n <= 0) // 0: a short write that made no progress; say it as the disk being full
+            return write_failed(n < 0 ? errno : ENOSPC, before.st_size, true);
         done += static_cast<std::size_t>(n);
     }
-    ::fsync(m_fd);
+    if (::fsync(m_fd) != 0)
+        return write_failed(errno, before.st_size, true);
     return status::ok();
+}
+
+status run_folder::write_failed(int err, off_t keep, bool cut) {
+    // Back to the length before this record: never a partial line, so every line on disk is a
+    // record that was written whole (a resume appends after it).
+    std::string message = "cannot write " + results_path() + ": " + describe_errno(err);
+    if (cut && ::ftruncate(m_fd, keep) != 0)
+        message += "; and cannot cut it back to its last whole line: " + describe_errno(errno);
+    return bad_run_input(message);
 }
 
 status run_folder::append_event(const char* kind, const case_key& key, const std::string& at) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace pitfall::runner {
@@ -47,6 +48,8 @@ public:
     static status_or<run_folder> open(const std::string& dir);
     /// An existing run, to complete: appends go to its results.jsonl, whose last line, if a
     /// kill cut it short, is cut off first so that the next record starts a line of its own.
+    /// create and resume lock the folder for the life of the object: a second run or resume
+    /// of it is bad input ("<dir> is in use by pitfall pid N"); open (readers) does not.
     static status_or<run_folder> resume(const std::string& dir);
 
     run_folder(run_folder&& other) noexcept;
@@ -60,13 +63,16 @@ public:
     std::string summary_path() const { return m_dir + "/summary.json"; }
     std::string fingerprint_path() const { return m_dir + "/fingerprint.json"; }
     std::string logs_dir() const { return m_dir + "/logs"; }
+    /// The lock a run or resume holds (flock) for as long as it writes the folder.
+    std::string lock_path() const { return m_dir + "/.lock"; }
     std::string case_result_path(const case_key& key) const;
     std::string case_log_path(const case_key& key) const { return m_dir + "/" + log_name(key); }
     /// "logs/<key>.log": the log as records name it, relative to the folder.
     static std::string log_name(const case_key& key) { return "logs/" + key.str() + ".log"; }
 
-    /// Appends one record as one line with one write(), fsync'd: a run killed at any moment
-    /// keeps every line it finished.
+    /// Appends one record as one line, fsync'd: a run killed at any moment keeps every line it
+    /// finished. A write or fsync that fails (ENOSPC, EFBIG, EIO, a short write) cuts the file
+    /// back to its length before the record and says so, naming the file and the errno.
     status append(const nlohmann::json& record);
     status append(const run_header& header) { return append(header.to_json()); }
     status append(const case_record& record) { return append(record.to_json()); }
@@ -85,10 +91,14 @@ public:
 
 private:
     explicit run_folder(std::string dir) : m_dir(std::move(dir)) {}
+    status lock();
     status open_for_append();
+    status write_failed(int err, off_t keep, bool cut);
+    void close_files();
 
     std::string m_dir;
-    int m_fd = -1;
+    int m_fd = -1;      ///< results.jsonl, for appending
+    int m_lock_fd = -1; ///< <dir>/.lock, flock'd
 };
 
 } // namespace pitfall::runner

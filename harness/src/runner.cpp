@@ -9,6 +9,8 @@
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
+#include "pitfall/detail/text.hpp"
+#include "pitfall/memory.hpp"
 #include "report.hpp"
 #include "run_folder.hpp"
 
@@ -81,6 +83,11 @@ int report_error(const status& s) {
     return exit_bad_input;
 }
 
+void warn(const status& s) {
+    if (!s.is_ok())
+        std::cerr << "pitfall: warning: " << s.message() << '\n';
+}
+
 std::string now_iso8601() {
     return utc_now("%Y-%m-%dT%H:%M:%SZ");
 }
@@ -108,7 +115,9 @@ process_request remeasure_request(process_request req, const json& first_result)
     const std::size_t taken = samples_taken(first_result);
     if (taken == 0)
         return req;
-    const std::string samples = "samples=" + std::to_string(3 * taken + (taken % 2 == 0 ? 1 : 0));
+    // Within the bound every scenario's built-in `samples` has (odd, at most 100001).
+    const std::size_t more = std::min<std::size_t>(3 * taken + (taken % 2 == 0 ? 1 : 0), 100001);
+    const std::string samples = "samples=" + std::to_string(more);
     bool replaced = false;
     for (std::size_t i = 0; i + 1 < req.argv.size(); ++i)
         if (req.argv[i] == "--param" && req.argv[i + 1].rfind("samples=", 0) == 0) {
@@ -363,9 +372,28 @@ std::string new_run_dir(const run_options& options) {
     return runs + "/" + utc_now("%Y%m%d-%H%M%S");
 }
 
+/// The PITFALL_* variables `pitfall run` passes on to every case, checked before the first
+/// one starts: a bad value would otherwise fail every case alike, as CRASH, and the run.
+status check_environment(const scenario_index& index) {
+    if (auto limit = device_memory_limit_from_env(); !limit.is_ok())
+        return bad_run_input(limit.error().message());
+    const char* injecting = std::getenv(inject::env_name);
+    if (injecting == nullptr || *injecting == '\0')
+        return status::ok();
+    std::set<std::string> keys; // helper variants too: run_self passes the variable on
+    for (const auto& s : index.scenarios)
+        for (const auto& v : s.description.variants)
+            for (const auto& b : s.description.backends_of(v))
+                keys.insert(b + "." + s.description.name + "." + v.name);
+    if (auto checked = inject::validate(injecting, keys); !checked.is_ok())
+        return bad_run_input(checked.message());
+    return status::ok();
+}
+
 status plan_run(const run_options& requested, run_plan& plan) {
     plan.options = requested;
     PITFALL_ASSIGN_OR_RETURN(plan.index, load_index(requested.common.index_path));
+    PITFALL_TRY(check_environment(plan.index));
     std::optional<std::set<std::string>> resumed;
     if (!requested.resume_dir.empty()) {
         PITFALL_ASSIGN_OR_RETURN(resumed, plan_resume(plan));
@@ -394,8 +422,10 @@ status start_session(run_plan& plan) {
     h.resumed = plan.resuming;
     h.at = now_iso8601();
     h.pitfall_version = PITFALL_VERSION;
-    h.argv = plan.options.argv;
-    h.index = plan.index.path;
+    h.argv.clear();
+    for (const auto& arg : plan.options.argv) // bytes from the shell: recorded as text
+        h.argv.push_back(detail::valid_utf8(arg));
+    h.index = detail::valid_utf8(plan.index.path);
     h.build = plan.index.build;
     if (plan.choice.chosen != nullptr)
         h.profile = plan.choice.chosen->name;
@@ -405,9 +435,16 @@ status start_session(run_plan& plan) {
     h.options = {plan.options.samples, plan.options.timeout_scale, plan.options.timing_floor,
                  plan.options.remeasure_pause};
     plan.judging.fingerprint_id = h.fingerprint_id;
+    if (const auto gpus = h.fingerprint_summary.find("gpu_count");
+        gpus != h.fingerprint_summary.end() && gpus->is_number_integer())
+        plan.judging.gpu_count = gpus->get<int>();
     plan.judging.timing.floor = plan.options.timing_floor;
     PITFALL_TRY(folder.append(h));
-    (void)write_file_atomically(folder.fingerprint_path(), h.fingerprint.dump(2) + "\n");
+    // A copy for people and tools; the header line above is the record, so a copy that
+    // cannot be written costs nothing.
+    warn(write_file_atomically(folder.fingerprint_path(),
+                               h.fingerprint.dump(2, ' ', false, json::error_handler_t::replace) +
+                                   "\n"));
 
     std::cout << "pitfall: " << plan.cases.size() << " cases -> " << folder.dir() << '\n'
               << "profile: " << h.profile.value_or("(none)") << " (" << h.profile_reason << ")\n";
@@ -443,6 +480,7 @@ public:
     /// Said on the case's line while it goes on ("AMBIGUOUS? measuring again...").
     void note(const std::string& text) { std::cout << text << std::flush; }
     void interrupted() { std::cout << " INTERRUPTED\n"; }
+    void not_recorded() { std::cout << " NOT RECORDED\n" << std::flush; }
     void end(const case_record& record) {
         // The case's whole time, re-measuring included: what the ETA must account for.
         const double took =
@@ -564,9 +602,10 @@ std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried) 
 /// baseline (the fastest of the runs blessed), the candidate is the least disturbed of its
 /// processes. Its verdict stands: a PERF_REGRESSION fails the run only when even that process
 /// is slower beyond tolerance; AMBIGUOUS warns. Returns the attempt that stands and the
-/// attempts' summaries; nullopt when interrupted while the timing was still uncertain.
-std::optional<std::pair<attempt, json>> remeasure(const case_context& ctx, attempt first,
-                                                  progress& out) {
+/// attempts' summaries; nullopt when interrupted while the timing was still uncertain; an
+/// error when the kept result could not be written back to cases/.
+status_or<std::optional<std::pair<attempt, json>>> remeasure(const case_context& ctx, attempt first,
+                                                             progress& out) {
     std::vector<attempt> tried;
     tried.push_back(std::move(first));
     while (tried.size() < 3 && timing_uncertain(tried.back().v)) {
@@ -583,7 +622,7 @@ std::optional<std::pair<attempt, json>> remeasure(const case_context& ctx, attem
         tried.push_back(std::move(next));
     }
     if (interrupt_requested != 0 && tried.size() < 3 && timing_uncertain(tried.back().v))
-        return std::nullopt;
+        return std::optional<std::pair<attempt, json>>{};
     auto [best, summaries] = least_disturbed(tried);
     attempt stands = std::move(tried[best]);
     stands.v.reason =
@@ -591,9 +630,11 @@ std::optional<std::pair<attempt, json>> remeasure(const case_context& ctx, attem
     if (stands.v.kind == verdict_kind::ambiguous)
         stands.v.reason += " (a warning, not a failure)";
     if (stands.o.result.is_object()) // the kept result is the one judged
-        (void)write_file_atomically(ctx.plan.folder->case_result_path(ctx.key),
-                                    stands.o.result.dump(2) + "\n");
-    return std::make_pair(std::move(stands), std::move(summaries));
+        PITFALL_TRY(write_file_atomically(
+            ctx.plan.folder->case_result_path(ctx.key),
+            stands.o.result.dump(2, ' ', false, json::error_handler_t::replace) + "\n"));
+    return std::optional<std::pair<attempt, json>>{
+        std::make_pair(std::move(stands), std::move(summaries))};
 }
 
 case_record make_record(const case_context& ctx, const attempt& a, json attempts) {
@@ -617,37 +658,44 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
         r.baseline_profile = ctx.judged_by->name;
     r.baseline_entry = *ctx.expected;
     r.log = run_folder::log_name(ctx.key);
-    const std::string& text = a.log_text;
-    r.output_tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+    r.output_tail = detail::utf8_tail(a.log_text, 2000); // never half a character
     r.finished_at = now_iso8601();
     return r;
 }
 
-/// Runs one case to its record; nullopt when Ctrl-C (or TERM) ended it.
-std::optional<case_record> run_case(const run_plan& plan, const case_ref& c, progress& out) {
+/// Runs one case to its record; nullopt when Ctrl-C (or TERM) ended it; an error when what
+/// it left could not be written.
+status_or<std::optional<case_record>> run_case(const run_plan& plan, const case_ref& c,
+                                               progress& out) {
     const case_context ctx = prepare_case(plan, c);
     attempt a = measure(ctx, ctx.request);
     if (a.p.interrupted)
-        return std::nullopt;
+        return std::optional<case_record>{};
     json attempts = json::array();
     if (timing_uncertain(a.v)) {
-        auto settled = remeasure(ctx, std::move(a), out);
+        PITFALL_ASSIGN_OR_RETURN(auto settled, remeasure(ctx, std::move(a), out));
         if (!settled)
-            return std::nullopt;
+            return std::optional<case_record>{};
         a = std::move(settled->first);
         attempts = std::move(settled->second);
     }
-    return make_record(ctx, a, std::move(attempts));
+    return std::optional<case_record>{make_record(ctx, a, std::move(attempts))};
 }
 
-void warn(const status& s) {
-    if (!s.is_ok())
-        std::cerr << "pitfall: warning: " << s.message() << '\n';
+/// A case that cannot be recorded ends the run: printing it as finished would claim a result
+/// that is not on disk. Said with the file and the errno, and how to go on.
+status not_recorded(const run_plan& plan, const case_key& key, const status& why) {
+    return bad_run_input(
+        why.message() + "\n  " + key.str() + " is not recorded; the run stopped with " +
+        std::to_string(plan.finished.size()) + " of " + std::to_string(plan.cases.size()) +
+        " cases recorded (results.jsonl holds only whole records). Make room, "
+        "then `pitfall run --resume " +
+        plan.folder->dir() + "` completes it");
 }
 
 /// Runs every case not finished yet, appending each record as it comes; true when
-/// interrupted.
-bool execute(run_plan& plan) {
+/// interrupted; an error (the run ends, exit 2) when a record could not be written.
+status_or<bool> execute(run_plan& plan) {
     install_interrupt_handlers();
     progress out(plan.cases, plan.finished);
     for (std::size_t i = 0; i < plan.cases.size(); ++i) {
@@ -658,14 +706,26 @@ bool execute(run_plan& plan) {
         if (interrupt_requested != 0)
             return true;
         out.begin(i, key);
-        warn(plan.folder->append_event("started", key, now_iso8601()));
-        std::optional<case_record> record = run_case(plan, c, out);
+        if (auto s = plan.folder->append_event("started", key, now_iso8601()); !s.is_ok()) {
+            out.not_recorded();
+            return not_recorded(plan, key, s);
+        }
+        auto ran = run_case(plan, c, out);
+        if (!ran.is_ok()) {
+            out.not_recorded();
+            return not_recorded(plan, key, ran.error());
+        }
+        std::optional<case_record>& record = ran.value();
         if (!record) {
-            warn(plan.folder->append_event("interrupted", key, now_iso8601()));
             out.interrupted();
+            if (auto s = plan.folder->append_event("interrupted", key, now_iso8601()); !s.is_ok())
+                return not_recorded(plan, key, s);
             return true;
         }
-        warn(plan.folder->append(*record));
+        if (auto s = plan.folder->append(*record); !s.is_ok()) {
+            out.not_recorded();
+            return not_recorded(plan, key, s);
+        }
         out.end(*record);
         plan.finished.emplace(key.str(), std::move(*record));
     }
@@ -724,7 +784,9 @@ status write_summary(const run_plan& plan, const run_totals& t, bool interrupted
                           {"ratios", t.ratios},
                           {"cases", cases},
                           {"exit_code", code}};
-    return write_file_atomically(plan.folder->summary_path(), summary.dump(2) + "\n");
+    return write_file_atomically(plan.folder->summary_path(),
+                                 summary.dump(2, ' ', false, json::error_handler_t::replace) +
+                                     "\n");
 }
 
 /// What a driver error means for a person, where the name alone does not say it.
@@ -870,20 +932,24 @@ int summarise(const run_plan& plan, bool interrupted) {
     int code = interrupted ? exit_interrupted : t.any_failing ? exit_failed : exit_ok;
     if (!interrupted && !t.any_failing && t.all_unsupported && plan.options.skip_code)
         code = *plan.options.skip_code;
-    warn(write_summary(plan, t, interrupted, code));
+    // summary.json and the reports are what CI and people read: one that cannot be written
+    // (a full disk) ends the run with exit 2 naming it, not a pass nobody can see. The
+    // records are safe in results.jsonl; `pitfall report` renders them again.
+    const status summary = write_summary(plan, t, interrupted, code);
     print_end(plan, t, interrupted);
     // The reports, rendered from results.jsonl as written (an interrupted run's too: what a
-    // person reads first is what finished and what did not). A report that cannot be written
-    // is a warning: the results are safe either way.
+    // person reads first is what finished and what did not).
     const std::string dir = plan.folder->dir();
     auto rendered = load_run(dir);
     const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
     if (written.is_ok())
         std::cout << "reports: " << dir << '/' << report_html_name << ", " << report_junit_name
                   << ", " << report_markdown_name << ", " << report_json_name << '\n';
-    else
-        std::cerr << "pitfall: warning: reports not written: " << written.message() << '\n';
-    return code;
+    if (!summary.is_ok())
+        std::cerr << "pitfall: error: summary not written: " << summary.message() << '\n';
+    if (!written.is_ok())
+        std::cerr << "pitfall: error: reports not written: " << written.message() << '\n';
+    return summary.is_ok() && written.is_ok() ? code : exit_bad_input;
 }
 
 } // namespace
@@ -932,8 +998,10 @@ int run_cases(const run_options& requested) {
         return report_error(planned);
     if (auto started = start_session(plan); !started.is_ok())
         return report_error(started);
-    const bool interrupted = execute(plan);
-    return summarise(plan, interrupted);
+    auto interrupted = execute(plan);
+    if (!interrupted.is_ok())
+        return report_error(interrupted.error());
+    return summarise(plan, interrupted.value());
 }
 
 } // namespace pitfall::runner

@@ -376,9 +376,17 @@ class Verdicts(FixtureTest):
         self.assertEqual(p.returncode, 1)
 
     def test_malformed_injection_names_the_variable(self):
-        p, rec = self.run_ok("bad", inject="slowdown:cpu.harness_fixture.ok:fast")
-        self.assertEqual(rec["verdict"], "CRASH")
-        self.assertIn("PITFALL_INJECT", rec["output_tail"])
+        # Refused by `pitfall run` before any case starts (test_durability.SaneValues has the
+        # table); a scenario program started by hand still refuses it too.
+        env = dict(os.environ, PITFALL_INJECT="slowdown:cpu.harness_fixture.ok:fast")
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", self.run_dir("bad"), env=env)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("PITFALL_INJECT", p.stderr)
+        self.assertFalse(os.path.exists(self.run_dir("bad")))
+        p = subprocess.run([PROGRAM, "--backend", "cpu", "--variant", "ok", "--out", os.path.join(self.tmp, "r.json")],
+                           capture_output=True, text=True, env=env, timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("PITFALL_INJECT", p.stdout + p.stderr)
 
     def test_documented_baseline_contradicted_says_so(self):
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",

@@ -16,6 +16,7 @@
 #include "pitfall/status.hpp"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct plan {
 /// The injections of PITFALL_INJECT that name `case_key` (or `*`). A malformed value is a
 /// bad_parameter error naming the variable and the item.
 status_or<plan> parse(const std::string& value, const std::string& case_key);
+
+/// The whole of PITFALL_INJECT checked before a run starts: each item well formed, of a known
+/// kind, with a valid argument, aimed at `*` or at one of `case_keys` (a typo must not leave
+/// a run uninjected). A bad_parameter error naming the variable and the item.
+status validate(const std::string& value, const std::set<std::string>& case_keys);
 
 /// The plan of the running case (set once by the scenario's main before the case starts).
 const plan& active();

@@ -34,7 +34,8 @@ int interrupt_signal();
 /// Runs the request to completion (or timeout/interrupt). Never throws.
 process_outcome run_process(const process_request& request);
 
-/// The last `max_bytes` of a file (for stderr tails in records).
+/// The last `max_bytes` of a file (for stderr tails in records) as text: it starts at a
+/// character boundary and each byte that is not UTF-8 reads U+FFFD.
 std::string read_tail(const std::string& path, std::size_t max_bytes);
 
 } // namespace pitfall
