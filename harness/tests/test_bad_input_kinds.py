@@ -461,7 +461,9 @@ class FlagKinds(Kinds):
             out = self.fresh_path("run")
             args = ["run", flag, value] + (["--out", out] if flag != "--out" else [])
             r = self.pitfall_bounded(*args)
-            self.assert_refused("flag", f"{flag} {value!r}", r, flag)
+            # The message names the flag, or the value with what it should be ("unknown backend 'tpu'").
+            named = flag if flag in r.stderr or not value else f"'{value}'"
+            self.assert_refused("flag", f"{flag} {value!r}", r, named)
             self.assertFalse(os.path.exists(os.path.join(out, "results.jsonl")), f"{flag} {value!r}: a case started")
 
 
