@@ -268,7 +268,7 @@ class KillTest(FixtureTest):
                 before_start += 1
                 continue
             finished = {r["case"]: r for r in records(out)}
-            p = self.pitfall("run", "--resume", out)
+            p = self.pitfall("run", "--resume", out, index=HOSTILE_INDEX)
             self.assertIn(p.returncode, (0, 1), f"kill {n}: {p.stdout}{p.stderr}")
             after = records(out)
             self.assertEqual(len(after), len({r["case"] for r in after}), f"kill {n}: a case twice")
