@@ -344,9 +344,7 @@ void apply_limits(const resource_limits& limits) {
             return now.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(v)
                                                  : std::min(static_cast<rlim_t>(v), now.rlim_max);
         };
-        const struct rlimit wanted {
-            cap(soft), cap(hard)
-        };
+        const struct rlimit wanted { cap(soft), cap(hard) };
         ::setrlimit(resource, &wanted);
     };
     if (limits.address_space_bytes)
@@ -540,7 +538,8 @@ std::string random_token() {
 std::string own_cgroup_dir(std::string& why) {
     std::string cgroup_text;
     std::string mounts;
-    if (!read_file("/proc/self/cgroup", cgroup_text) || !read_file("/proc/self/mountinfo", mounts)) {
+    if (!read_file("/proc/self/cgroup", cgroup_text) ||
+        !read_file("/proc/self/mountinfo", mounts)) {
         why = "cannot read /proc/self/cgroup or /proc/self/mountinfo";
         return {};
     }
@@ -658,9 +657,9 @@ void remove_cgroup_tree(const std::string& dir) {
 
 status_or<containment> contain_cases(const std::string& mode) {
     if (mode != "auto" && mode != "cgroup" && mode != "subreaper")
-        return status::error(pitfall_error::bad_environment,
-                             "PITFALL_CONTAINMENT='" + mode + "': expected auto, cgroup or subreaper",
-                             stage::init);
+        return status::error(
+            pitfall_error::bad_environment,
+            "PITFALL_CONTAINMENT='" + mode + "': expected auto, cgroup or subreaper", stage::init);
     if (g_contained.active)
         return containment{g_contained.run_cgroup.empty() ? "subreaper" : "cgroup",
                            g_contained.run_cgroup, g_contained.run_token};

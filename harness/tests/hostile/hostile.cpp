@@ -15,15 +15,16 @@ namespace {
 std::string g_variant;
 std::string g_out;
 
-std::string good_result(const std::string& samples = R"({"step_seconds": {"unit": "s", "values": [0.001]}})",
-                        const std::string& outcome = R"({"status": "ok"})",
-                        const std::string& info = "{}") {
+std::string
+good_result(const std::string& samples = R"({"step_seconds": {"unit": "s", "values": [0.001]}})",
+            const std::string& outcome = R"({"status": "ok"})", const std::string& info = "{}") {
     return R"({"schema": "pitfall.result/1", "scenario": "hostile", "variant": ")" + g_variant +
            R"(", "backend": "cpu", "params": {"samples": 1, "warmup": 0}, "outcome": )" + outcome +
            R"(, "ran_on": "cpu: hostile", "measurements": {}, "samples": )" + samples +
            R"(, "events": {}, "info": )" + info +
            R"(, "checks": [], "memory": {"tracked_peak_bytes": 0, "tracked_current_bytes": 0,)"
-           R"( "limit_bytes": null, "allocations": 0, "failed_allocations": 0}})" + "\n";
+           R"( "limit_bytes": null, "allocations": 0, "failed_allocations": 0}})" +
+           "\n";
 }
 
 void write_result(const std::string& text) {

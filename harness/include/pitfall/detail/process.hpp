@@ -29,7 +29,7 @@ inline constexpr const char* case_token_env = "PITFALL_CASE_TOKEN";
 /// setrlimit in the child before exec; an unset limit is inherited.
 struct resource_limits {
     std::optional<unsigned long long> address_space_bytes; ///< RLIMIT_AS
-    std::optional<unsigned long long> cpu_seconds; ///< RLIMIT_CPU: SIGXCPU, then KILL 5 s later
+    std::optional<unsigned long long> cpu_seconds;     ///< RLIMIT_CPU: SIGXCPU, then KILL 5 s later
     std::optional<unsigned long long> file_size_bytes; ///< RLIMIT_FSIZE: a write past it, SIGXFSZ
 };
 
