@@ -572,21 +572,23 @@ std::string own_cgroup_dir(std::string& why) {
     return {};
 }
 
-/// A cgroup for the run's cases under ours, proved by moving a process into it and ending it
-/// with cgroup.kill; "" with the reason where that cannot be done.
-std::string make_run_cgroup(const std::string& token, std::string& why) {
+/// Where the run's cgroup goes: a folder under ours; "" with the reason where there is none.
+std::string planned_run_cgroup(const std::string& token, std::string& why) {
     const std::string own = own_cgroup_dir(why);
-    if (own.empty())
-        return {};
-    const std::string dir = own + "/pitfall-" + std::to_string(::getpid()) + "-" + token;
+    return own.empty() ? own : own + "/pitfall-" + std::to_string(::getpid()) + "-" + token;
+}
+
+/// Makes the run's cgroup, proved by moving a process into it; false with the reason where
+/// that cannot be done.
+bool make_run_cgroup(const std::string& dir, std::string& why) {
     if (::mkdir(dir.c_str(), 0755) != 0) {
-        why = "cannot make a cgroup under " + own + ": " + std::strerror(errno);
-        return {};
+        why = "cannot make the cgroup " + dir + ": " + std::strerror(errno);
+        return false;
     }
     const auto give_up = [&](const std::string& reason) {
         ::rmdir(dir.c_str());
         why = reason;
-        return std::string{};
+        return false;
     };
     if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0)
         return give_up("no writable cgroup.kill in " + dir + " (Linux 5.14 or later)");
@@ -601,7 +603,7 @@ std::string make_run_cgroup(const std::string& token, std::string& why) {
     if (probe < 0 || ::waitpid(probe, &status, 0) != probe || !WIFEXITED(status) ||
         WEXITSTATUS(status) != 0)
         return give_up("cannot move a process into " + dir + " (not delegated to us)");
-    return dir;
+    return true;
 }
 
 /// Removes a run's cgroup and its cases' (empty by now, or soon: up to 1 s).
@@ -663,18 +665,10 @@ status_or<containment> contain_cases(const std::string& mode) {
     if (g_contained.active)
         return containment{g_contained.run_cgroup.empty() ? "subreaper" : "cgroup",
                            g_contained.run_cgroup, g_contained.run_token};
-    containment held{"subreaper", "", random_token()};
-    if (mode != "subreaper") {
-        std::string why;
-        g_contained.run_cgroup = make_run_cgroup(held.run_token, why);
-        if (g_contained.run_cgroup.empty() && mode == "cgroup")
-            return status::error(pitfall_error::bad_environment,
-                                 "PITFALL_CONTAINMENT=cgroup: " + why, stage::init);
-        held.method = g_contained.run_cgroup.empty() ? "subreaper" : "cgroup";
-        held.detail = g_contained.run_cgroup.empty() ? why : g_contained.run_cgroup;
-    } else {
-        held.detail = "PITFALL_CONTAINMENT=subreaper";
-    }
+    containment held{"subreaper", "PITFALL_CONTAINMENT=subreaper", random_token()};
+    std::string planned;
+    if (mode != "subreaper")
+        planned = planned_run_cgroup(held.run_token, held.detail);
     // Orphaned descendants of a case (a setsid grandchild whose parent exited) come back to us,
     // not to init: each case's sweep finds them by their parents.
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
@@ -683,18 +677,29 @@ status_or<containment> contain_cases(const std::string& mode) {
     if (::pipe2(fds, O_CLOEXEC) != 0)
         return status::from_errno(errno, "pipe for the guardian", stage::init);
     std::cout.flush();
+    // The guardian first, the cgroup after: a kill from here on leaves no cgroup behind.
     const pid_t guardian = ::fork();
     if (guardian < 0)
         return status::from_errno(errno, "fork of the guardian", stage::init);
     if (guardian == 0) {
         ::close(fds[1]);
-        guard(fds[0], held.run_token, g_contained.run_cgroup);
+        guard(fds[0], held.run_token, planned);
     }
     ::close(fds[0]);
     g_contained.active = true;
     g_contained.guardian = guardian;
     g_contained.guardian_fd = fds[1];
     g_contained.run_token = held.run_token;
+    if (!planned.empty() && make_run_cgroup(planned, held.detail)) {
+        g_contained.run_cgroup = planned;
+        held.method = "cgroup";
+        held.detail = planned;
+    }
+    if (mode == "cgroup" && held.method != "cgroup") {
+        end_containment();
+        return status::error(pitfall_error::bad_environment,
+                             "PITFALL_CONTAINMENT=cgroup: " + held.detail, stage::init);
+    }
     return held;
 }
 
