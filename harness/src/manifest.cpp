@@ -230,9 +230,40 @@ status read_compile_checks(const reader& r, const json& doc, manifest& m) {
     return status::ok();
 }
 
+// "limits": {"address_space": "8G", "cpu_seconds": 600, "file_size": 4294967296}: bytes as a
+// positive integer or a string with a K/M/G/T suffix (powers of 1024); seconds an integer.
+status read_limits(const reader& r, const json& doc, manifest& m) {
+    if (!doc.contains("limits"))
+        return status::ok();
+    const json& limits = doc["limits"];
+    if (!limits.is_object())
+        return r.fail("limits", "expected an object of {address_space, cpu_seconds, file_size}");
+    for (const auto& [key, value] : limits.items()) {
+        const std::string path = "limits." + key;
+        std::optional<std::uint64_t>* slot = key == "address_space" ? &m.limits.address_space
+                                             : key == "cpu_seconds" ? &m.limits.cpu_seconds
+                                             : key == "file_size"   ? &m.limits.file_size
+                                                                    : nullptr;
+        if (slot == nullptr)
+            return r.fail(path, "unknown field (address_space, cpu_seconds, file_size)");
+        if (value.is_number_unsigned() && value.get<std::uint64_t>() > 0)
+            *slot = value.get<std::uint64_t>();
+        else if (value.is_string() && key != "cpu_seconds")
+            *slot = parse_byte_size(value.get<std::string>());
+        if (!*slot || **slot == 0)
+            return r.fail(path, key == "cpu_seconds"
+                                    ? "expected a positive whole number of seconds"
+                                    : "expected a positive number of bytes, or a string like "
+                                      "\"8G\" (K, M, G, T: powers of 1024)");
+    }
+    return status::ok();
+}
+
 status read_top_level(const reader& r, const json& doc, manifest& m) {
+    PITFALL_TRY(read_limits(r, doc, m));
     for (const auto& [key, value] : doc.items())
-        if (std::find(known_top_keys.begin(), known_top_keys.end(), key) == known_top_keys.end())
+        if (key != "limits" && // read above
+            std::find(known_top_keys.begin(), known_top_keys.end(), key) == known_top_keys.end())
             return r.fail(key, "unknown field");
     PITFALL_TRY(r.string(doc, "", "name", m.name, true));
     if (!is_identifier(m.name))

@@ -1,14 +1,22 @@
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/text.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <poll.h>
+#include <random>
+#include <set>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
@@ -79,6 +87,8 @@ std::string signal_name(int sig) {
     case SIGTRAP: return "SIGTRAP";
     case SIGPIPE: return "SIGPIPE";
     case SIGHUP: return "SIGHUP";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
     default: return "signal " + std::to_string(sig);
     }
 }
@@ -97,6 +107,200 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     return detail::utf8_tail(text, max_bytes);
 }
 
+// ---- containment ---------------------------------------------------------------------------
+
+namespace {
+// Set once by contain_cases(): then this process is a subreaper, g_guardian watches over the
+// run, and (where one could be made) each case runs in a cgroup under g_run_cgroup.
+struct containment_state {
+    bool active = false;
+    pid_t guardian = -1;
+    int guardian_fd = -1; ///< our end of the guardian's pipe (close-on-exec: no case holds it)
+    std::string run_cgroup;
+    std::string run_token;
+    unsigned case_count = 0;
+};
+containment_state g_contained;
+
+bool read_file(const std::string& path, std::string& text) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return false;
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    text = buffer.str();
+    return true;
+}
+
+bool write_text(const std::string& path, const char* text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    const bool ok = ::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text));
+    ::close(fd);
+    return ok;
+}
+
+/// Every process's parent and whether it has exited but is not reaped ("Z").
+struct proc_entry {
+    pid_t ppid = 0;
+    bool zombie = false;
+};
+std::map<pid_t, proc_entry> process_table() {
+    std::map<pid_t, proc_entry> table;
+    DIR* proc = ::opendir("/proc");
+    if (proc == nullptr)
+        return table;
+    while (const dirent* e = ::readdir(proc)) {
+        const char* name = e->d_name;
+        if (*name < '1' || *name > '9')
+            continue;
+        std::string stat;
+        if (!read_file(std::string("/proc/") + name + "/stat", stat))
+            continue;
+        // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so from the last ')'.
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos)
+            continue;
+        std::istringstream rest(stat.substr(close + 1));
+        char state = '?';
+        long ppid = 0;
+        rest >> state >> ppid;
+        table[static_cast<pid_t>(std::atol(name))] = {static_cast<pid_t>(ppid), state == 'Z'};
+    }
+    ::closedir(proc);
+    return table;
+}
+
+/// Whether pid's environment holds `entry_prefix` ("PITFALL_CASE_TOKEN=<token>") as the start
+/// of one of its entries; `whole` asks for the entry to be exactly that.
+bool environment_holds(pid_t pid, const std::string& entry_prefix, bool whole) {
+    std::string environ_text;
+    if (!read_file("/proc/" + std::to_string(pid) + "/environ", environ_text))
+        return false;
+    std::size_t at = 0;
+    while (at < environ_text.size()) {
+        std::size_t end = environ_text.find('\0', at);
+        if (end == std::string::npos)
+            end = environ_text.size();
+        const std::size_t length = end - at;
+        if (length >= entry_prefix.size() &&
+            environ_text.compare(at, entry_prefix.size(), entry_prefix) == 0 &&
+            (!whole || length == entry_prefix.size()))
+            return true;
+        at = end + 1;
+    }
+    return false;
+}
+
+std::vector<pid_t> processes_marked(const std::map<pid_t, proc_entry>& table,
+                                    const std::string& entry_prefix, bool whole) {
+    std::vector<pid_t> found;
+    const pid_t self = ::getpid();
+    for (const auto& [pid, entry] : table)
+        if (pid != self && !entry.zombie && environment_holds(pid, entry_prefix, whole))
+            found.push_back(pid);
+    return found;
+}
+
+/// Our live descendants but the guardian (and its own, none) and `spare`.
+std::vector<pid_t> descendants(const std::map<pid_t, proc_entry>& table, pid_t spare) {
+    std::vector<pid_t> found;
+    const pid_t self = ::getpid();
+    for (const auto& [pid, entry] : table) {
+        if (entry.zombie || pid == spare || pid == g_contained.guardian)
+            continue;
+        pid_t up = entry.ppid;
+        for (int depth = 0; depth < 4096 && up > 1 && up != self; ++depth) {
+            const auto it = table.find(up);
+            if (it == table.end() || up == g_contained.guardian)
+                break;
+            up = it->second.ppid;
+        }
+        if (up == self)
+            found.push_back(pid);
+    }
+    return found;
+}
+
+/// Our children that exited and wait to be reaped, but the guardian and `spare`.
+void reap_zombie_children(pid_t spare) {
+    for (const auto& [pid, entry] : process_table())
+        if (entry.ppid == ::getpid() && entry.zombie && pid != spare &&
+            pid != g_contained.guardian) {
+            int status = 0;
+            ::waitpid(pid, &status, WNOHANG);
+        }
+}
+
+/// Ends (KILL) every process of a case that has finished: what carries its token and, under
+/// containment, every descendant but `child` (still unreaped, so that its pid and group id are
+/// not reused meanwhile), until none is left or 5 s have passed (a process stuck in a driver
+/// call). What became our child is reaped.
+void end_case_processes(const std::string& token, pid_t child) {
+    const std::string entry = std::string(case_token_env) + "=" + token;
+    const auto until = clock_type::now() + std::chrono::seconds(5);
+    for (;;) {
+        const auto table = process_table();
+        std::vector<pid_t> left = processes_marked(table, entry, true);
+        if (g_contained.active)
+            for (const pid_t pid : descendants(table, child))
+                left.push_back(pid);
+        left.erase(std::remove(left.begin(), left.end(), child), left.end());
+        for (const pid_t pid : left)
+            ::kill(pid, SIGKILL);
+        reap_zombie_children(child);
+        if (left.empty() || clock_type::now() > until)
+            return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+/// A case's own cgroup: made before the fork, the child moves itself in, cgroup.kill ends
+/// whatever is in it however it left the process group.
+struct case_cgroup {
+    std::string dir;
+    int procs_fd = -1; ///< <dir>/cgroup.procs, written "0" by the child
+
+    void make() {
+        if (g_contained.run_cgroup.empty())
+            return;
+        dir = g_contained.run_cgroup + "/case-" + std::to_string(++g_contained.case_count);
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+            dir.clear();
+            return;
+        }
+        procs_fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    }
+    void kill() const {
+        if (!dir.empty())
+            (void)write_text(dir + "/cgroup.kill", "1");
+    }
+    /// Once what was in it is gone and reaped: waits (up to 5 s) for it to empty, removes it.
+    void remove() {
+        if (procs_fd >= 0)
+            ::close(procs_fd);
+        procs_fd = -1;
+        if (dir.empty())
+            return;
+        const auto until = clock_type::now() + std::chrono::seconds(5);
+        while (::rmdir(dir.c_str()) != 0 && errno == EBUSY && clock_type::now() < until) {
+            kill();
+            reap_zombie_children(-1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        dir.clear();
+    }
+};
+} // namespace
+
+std::vector<int> marked_processes(const std::string& token_prefix) {
+    return processes_marked(process_table(), std::string(case_token_env) + "=" + token_prefix,
+                            false);
+}
+
+// ---- one process ---------------------------------------------------------------------------
+
 namespace {
 // Everything the child needs, prepared before fork: after it only async-signal-safe calls.
 struct exec_plan {
@@ -105,17 +309,22 @@ struct exec_plan {
     std::vector<char*> envp;
     std::vector<char*> argv;
     std::string output;
+    resource_limits limits;
+    int cgroup_procs_fd = -1;
 };
 
 void prepare(const process_request& request, exec_plan& plan) {
+    std::map<std::string, std::string> env_set = request.env_set;
+    if (!request.case_token.empty())
+        env_set[case_token_env] = request.case_token;
     for (char** e = environ; *e != nullptr; ++e) {
         const std::string entry = *e;
         const auto eq = entry.find('=');
-        if (eq != std::string::npos && request.env_set.count(entry.substr(0, eq)) != 0)
+        if (eq != std::string::npos && env_set.count(entry.substr(0, eq)) != 0)
             continue;
         plan.env_strings.push_back(entry);
     }
-    for (const auto& [key, value] : request.env_set)
+    for (const auto& [key, value] : env_set)
         plan.env_strings.push_back(key + "=" + value);
     for (auto& s : plan.env_strings)
         plan.envp.push_back(s.data());
@@ -125,12 +334,37 @@ void prepare(const process_request& request, exec_plan& plan) {
         plan.argv.push_back(a.data());
     plan.argv.push_back(nullptr);
     plan.output = request.output_path.empty() ? "/dev/null" : request.output_path;
+    plan.limits = request.limits;
 }
 
-// In the child, between fork and exec: its own group, death with the parent, default signal
-// handlers, output to the file; an exec failure goes back through the pipe as errno.
+void apply_limits(const resource_limits& limits) {
+    const auto set = [](int resource, unsigned long long soft, unsigned long long hard) {
+        struct rlimit now {};
+        if (::getrlimit(resource, &now) != 0)
+            return;
+        // Never above what we were given: a raise past the hard limit would fail outright.
+        const auto cap = [&](unsigned long long v) {
+            return now.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(v)
+                                                 : std::min(static_cast<rlim_t>(v), now.rlim_max);
+        };
+        const struct rlimit wanted { cap(soft), cap(hard) };
+        ::setrlimit(resource, &wanted);
+    };
+    if (limits.address_space_bytes)
+        set(RLIMIT_AS, *limits.address_space_bytes, *limits.address_space_bytes);
+    if (limits.cpu_seconds) // SIGXCPU at the soft limit (a core dump, a CRASH), KILL at the hard
+        set(RLIMIT_CPU, *limits.cpu_seconds, *limits.cpu_seconds + 5);
+    if (limits.file_size_bytes)
+        set(RLIMIT_FSIZE, *limits.file_size_bytes, *limits.file_size_bytes);
+}
+
+// In the child, between fork and exec: its own group (and cgroup), death with the parent,
+// default signal handlers, its limits, output to the file; an exec failure goes back through
+// the pipe as errno.
 [[noreturn]] void exec_child(const exec_plan& plan, pid_t parent, int error_pipe) {
     ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
+    if (plan.cgroup_procs_fd >= 0)
+        (void)!::write(plan.cgroup_procs_fd, "0", 1); // else the subreaper's sweep alone
     // A harness killed outright (SIGKILL) cannot end its case: the kernel does it, so no
     // orphaned case runs on beside the `--resume` that repeats it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -138,9 +372,11 @@ void prepare(const process_request& request, exec_plan& plan) {
         ::_exit(127);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    ::sigaction(SIGINT, &dfl, nullptr);
-    ::sigaction(SIGTERM, &dfl, nullptr);
-    ::sigaction(SIGHUP, &dfl, nullptr);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ, SIGXCPU})
+        ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const int fd = ::open(plan.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int null_in = ::open("/dev/null", O_RDONLY);
     if (fd >= 0) {
@@ -149,12 +385,12 @@ void prepare(const process_request& request, exec_plan& plan) {
     }
     if (null_in >= 0)
         ::dup2(null_in, STDIN_FILENO);
+    apply_limits(plan.limits);
     ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
     const int err = errno;
     (void)!::write(error_pipe, &err, sizeof err);
     ::_exit(127);
 }
-
 // Forks and execs; the pid, or -1 with out.start_error set.
 pid_t spawn(const process_request& request, const exec_plan& plan, process_outcome& out) {
     // An inherited "SIGCHLD ignored" makes the kernel reap children itself: wait4 would then
@@ -214,6 +450,7 @@ void watch(pid_t pid, const process_request& request, clock_type::time_point sta
             out.timed_out = interrupt_requested == 0;
             out.interrupted = interrupt_requested != 0;
             ::kill(-pid, SIGTERM);
+            ::kill(-pid, SIGCONT); // a stopped process (SIGSTOP) only sees its TERM when running
             term_sent = true;
             term_time = clock_type::now();
         } else if (term_sent && seconds_since(term_time) >= request.kill_grace_seconds) {
@@ -267,14 +504,219 @@ process_outcome run_process(const process_request& request) {
     }
     exec_plan plan;
     prepare(request, plan);
+    case_cgroup cgroup;
+    if (!request.case_token.empty())
+        cgroup.make();
+    plan.cgroup_procs_fd = cgroup.procs_fd;
     const auto started = clock_type::now();
     const pid_t pid = spawn(request, plan, out);
-    if (pid < 0)
+    if (pid < 0) {
+        cgroup.remove();
         return out;
+    }
     out.started = true;
     watch(pid, request, started, out);
+    ::kill(-pid, SIGKILL);
+    if (!request.case_token.empty()) {
+        cgroup.kill();
+        end_case_processes(request.case_token, pid);
+    }
     reap(pid, started, out);
+    cgroup.remove();
     return out;
+}
+
+// ---- the run's containment -----------------------------------------------------------------
+
+namespace {
+std::string random_token() {
+    std::random_device device;
+    std::ostringstream out;
+    out << std::hex << device() << device();
+    return out.str();
+}
+
+/// Our cgroup v2 folder: the cgroup2 mount (/proc/self/mountinfo) joined with our path in it
+/// (/proc/self/cgroup, "0::<path>"); "" with the reason where there is none.
+std::string own_cgroup_dir(std::string& why) {
+    std::string cgroup_text;
+    std::string mounts;
+    if (!read_file("/proc/self/cgroup", cgroup_text) ||
+        !read_file("/proc/self/mountinfo", mounts)) {
+        why = "cannot read /proc/self/cgroup or /proc/self/mountinfo";
+        return {};
+    }
+    std::string path;
+    std::istringstream lines(cgroup_text);
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind("0::", 0) == 0)
+            path = line.substr(3);
+    std::istringstream mount_lines(mounts);
+    for (std::string line; std::getline(mount_lines, line);) {
+        // "id parent major:minor root mount-point options ... - fstype source super-options"
+        const auto dash = line.find(" - ");
+        if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0)
+            continue;
+        std::istringstream fields(line.substr(0, dash));
+        std::string id, parent, device, root, point;
+        fields >> id >> parent >> device >> root >> point;
+        if (path.empty()) {
+            why = "no cgroup v2 line in /proc/self/cgroup";
+            return {};
+        }
+        if (root != "/" && path.rfind(root, 0) != 0) {
+            why = "our cgroup " + path + " is outside the cgroup2 mount at " + point;
+            return {};
+        }
+        const std::string inside = root == "/" ? path : path.substr(root.size());
+        return inside == "/" ? point : point + inside;
+    }
+    why = "no cgroup v2 hierarchy mounted (cgroup v1 only)";
+    return {};
+}
+
+/// Where the run's cgroup goes: a folder under ours; "" with the reason where there is none.
+std::string planned_run_cgroup(const std::string& token, std::string& why) {
+    const std::string own = own_cgroup_dir(why);
+    return own.empty() ? own : own + "/pitfall-" + std::to_string(::getpid()) + "-" + token;
+}
+
+/// Makes the run's cgroup, proved by moving a process into it; false with the reason where
+/// that cannot be done.
+bool make_run_cgroup(const std::string& dir, std::string& why) {
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+        why = "cannot make the cgroup " + dir + ": " + std::strerror(errno);
+        return false;
+    }
+    const auto give_up = [&](const std::string& reason) {
+        ::rmdir(dir.c_str());
+        why = reason;
+        return false;
+    };
+    if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0)
+        return give_up("no writable cgroup.kill in " + dir + " (Linux 5.14 or later)");
+    const int procs = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (procs < 0)
+        return give_up("cannot write " + dir + "/cgroup.procs: " + std::strerror(errno));
+    const pid_t probe = ::fork();
+    if (probe == 0)
+        ::_exit(::write(procs, "0", 1) == 1 ? 0 : 1);
+    ::close(procs);
+    int status = 1;
+    if (probe < 0 || ::waitpid(probe, &status, 0) != probe || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        return give_up("cannot move a process into " + dir + " (not delegated to us)");
+    return true;
+}
+
+/// Removes a run's cgroup and its cases' (empty by now, or soon: up to 1 s).
+void remove_cgroup_tree(const std::string& dir) {
+    std::vector<std::string> cases;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d))
+            if (std::strncmp(e->d_name, "case-", 5) == 0)
+                cases.push_back(dir + "/" + e->d_name);
+        ::closedir(d);
+    }
+    cases.push_back(dir);
+    for (const auto& folder : cases)
+        for (int tries = 0; tries < 100 && ::rmdir(folder.c_str()) != 0 && errno == EBUSY; ++tries)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+/// The guardian's whole life: wait on the pipe; at a goodbye, leave; at its end without one
+/// (the harness died), kill every process carrying the run's token, and the run's cgroup.
+[[noreturn]] void guard(int pipe_fd, const std::string& token, const std::string& cgroup) {
+    ::setsid(); // a kill of the harness's process group must not take us with it
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE})
+        ::sigaction(sig, &ignore, nullptr);
+    ::prctl(PR_SET_NAME, "pitfall-guard");
+    // Nothing of the harness's held open here (its run folder's lock above all): only the pipe.
+    for (int fd = 0; fd < 1024; ++fd)
+        if (fd != pipe_fd)
+            ::close(fd);
+    char byte = 0;
+    ssize_t got = 0;
+    while ((got = ::read(pipe_fd, &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (got == 1 && byte == 'q')
+        ::_exit(0);
+    const std::string entry = std::string(case_token_env) + "=" + token + "/";
+    for (int round = 0; round < 200; ++round) { // up to ~2 s for what forks while we kill
+        if (!cgroup.empty())
+            (void)write_text(cgroup + "/cgroup.kill", "1");
+        const std::vector<pid_t> left = processes_marked(process_table(), entry, false);
+        for (const pid_t pid : left)
+            ::kill(pid, SIGKILL);
+        if (left.empty() && round > 0)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!cgroup.empty())
+        remove_cgroup_tree(cgroup);
+    ::_exit(0);
+}
+} // namespace
+
+status_or<containment> contain_cases(const std::string& mode) {
+    if (mode != "auto" && mode != "cgroup" && mode != "subreaper")
+        return status::error(
+            pitfall_error::bad_environment,
+            "PITFALL_CONTAINMENT='" + mode + "': expected auto, cgroup or subreaper", stage::init);
+    if (g_contained.active)
+        return containment{g_contained.run_cgroup.empty() ? "subreaper" : "cgroup",
+                           g_contained.run_cgroup, g_contained.run_token};
+    containment held{"subreaper", "PITFALL_CONTAINMENT=subreaper", random_token()};
+    std::string planned;
+    if (mode != "subreaper")
+        planned = planned_run_cgroup(held.run_token, held.detail);
+    // Orphaned descendants of a case (a setsid grandchild whose parent exited) come back to us,
+    // not to init: each case's sweep finds them by their parents.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        return status::from_errno(errno, "prctl(PR_SET_CHILD_SUBREAPER)", stage::init);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+        return status::from_errno(errno, "pipe for the guardian", stage::init);
+    std::cout.flush();
+    // The guardian first, the cgroup after: a kill from here on leaves no cgroup behind.
+    const pid_t guardian = ::fork();
+    if (guardian < 0)
+        return status::from_errno(errno, "fork of the guardian", stage::init);
+    if (guardian == 0) {
+        ::close(fds[1]);
+        guard(fds[0], held.run_token, planned);
+    }
+    ::close(fds[0]);
+    g_contained.active = true;
+    g_contained.guardian = guardian;
+    g_contained.guardian_fd = fds[1];
+    g_contained.run_token = held.run_token;
+    if (!planned.empty() && make_run_cgroup(planned, held.detail)) {
+        g_contained.run_cgroup = planned;
+        held.method = "cgroup";
+        held.detail = planned;
+    }
+    if (mode == "cgroup" && held.method != "cgroup") {
+        end_containment();
+        return status::error(pitfall_error::bad_environment,
+                             "PITFALL_CONTAINMENT=cgroup: " + held.detail, stage::init);
+    }
+    return held;
+}
+
+void end_containment() {
+    if (!g_contained.active)
+        return;
+    (void)!::write(g_contained.guardian_fd, "q", 1);
+    ::close(g_contained.guardian_fd);
+    int status = 0;
+    while (::waitpid(g_contained.guardian, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!g_contained.run_cgroup.empty())
+        ::rmdir(g_contained.run_cgroup.c_str());
+    g_contained = containment_state{};
 }
 
 } // namespace pitfall

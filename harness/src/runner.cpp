@@ -317,6 +317,7 @@ struct run_plan {
     run_header header;
     judge_context judging;
     std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
+    std::string run_token;       ///< the first part of each case's PITFALL_CASE_TOKEN
 };
 
 /// A resumed run completes the run as it was asked for: its selection, samples and timeout
@@ -434,6 +435,14 @@ status start_session(run_plan& plan) {
         h.selection.push_back(key_of(c));
     h.options = {plan.options.samples, plan.options.timeout_scale, plan.options.timing_floor,
                  plan.options.remeasure_pause};
+    // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
+    // recorded beside the fingerprint (not in its summary: profiles do not match on it).
+    const char* mode = std::getenv("PITFALL_CONTAINMENT");
+    PITFALL_ASSIGN_OR_RETURN(const containment held,
+                             contain_cases(mode == nullptr || *mode == '\0' ? "auto" : mode));
+    plan.run_token = held.run_token;
+    h.fingerprint["containment"] = {
+        {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
     plan.judging.fingerprint_id = h.fingerprint_id;
     if (const auto gpus = h.fingerprint_summary.find("gpu_count");
         gpus != h.fingerprint_summary.end() && gpus->is_number_integer())
@@ -514,6 +523,48 @@ struct case_context {
     const profile* judged_by = nullptr;
 };
 
+/// The machine's memory and swap (/proc/meminfo), bytes; 0 where unknown.
+std::uint64_t memory_and_swap_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::uint64_t total = 0;
+    std::string name;
+    std::uint64_t kib = 0;
+    std::string unit;
+    while (in >> name >> kib >> unit)
+        if (name == "MemTotal:" || name == "SwapTotal:")
+            total += kib * 1024;
+    return total;
+}
+
+/// A case's resource limits: its scenario's "limits", else the defaults. CPU time: twice the
+/// case's timeout on every hardware thread, plus 10 s (a re-measurement doubles the timeout);
+/// it only stops a case spinning on past all reason. File size: 4 GiB. Address space: the
+/// machine's memory and swap, so that a case allocating without end meets a failed allocation
+/// instead of the kernel's OOM killer, but never by default for a CUDA case (the driver reserves
+/// address ranges far larger than any memory: a limit makes CUDA fail to initialise) nor in a
+/// sanitizer build (AddressSanitizer reserves terabytes of shadow memory).
+resource_limits case_limits(const case_ref& c, double timeout_seconds) {
+    const limits_spec& declared = c.scenario->description.limits;
+    resource_limits limits;
+    const double threads = std::max(1u, std::thread::hardware_concurrency());
+    limits.cpu_seconds = declared.cpu_seconds.value_or(
+        static_cast<std::uint64_t>(std::ceil(2 * timeout_seconds * threads)) + 10);
+    limits.file_size_bytes = declared.file_size.value_or(std::uint64_t{4} << 30);
+    limits.address_space_bytes = declared.address_space;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const bool sanitized = true;
+#elif defined(__has_feature)
+    const bool sanitized = __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||
+                           __has_feature(memory_sanitizer);
+#else
+    const bool sanitized = false;
+#endif
+    static const std::uint64_t machine = memory_and_swap_bytes();
+    if (!limits.address_space_bytes && c.backend != "cuda" && !sanitized && machine > 0)
+        limits.address_space_bytes = machine;
+    return limits;
+}
+
 case_context prepare_case(const run_plan& plan, const case_ref& c) {
     static const json no_entry;
     case_context ctx{plan, c, key_of(c), {}, &no_entry, nullptr};
@@ -531,6 +582,8 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
                         {"--param", "samples=" + std::to_string(*plan.options.samples)});
     req.output_path = folder.case_log_path(ctx.key);
     req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
+    req.limits = case_limits(c, req.timeout_seconds);
+    req.case_token = plan.run_token + "/" + ctx.key.str(); // what it starts carries it too
     if (!plan.visible_devices.empty()) {
         // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
         // is fastest first. Make CUDA count the same way.
@@ -999,6 +1052,7 @@ int run_cases(const run_options& requested) {
     if (auto started = start_session(plan); !started.is_ok())
         return report_error(started);
     auto interrupted = execute(plan);
+    end_containment();
     if (!interrupted.is_ok())
         return report_error(interrupted.error());
     return summarise(plan, interrupted.value());

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,14 @@ struct ratio_spec {
     std::string samples;     ///< name of the samples both variants record
 };
 
+/// Resource limits for each case's process ("limits" in scenario.json); an unset one takes the
+/// harness's default (see the README, "Containment and limits").
+struct limits_spec {
+    std::optional<std::uint64_t> address_space; ///< bytes (RLIMIT_AS)
+    std::optional<std::uint64_t> cpu_seconds;   ///< RLIMIT_CPU
+    std::optional<std::uint64_t> file_size;     ///< bytes (RLIMIT_FSIZE)
+};
+
 struct manifest {
     std::string name;
     std::string summary;
@@ -64,6 +74,7 @@ struct manifest {
     std::vector<variant_spec> variants;
     std::vector<ratio_spec> ratios;
     std::vector<compile_check_spec> compile_checks;
+    limits_spec limits;
 
     const variant_spec* find_variant(std::string_view variant) const;
     const param_spec* find_param(std::string_view param) const;

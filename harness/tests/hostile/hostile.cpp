@@ -1,0 +1,153 @@
+// Hostile scenario programs: each variant fights the harness in one way (see scenario.json).
+// Plain C++ speaking the scenario protocol directly (--backend B --variant V --out PATH; exit 0
+// with a result, 77 for unsupported), not the SDK: the point is what the SDK would never do.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+std::string g_variant;
+std::string g_out;
+
+std::string
+good_result(const std::string& samples = R"({"step_seconds": {"unit": "s", "values": [0.001]}})",
+            const std::string& outcome = R"({"status": "ok"})", const std::string& info = "{}") {
+    return R"({"schema": "pitfall.result/1", "scenario": "hostile", "variant": ")" + g_variant +
+           R"(", "backend": "cpu", "params": {"samples": 1, "warmup": 0}, "outcome": )" + outcome +
+           R"(, "ran_on": "cpu: hostile", "measurements": {}, "samples": )" + samples +
+           R"(, "events": {}, "info": )" + info +
+           R"(, "checks": [], "memory": {"tracked_peak_bytes": 0, "tracked_current_bytes": 0,)"
+           R"( "limit_bytes": null, "allocations": 0, "failed_allocations": 0}})" +
+           "\n";
+}
+
+void write_result(const std::string& text) {
+    FILE* f = std::fopen(g_out.c_str(), "wb");
+    if (f == nullptr)
+        std::exit(3);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+}
+
+[[noreturn]] void sleep_for_ever() {
+    for (;;)
+        ::pause();
+}
+
+int setsid_grandchild() {
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::setsid(); // out of the case's process group: a group kill misses it
+        const pid_t grandchild = ::fork();
+        if (grandchild == 0) {
+            ::execl("/bin/sleep", "sleep", "100000", static_cast<char*>(nullptr));
+            sleep_for_ever();
+        }
+        std::printf("grandchild %d\n", static_cast<int>(grandchild));
+        std::fflush(stdout);
+        ::_exit(0); // the grandchild is an orphan now
+    }
+    ::usleep(100 * 1000);
+    write_result(good_result());
+    return 0;
+}
+
+int big_output() {
+    std::vector<char> block(1 << 20, 'x');
+    block.back() = '\n';
+    for (int i = 0; i < 1024; ++i)
+        if (std::fwrite(block.data(), 1, block.size(), stdout) != block.size())
+            return 4;
+    std::fflush(stdout);
+    write_result(good_result());
+    return 0;
+}
+
+int unbounded_memory() {
+    std::vector<char*> held;
+    for (;;) { // uncaught std::bad_alloc at the address-space limit: SIGABRT
+        char* block = new char[64 << 20];
+        std::memset(block, 1, 64 << 20);
+        held.push_back(block);
+    }
+}
+
+int run(const std::string& v) {
+    if (v == "hang")
+        sleep_for_ever();
+    if (v == "ignore_term") {
+        std::signal(SIGTERM, SIG_IGN);
+        sleep_for_ever();
+    }
+    if (v == "stop_self") {
+        ::raise(SIGSTOP);
+        sleep_for_ever();
+    }
+    if (v == "setsid_grandchild")
+        return setsid_grandchild();
+    if (v == "big_output")
+        return big_output();
+    if (v == "truncated_result") {
+        const std::string text = good_result();
+        write_result(text.substr(0, text.size() / 2));
+        return 0;
+    }
+    if (v == "deep_result") {
+        const int depth = 100000;
+        write_result(good_result(std::string(depth, '[') + std::string(depth, ']')));
+        return 0;
+    }
+    if (v == "non_utf8_result") {
+        write_result(good_result(R"({})", R"({"status": "ok"})", "{\"note\": \"\xff\xfe\xc3\"}"));
+        return 0;
+    }
+    if (v == "wrong_types") {
+        write_result(good_result(R"("x")", "5"));
+        return 0;
+    }
+    if (v == "wrong_samples") {
+        write_result(good_result(R"("x")"));
+        return 0;
+    }
+    if (v == "result_fifo")
+        return ::mkfifo(g_out.c_str(), 0644) == 0 ? 0 : 5;
+    if (v == "result_dir")
+        return ::mkdir(g_out.c_str(), 0755) == 0 ? 0 : 5;
+    if (v == "exit77_no_result")
+        return 77;
+    if (v == "result_then_segv") {
+        write_result(good_result());
+        ::raise(SIGSEGV);
+        return 6;
+    }
+    if (v == "unbounded_memory")
+        return unbounded_memory();
+    if (v == "ok") {
+        write_result(good_result());
+        return 0;
+    }
+    std::fprintf(stderr, "hostile: unknown variant '%s'\n", v.c_str());
+    return 2;
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i];
+        if (flag == "--variant")
+            g_variant = argv[i + 1];
+        else if (flag == "--out")
+            g_out = argv[i + 1];
+    }
+    if (g_variant.empty() || g_out.empty()) {
+        std::fprintf(stderr, "usage: %s --backend cpu --variant V --out result.json\n", argv[0]);
+        return 2;
+    }
+    return run(g_variant);
+}
