@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -98,7 +99,19 @@ status run_folder::lock() {
     m_lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (m_lock_fd < 0)
         return bad_run_input("cannot lock " + m_dir + ": " + path + ": " + describe_errno(errno));
-    if (::flock(m_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int locked = ::flock(m_lock_fd, LOCK_EX | LOCK_NB);
+    // The flock can outlive its run for an instant: a process forked by a run that was then
+    // killed holds the descriptor until it execs (close-on-exec) or is ended by the run's
+    // guardian. While the pid written in the file is gone, wait a little for that to pass.
+    for (int tries = 0; locked != 0 && errno == EWOULDBLOCK && tries < 50; ++tries) {
+        const std::string holder = lock_holder(m_lock_fd);
+        if (!holder.empty() && holder.size() < 10 &&
+            ::kill(static_cast<pid_t>(std::stol(holder)), 0) == 0)
+            break; // the run that wrote it is alive: in use
+        ::usleep(100 * 1000);
+        locked = ::flock(m_lock_fd, LOCK_EX | LOCK_NB);
+    }
+    if (locked != 0) {
         const int err = errno;
         const std::string pid = lock_holder(m_lock_fd);
         ::close(m_lock_fd);
