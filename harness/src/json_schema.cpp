@@ -48,6 +48,7 @@ const std::set<std::string> annotations{"$schema", "$id",     "$defs",   "$comme
 const std::set<std::string> schema_keywords{
     "$ref",     "type",        "properties",    "additionalProperties", "required",
     "items",    "minItems",    "maxItems",      "minProperties",        "maxProperties",
+    "minLength", "maxLength",
     "const",    "enum",        "minimum",       "maximum",              "pattern",
     "propertyNames", "allOf",  "anyOf",         "oneOf",                "not",
     "if",       "then",        "else"};
@@ -130,7 +131,7 @@ private:
             return std::nullopt;
         }
         if (key == "minItems" || key == "maxItems" || key == "minProperties" ||
-            key == "maxProperties")
+            key == "maxProperties" || key == "minLength" || key == "maxLength")
             return v.is_number_unsigned() ? std::nullopt
                                           : std::optional<std::string>(at + ": expected a count");
         if (key == "minimum" || key == "maximum")
@@ -280,6 +281,16 @@ private:
                 return place(at) + ": " + shown(v) + " is below the minimum " + dump_safe(*m);
             if (const auto m = s.find("maximum"); m != s.end() && x > m->get<double>())
                 return place(at) + ": " + shown(v) + " is above the maximum " + dump_safe(*m);
+        }
+        if (v.is_string()) {
+            // Lengths in code points, as JSON Schema counts them (the text is valid UTF-8).
+            const std::string& text = v.get_ref<const std::string&>();
+            const auto points = static_cast<std::size_t>(std::count_if(
+                text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+            if (const auto m = s.find("minLength"); m != s.end() && points < m->get<std::size_t>())
+                return place(at) + ": expected at least " + dump_safe(*m) + " characters";
+            if (const auto m = s.find("maxLength"); m != s.end() && points > m->get<std::size_t>())
+                return place(at) + ": expected at most " + dump_safe(*m) + " characters";
         }
         if (const auto p = s.find("pattern"); p != s.end() && v.is_string()) {
             const std::string& text = v.get_ref<const std::string&>();

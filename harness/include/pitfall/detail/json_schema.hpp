@@ -5,9 +5,9 @@
 //
 // Keywords: $ref (to "#/$defs/..." of the same document), type (a name or an array of names),
 // properties, additionalProperties (bool or schema), required, propertyNames, minProperties,
-// maxProperties, items, minItems, maxItems, const, enum, minimum, maximum, pattern, allOf,
-// anyOf, oneOf, not, if/then/else; annotations ($schema, $id, $defs, $comment, title,
-// description, default, examples) are skipped. Any other keyword is an error when the schema
+// maxProperties, items, minItems, maxItems, minLength, maxLength, const, enum, minimum,
+// maximum, pattern, allOf, anyOf, oneOf, not, if/then/else; annotations ($schema, $id, $defs,
+// $comment, title, description, default, examples) are skipped. Any other keyword is an error when the schema
 // is compiled: a schema change cannot be silently ignored.
 //
 // pattern is matched with POSIX extended regular expressions (regcomp; `\d` read as [0-9]),
