@@ -43,15 +43,16 @@ using pattern_map = std::map<std::string, std::shared_ptr<json_schema::compiled_
 
 const std::set<std::string> type_names{"null",   "boolean", "object", "array",
                                        "number", "integer", "string"};
-const std::set<std::string> annotations{"$schema", "$id",     "$defs",   "$comment",
+const std::set<std::string> annotations{"$schema", "$id",     "$defs",    "$comment",
                                         "title",   "default", "examples", "description"};
 const std::set<std::string> schema_keywords{
-    "$ref",     "type",        "properties",    "additionalProperties", "required",
-    "items",    "minItems",    "maxItems",      "minProperties",        "maxProperties",
-    "minLength", "maxLength",
-    "const",    "enum",        "minimum",       "maximum",              "pattern",
-    "propertyNames", "allOf",  "anyOf",         "oneOf",                "not",
-    "if",       "then",        "else"};
+    "$ref",          "type",          "properties", "additionalProperties",
+    "required",      "items",         "minItems",   "maxItems",
+    "minProperties", "maxProperties", "minLength",  "maxLength",
+    "const",         "enum",          "minimum",    "maximum",
+    "pattern",       "propertyNames", "allOf",      "anyOf",
+    "oneOf",         "not",           "if",         "then",
+    "else"};
 
 /// ECMA-262's \d is [0-9]; POSIX has no \d.
 std::string posix_pattern(const std::string& ecma) {
@@ -125,8 +126,8 @@ private:
             return std::nullopt;
         }
         if (key == "required") {
-            if (!v.is_array() || !std::all_of(v.begin(), v.end(),
-                                              [](const json& x) { return x.is_string(); }))
+            if (!v.is_array() ||
+                !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
                 return at + ": expected an array of property names";
             return std::nullopt;
         }
@@ -192,9 +193,8 @@ std::string kind_of(const json& v) {
 
 bool has_type(const json& v, const std::string& type) {
     if (type == "integer")
-        return v.is_number_integer() ||
-               (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                std::floor(v.get<double>()) == v.get<double>());
+        return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                         std::floor(v.get<double>()) == v.get<double>());
     if (type == "number")
         return v.is_number();
     if (type == "null")
@@ -285,8 +285,8 @@ private:
         if (v.is_string()) {
             // Lengths in code points, as JSON Schema counts them (the text is valid UTF-8).
             const std::string& text = v.get_ref<const std::string&>();
-            const auto points = static_cast<std::size_t>(std::count_if(
-                text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+            const auto points = static_cast<std::size_t>(
+                std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
             if (const auto m = s.find("minLength"); m != s.end() && points < m->get<std::size_t>())
                 return place(at) + ": expected at least " + dump_safe(*m) + " characters";
             if (const auto m = s.find("maxLength"); m != s.end() && points > m->get<std::size_t>())
@@ -300,8 +300,7 @@ private:
             // REG_STARTEND: the whole string, a NUL inside it too.
             const auto& re = m_patterns.at(p->get<std::string>())->re;
             if (::regexec(&re, text.c_str(), 1, range, REG_STARTEND) != 0)
-                return place(at) + ": " + shown(v) + " does not match " +
-                       p->get<std::string>();
+                return place(at) + ": " + shown(v) + " does not match " + p->get<std::string>();
         }
         return std::nullopt;
     }
@@ -312,8 +311,8 @@ private:
         if (const auto r = s.find("required"); r != s.end())
             for (const auto& name : *r)
                 if (!v.contains(name.get<std::string>()))
-                    return place(at) + ": missing required property '" +
-                           name.get<std::string>() + "'";
+                    return place(at) + ": missing required property '" + name.get<std::string>() +
+                           "'";
         if (const auto m = s.find("minProperties");
             m != s.end() && v.size() < m->get<std::size_t>())
             return place(at) + ": expected at least " + dump_safe(*m) + " properties";
@@ -386,8 +385,7 @@ private:
             if (matched == 0) {
                 const auto d = s.find("description");
                 return place(at) + ": matches none of the allowed forms" +
-                       (d != s.end() && d->is_string() ? " (" + d->get<std::string>() + ")"
-                                                       : "") +
+                       (d != s.end() && d->is_string() ? " (" + d->get<std::string>() + ")" : "") +
                        (best ? "; nearest: " + *best : "");
             }
             if (key == std::string("oneOf") && matched > 1)
@@ -448,8 +446,8 @@ const json_schema& schema_named(std::string_view name) {
     static const std::map<std::string, json_schema, std::less<>> compiled = [] {
         std::map<std::string, json_schema, std::less<>> out;
         for (std::size_t i = 0; i < embedded_schema_count; ++i) {
-            const std::string file = std::string("reports/schema/") + embedded_schemas[i].first +
-                                     ".schema.json";
+            const std::string file =
+                std::string("reports/schema/") + embedded_schemas[i].first + ".schema.json";
             auto doc = parse_json(embedded_schemas[i].second, file);
             auto s = doc.is_ok() ? json_schema::compile(doc.value(), file) : doc.error();
             if (!s.is_ok()) {

@@ -7,8 +7,8 @@
 // properties, additionalProperties (bool or schema), required, propertyNames, minProperties,
 // maxProperties, items, minItems, maxItems, minLength, maxLength, const, enum, minimum,
 // maximum, pattern, allOf, anyOf, oneOf, not, if/then/else; annotations ($schema, $id, $defs,
-// $comment, title, description, default, examples) are skipped. Any other keyword is an error when the schema
-// is compiled: a schema change cannot be silently ignored.
+// $comment, title, description, default, examples) are skipped. Any other keyword is an error when
+// the schema is compiled: a schema change cannot be silently ignored.
 //
 // pattern is matched with POSIX extended regular expressions (regcomp; `\d` read as [0-9]),
 // searched anywhere in the string as JSON Schema says, `$` at the very end only (ECMA-262).
