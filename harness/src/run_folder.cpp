@@ -235,8 +235,20 @@ json run_folder::summary_ratios() const {
     if (!s.is_ok() || !s.value().is_object() || !s.value().contains("ratios"))
         return json::array();
     json ratios = s.value()["ratios"];
-    if (!ratios.is_array() ||
-        !std::all_of(ratios.begin(), ratios.end(), [](const json& r) { return r.is_object(); }))
+    // What the reports read of a ratio with a type of its own: failing a boolean, bound an
+    // object of numbers.
+    const auto well_formed = [](const json& r) {
+        if (!r.is_object())
+            return false;
+        if (r.contains("failing") && !r["failing"].is_boolean())
+            return false;
+        if (!r.contains("bound"))
+            return true;
+        const json& b = r["bound"];
+        return b.is_object() && std::all_of(b.begin(), b.end(),
+                                            [](const json& x) { return x.is_number(); });
+    };
+    if (!ratios.is_array() || !std::all_of(ratios.begin(), ratios.end(), well_formed))
         return json::array();
     return ratios;
 }

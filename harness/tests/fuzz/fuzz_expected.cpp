@@ -32,9 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     context.fingerprint_id = "0123456789abcdef";
     for (const auto& [key, entry] : doc.value()["cases"].items()) {
         const std::string backend = key.substr(0, key.find('.'));
-        for (const json& outcome : {observed_result()["outcome"],
-                                    json{{"status", "signal"}, {"signal", "SIGSEGV"}},
-                                    json{{"status", "exit"}, {"exit_code", 3}}}) {
+        for (const json& outcome :
+             {observed_result()["outcome"], json{{"status", "signal"}, {"signal", "SIGSEGV"}},
+              json{{"status", "exit"}, {"exit_code", 3}}}) {
             const runner::observation seen{outcome, observed_result(), 123456};
             (void)runner::judge(seen, entry, backend, context);
         }

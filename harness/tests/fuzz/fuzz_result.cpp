@@ -13,12 +13,17 @@ const json& entry() {
     static const json e = {
         {"outcome", {{"status", "ok"}}},
         {"events", {{"oom", {{"status", "error"}, {"error", "cudaErrorMemoryAllocation"}}}}},
-        {"measurements", {{"loss", {{"min", 0}, {"max", 1}}}, {"err", {{"value", 1}, {"rel_tol", 0.1}}}}},
-        {"memory", {{"tracked_peak_bytes", {{"equals", 1000}}}, {"peak_rss_bytes", {{"max", 1e9}}}}},
+        {"measurements",
+         {{"loss", {{"min", 0}, {"max", 1}}}, {"err", {{"value", 1}, {"rel_tol", 0.1}}}}},
+        {"memory",
+         {{"tracked_peak_bytes", {{"equals", 1000}}}, {"peak_rss_bytes", {{"max", 1e9}}}}},
         {"timings", {{"step", {{"unit", "s"}, {"samples", {0.1, 0.2, 0.3, 0.2, 0.1}}}}}},
         {"ran_on", "cpu"},
-        {"provenance", {{"kind", "observed"}, {"date", "2026-01-01"}, {"fingerprint", "f"},
-                        {"fingerprint_id", "0123456789abcdef"}}}};
+        {"provenance",
+         {{"kind", "observed"},
+          {"date", "2026-01-01"},
+          {"fingerprint", "f"},
+          {"fingerprint_id", "0123456789abcdef"}}}};
     return e;
 }
 } // namespace
