@@ -27,15 +27,16 @@ for target in "$bin"/fuzz-*; do
   mkdir -p "$corpora/$reader"
   cp -n "$root/harness/tests/fuzz/corpus/$reader"/* "$corpora/$reader/" 2>/dev/null || true
   log="$findings/$reader.log"
+  stamp="$findings/.$reader.started"
+  touch "$stamp"
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -dict="$root/harness/tests/fuzz/json.dict" -artifact_prefix="$findings/$reader-" \
     "${fork[@]}" "$corpora/$reader" >"$log" 2>&1 || true
   stat() { grep -m1 "stat::$1:" "$log" | awk '{print $2}'; }
-  found=$(find "$findings" -maxdepth 1 -name "$reader-*" -newer "$corpora/$reader" -type f | wc -l)
+  found=$(find "$findings" -maxdepth 1 -name "$reader-*" -newer "$stamp" -type f | wc -l)
   ((found == 0)) || found_any=1
   printf '%-15s %12s %10s %8s %s\n' "$reader" "$(stat number_of_executed_units)" \
     "$(stat average_exec_per_sec)" "$(stat new_units_added)" "$found"
-  touch "$corpora/$reader"
 done
 ((found_any == 0)) || { echo "fuzz: findings under $findings (reproduce: build/asan/fuzz/fuzz-<reader> FILE)"; exit 1; }
