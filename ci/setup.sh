@@ -5,7 +5,8 @@
 #   python3-jsonschema (the baseline and report schema tests), diffutils (`pitfall bless` prints a
 #   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
 #   (the HTML report opened headless in the tests), clang-format and clang-tidy
-#   (ci/lint-changed.sh), git (which files changed)
+#   (ci/lint-changed.sh), git (which files changed), clang and libclang-rt-14-dev (the asan
+#   preset's compiler and its sanitizer and libFuzzer runtimes: the fuzz targets)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 #   with --matrix, podman, runc, debootstrap: the container matrix (`pitfall matrix`,
 #   containers/; ci/run-tests.sh asks for them unless PITFALL_MATRIX_SMOKE=off)
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev googletest
           libgtest-dev libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils
-          chromium clang-format clang-tidy git)
+          chromium clang-format clang-tidy git clang libclang-rt-14-dev)
 for arg in "$@"; do
   case "$arg" in
     --matrix) packages+=(podman runc debootstrap) ;;

@@ -1,5 +1,8 @@
 #include "baseline.hpp"
 
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -20,17 +23,62 @@ status bad_input(const std::string& file, const std::string& field, const std::s
                          stage::init);
 }
 
+/// The entries of a folder, sorted; an error reading it (not only opening it) is bad input.
+status_or<std::vector<fs::path>> list_folder(const fs::path& dir) {
+    std::error_code ec;
+    std::vector<fs::path> out;
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec))
+        out.push_back(it->path());
+    if (ec)
+        return bad_input(dir.string(), "", "cannot list the folder: " + ec.message());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 status_or<json> read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return bad_input(path, "", "cannot be read");
-    std::ostringstream text;
-    text << in.rdbuf();
-    try {
-        return json::parse(text.str());
-    } catch (const json::parse_error& e) {
-        return bad_input(path, "", "malformed JSON at " + describe_offset(text.str(), e.byte));
+    return detail::read_json_file(path);
+}
+
+// What a schema cannot say: a range's min is not above its max.
+status check_range_order(const std::string& file, const std::string& pointer, const json& b) {
+    if (b.is_object() && b.contains("min") && b.contains("max") && b["min"].is_number() &&
+        b["max"].is_number() && b["min"].get<double>() > b["max"].get<double>())
+        return detail::bad_json_input(file, pointer + ": min " + detail::dump_safe(b["min"]) +
+                                                " is above max " + detail::dump_safe(b["max"]));
+    return status::ok();
+}
+
+// An exit code the schema lets through as "integer" (1e300 is one) must fit an int, since
+// describe_outcome reads it as one.
+status check_exit_code(const std::string& file, const std::string& pointer, const json& outcome) {
+    if (!outcome.is_object() || !outcome.contains("exit_code"))
+        return status::ok();
+    const double code = outcome["exit_code"].get<double>();
+    if (!(code >= -2147483648.0 && code <= 2147483647.0))
+        return detail::bad_json_input(file, pointer + "/exit_code: out of an exit code's range");
+    return status::ok();
+}
+
+// After the schema: the checks it cannot express, each naming the JSON pointer.
+status check_expected_semantics(const std::string& file, const json& doc) {
+    for (const auto& [key, entry] : doc["cases"].items()) {
+        const std::string at = detail::pointer_append("/cases", key);
+        PITFALL_TRY(check_exit_code(file, at + "/outcome", entry["outcome"]));
+        if (entry.contains("events"))
+            for (const auto& [name, ev] : entry["events"].items())
+                PITFALL_TRY(check_exit_code(
+                    file, detail::pointer_append(at + "/events", name), ev));
+        for (const char* group : {"measurements", "memory"})
+            if (entry.contains(group))
+                for (const auto& [name, b] : entry[group].items())
+                    PITFALL_TRY(check_range_order(
+                        file, detail::pointer_append(at + "/" + group, name), b));
     }
+    if (doc.contains("ratios"))
+        for (const auto& [key, b] : doc["ratios"].items())
+            PITFALL_TRY(check_range_order(file, detail::pointer_append("/ratios", key), b));
+    return status::ok();
 }
 
 const std::set<std::string> outcome_statuses{"ok",     "error", "unsupported",
@@ -104,6 +152,10 @@ status check_outcome(const std::string& file, const std::string& field, const js
 
 status check_expected_file(const std::string& file, const json& doc,
                            const scenario_entry& scenario) {
+    // The schema first (reports/schema/expected.schema.json: the one definition of the
+    // format), then what it cannot say; the checks below stay for the index-dependent rules.
+    PITFALL_TRY(detail::validate_document("expected", doc, file));
+    PITFALL_TRY(check_expected_semantics(file, doc));
     if (!doc.is_object())
         return bad_input(file, "", "expected an object");
     if (doc.value("schema", "") != "pitfall.expected/1")
@@ -377,18 +429,27 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
     std::error_code ec;
     // No folder yet is no baselines yet (a new project before its first bless, which makes
     // it): every case is NO_BASELINE. Something else at that path is bad input.
-    if (!fs::exists(expected_dir, ec))
+    const fs::file_status st = fs::status(expected_dir, ec);
+    if (st.type() == fs::file_type::not_found)
         return profiles;
-    if (!fs::is_directory(expected_dir, ec))
+    if (ec)
+        return bad_input(expected_dir, "", "cannot be read: " + ec.message());
+    if (!fs::is_directory(st))
         return bad_input(expected_dir, "", "is not a folder of baselines");
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<fs::path> entries, list_folder(expected_dir));
     std::vector<fs::path> dirs;
-    for (const auto& entry : fs::directory_iterator(expected_dir, ec))
-        if (entry.is_directory())
-            dirs.push_back(entry.path());
-    std::sort(dirs.begin(), dirs.end());
+    for (const auto& entry : entries)
+        if (fs::is_directory(entry, ec)) // a symlink loop is neither: its profile.json is read
+            dirs.push_back(entry);
+        else if (ec && ec != std::errc::no_such_file_or_directory)
+            return bad_input(entry.string(), "", "cannot be read: " + ec.message());
     for (const auto& dir : dirs) {
         const std::string profile_file = (dir / "profile.json").string();
         PITFALL_ASSIGN_OR_RETURN(const json doc, read_json(profile_file));
+        PITFALL_TRY(detail::validate_document("profile", doc, profile_file));
+        for (const auto& [key, want] : doc["match"].items())
+            PITFALL_TRY(check_range_order(profile_file, detail::pointer_append("/match", key),
+                                          want));
         if (doc.value("schema", "") != "pitfall.profile/1")
             return bad_input(profile_file, "schema", "expected \"pitfall.profile/1\"");
         if (!doc.contains("match") || !doc["match"].is_object())
@@ -403,11 +464,11 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
         p.dir = dir.string();
         p.description = doc.value("description", "");
         p.match = doc["match"];
+        PITFALL_ASSIGN_OR_RETURN(const std::vector<fs::path> in_dir, list_folder(dir));
         std::vector<fs::path> files;
-        for (const auto& entry : fs::directory_iterator(dir, ec))
-            if (entry.path().extension() == ".json" && entry.path().filename() != "profile.json")
-                files.push_back(entry.path());
-        std::sort(files.begin(), files.end());
+        for (const auto& entry : in_dir)
+            if (entry.extension() == ".json" && entry.filename() != "profile.json")
+                files.push_back(entry);
         for (const auto& file : files) {
             const std::string scenario_name = file.stem().string();
             const auto it = std::find_if(
@@ -416,7 +477,8 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
             PITFALL_ASSIGN_OR_RETURN(const json expected, read_json(file.string()));
             if (it == index.scenarios.end())
                 continue; // a baseline for a scenario this build leaves out (PITFALL_SCENARIOS)
-            if (expected.value("scenario", "") != scenario_name)
+            PITFALL_TRY(detail::validate_document("expected", expected, file.string()));
+            if (expected["scenario"].get<std::string>() != scenario_name)
                 return bad_input(file.string(), "scenario",
                                  "must equal the file name '" + scenario_name + "'");
             PITFALL_TRY(check_expected_file(file.string(), expected, *it));

@@ -1,5 +1,7 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
 #include "baseline.hpp"
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
@@ -368,14 +370,18 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
     ordered_json doc = {{"schema", "pitfall.expected/1"},
                         {"scenario", scenario_name},
                         {"cases", ordered_json::object()}};
-    if (fs::exists(path, ec)) {
-        std::ifstream in(path);
-        try {
-            doc = ordered_json::parse(in);
-        } catch (const ordered_json::parse_error& e) {
-            return bad_run_input(path + ": malformed JSON (" + std::string(e.what()) +
-                                 "): fix it before blessing into it");
-        }
+    if (fs::exists(fs::symlink_status(path, ec))) {
+        // Read as load_profiles reads it, by the same schema: bless writes only into a file
+        // that is already right (its output is checked again before it is written).
+        auto text = detail::read_regular_file(path);
+        auto parsed = text.is_ok() ? detail::parse_ordered_json(text.value(), path)
+                                   : status_or<ordered_json>(text.error());
+        const status valid =
+            parsed.is_ok() ? detail::validate_document("expected", json(parsed.value()), path)
+                           : parsed.error();
+        if (!valid.is_ok())
+            return bad_run_input(valid.message() + ": fix it before blessing into it");
+        doc = std::move(parsed).value();
     }
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_object())
         return bad_run_input(path + ": field 'cases': expected an object: fix it before blessing");

@@ -1,5 +1,7 @@
 #include "fingerprint.hpp"
 
+#include "pitfall/detail/json_file.hpp"
+
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/text.hpp"
 
@@ -100,15 +102,18 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     const std::string text = read_tail(probe_out, 1 << 20);
     json libraries;
     if (outcome.started && outcome.exit_code && *outcome.exit_code == 0) {
-        try {
-            // The loader or a library may print warnings first (cuDNN's own contain braces:
-            // "Unable to load any of {libcudnn_ops.so.9, ...}"): the probe's JSON starts at the
-            // first '{' that opens a line.
-            const std::size_t at = text.rfind('{', 0) == 0 ? 0 : text.find("\n{");
-            libraries = json::parse(at == std::string::npos ? text : text.substr(at));
-        } catch (const json::parse_error& e) {
-            libraries = {{"probe_error", std::string("unreadable probe output: ") + e.what()}};
-        }
+        // The loader or a library may print warnings first (cuDNN's own contain braces:
+        // "Unable to load any of {libcudnn_ops.so.9, ...}"): the probe's JSON starts at the
+        // first '{' that opens a line.
+        const std::size_t at = text.rfind('{', 0) == 0 ? 0 : text.find("\n{");
+        auto parsed = detail::parse_json(at == std::string::npos ? text : text.substr(at),
+                                         "probe output");
+        if (parsed.is_ok() && parsed.value().is_object())
+            libraries = std::move(parsed).value();
+        else
+            libraries = {{"probe_error", "unreadable probe output: " +
+                                             (parsed.is_ok() ? std::string("not an object")
+                                                             : parsed.error().message())}};
     } else {
         std::string why = !outcome.started ? outcome.start_error
                           : outcome.signal ? "ended by " + signal_name(*outcome.signal)
@@ -144,36 +149,52 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     return fp;
 }
 
+namespace {
+/// j[key], or null where j is no object or lacks it: the probe's JSON is read, not trusted.
+const json& member(const json& j, const char* key) {
+    static const json none;
+    return j.is_object() && j.contains(key) ? j[key] : none;
+}
+std::string text_or(const json& v, const std::string& fallback) {
+    return v.is_string() ? v.get<std::string>() : fallback;
+}
+} // namespace
+
 json fingerprint_summary(const json& fp) {
-    const json& lib = fp.value("libraries", json::object());
-    const json& cuda = lib.value("cuda", json::object());
-    const json& cudnn = lib.value("cudnn", json::object());
+    const json& lib = member(fp, "libraries");
+    const json& cuda = member(lib, "cuda");
+    const json& cudnn = member(lib, "cudnn");
+    const json& host = member(fp, "host");
     // Only what the probe really learned: a fact it could not read stays out, so no profile
     // matches on a guess (a probe that failed must not look like "no GPU here").
-    json s = {{"built_with_cuda", lib.value("built_with_cuda", false)},
-              {"os", fp["host"].value("os", "")},
-              {"in_container", fp["host"]["container"].value("in_container", false)}};
+    const bool built_with_cuda = member(lib, "built_with_cuda").is_boolean() &&
+                                 member(lib, "built_with_cuda").get<bool>();
+    const json& in_container = member(member(host, "container"), "in_container");
+    json s = {{"built_with_cuda", built_with_cuda},
+              {"os", text_or(member(host, "os"), "")},
+              {"in_container", in_container.is_boolean() && in_container.get<bool>()}};
     for (const auto& [key, from, field] :
          {std::tuple<const char*, const json*, const char*>{"gpu_count", &cuda, "device_count"},
           {"cuda_driver_version", &cuda, "driver_version"},
           {"cuda_runtime_version", &cuda, "runtime_version"},
           {"cudnn_version", &cudnn, "loaded_version"}})
-        if (from->contains(field))
-            s[key] = (*from)[field];
-    if (cuda.contains("device_error"))
-        s["cuda_error"] = cuda["device_error"].value("error", "");
-    const json devices = cuda.value("devices", json::array());
-    if (!devices.empty()) {
-        s["device_name"] = devices[0].value("name", "");
-        s["compute_capability"] = devices[0].value("compute_capability", "");
+        if (const json& v = member(*from, field); v.is_number() || v.is_string())
+            s[key] = v;
+    if (cuda.is_object() && cuda.contains("device_error"))
+        s["cuda_error"] = text_or(member(cuda["device_error"], "error"), "");
+    const json& devices = member(cuda, "devices");
+    if (devices.is_array() && !devices.empty()) {
+        s["device_name"] = text_or(member(devices[0], "name"), "");
+        s["compute_capability"] = text_or(member(devices[0], "compute_capability"), "");
     }
     if (s.contains("cuda_driver_version") && s["cuda_driver_version"].is_number_integer())
         s["cuda_driver_major"] = s["cuda_driver_version"].get<long long>() / 1000;
     // Host-only: nothing here can run a CUDA case (no CUDA build, no driver, or no device).
-    s["host_only"] = !s["built_with_cuda"].get<bool>() || s.value("gpu_count", 0) == 0;
-    const json host = fp.value("host", json::object());
-    s["cpu_model"] = host.value("cpu_model", "");
-    s["cpu_threads"] = host.value("cpu_threads", 0);
+    const json gpus = s.value("gpu_count", json(0));
+    s["host_only"] = !built_with_cuda || !gpus.is_number() || gpus.get<double>() == 0;
+    s["cpu_model"] = text_or(member(host, "cpu_model"), "");
+    const json& threads = member(host, "cpu_threads");
+    s["cpu_threads"] = threads.is_number_integer() ? threads : json(0);
     return s;
 }
 
@@ -181,7 +202,7 @@ std::string fingerprint_id(const json& summary) {
     // FNV-1a over the summary's canonical text (nlohmann orders keys): the same machine, stack
     // and build flavour give the same id; any fact that changes speed changes it.
     std::uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char c : summary.dump(-1, ' ', false, json::error_handler_t::replace)) {
+    for (const unsigned char c : detail::dump_safe(summary)) {
         h ^= c;
         h *= 1099511628211ULL;
     }

@@ -2,6 +2,9 @@
 
 #include "suggest.hpp"
 
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -22,12 +25,10 @@ bool contains(const std::vector<std::string>& list, const std::string& item) {
     return std::find(list.begin(), list.end(), item) != list.end();
 }
 status_or<std::string> read_text(const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return bad_input(std::string("cannot read ") + what + " " + path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    auto text = detail::read_regular_file(path);
+    if (!text.is_ok())
+        return bad_input(std::string("cannot read ") + what + " " + text.error().message());
+    return text;
 }
 /// An index's program and manifest paths: absolute, or relative to the index's folder (an
 /// installed index names its files so, and so may be moved with them).
@@ -76,16 +77,11 @@ std::vector<std::string> case_ref::labels() const {
 
 status_or<scenario_index> load_index(const std::string& path) {
     PITFALL_ASSIGN_OR_RETURN(const std::string text, read_text(path, "scenario index"));
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-        return bad_input(path + ": malformed JSON at " + describe_offset(text, e.byte));
-    } catch (const json::exception& e) { // a number past double's range (1e999), say
-        return bad_input(path + ": " + e.what());
-    }
+    PITFALL_ASSIGN_OR_RETURN(const json doc, detail::parse_json(text, path));
     if (!doc.is_object() || !doc.contains("scenarios") || !doc["scenarios"].is_array())
         return bad_input(path + ": field 'scenarios': missing (is this a pitfall-index.json?)");
+    // reports/schema/index.schema.json: every field below has its type once this holds.
+    PITFALL_TRY(detail::validate_document("index", doc, path));
     scenario_index index;
     index.path = path;
     index.built_with_cuda = doc.value("built_with_cuda", false);

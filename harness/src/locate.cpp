@@ -1,13 +1,12 @@
 #include "locate.hpp"
 
+#include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/manifest.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <unistd.h>
@@ -61,19 +60,10 @@ status_or<std::string> find_index(const std::string& index_flag) {
 
 /// The index's "paths" into `at`, relative ones taken from the index's folder.
 status read_paths(installation& at) {
-    std::ifstream in(at.index, std::ios::binary);
-    if (!in)
-        return bad_input("cannot read scenario index " + at.index);
-    std::ostringstream text;
-    text << in.rdbuf();
-    json doc;
-    try {
-        doc = json::parse(text.str());
-    } catch (const json::parse_error& e) {
-        return bad_input(at.index + ": malformed JSON at " + describe_offset(text.str(), e.byte));
-    } catch (const json::exception& e) { // a number past double's range (1e999), say
-        return bad_input(at.index + ": " + e.what());
-    }
+    auto text = detail::read_regular_file(at.index);
+    if (!text.is_ok())
+        return bad_input("cannot read scenario index " + text.error().message());
+    PITFALL_ASSIGN_OR_RETURN(const json doc, detail::parse_json(text.value(), at.index));
     if (!doc.is_object() || !doc.contains("paths"))
         return status::ok(); // an index of scenarios only (a test fixture): flags name the rest
     const json& paths = doc["paths"];

@@ -1,4 +1,5 @@
 #include "pitfall/detail/manifest.hpp"
+#include "pitfall/detail/json_file.hpp"
 #include "pitfall/memory.hpp"
 
 #include <algorithm>
@@ -290,7 +291,12 @@ status read_top_level(const reader& r, const json& doc, manifest& m) {
 } // namespace
 
 status check_param_value(const param_spec& spec, const json& value) {
-    const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    const auto text = [](const json& v) {
+        return v.is_string() ? v.get<std::string>() : detail::dump_safe(v);
+    };
+    if ((spec.min.is_number() || spec.max.is_number()) && !value.is_number())
+        return status::error(pitfall_error::bad_parameter, "expected a number, got " + text(value),
+                             stage::init);
     if (spec.min.is_number() && value.get<double>() < spec.min.get<double>())
         return status::error(pitfall_error::bad_parameter,
                              "must be >= " + text(spec.min) + ", got " + text(value), stage::init);
@@ -309,17 +315,10 @@ status check_param_value(const param_spec& spec, const json& value) {
 }
 
 status_or<manifest> parse_manifest(std::string_view text, const std::string& origin) {
-    json doc;
-    try {
-        doc = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-        return status::error(pitfall_error::bad_manifest,
-                             origin + ": malformed JSON at " + describe_offset(text, e.byte) +
-                                 ": " + e.what(),
-                             stage::init);
-    } catch (const json::exception& e) { // a number past double's range (1e999), say
-        return status::error(pitfall_error::bad_manifest, origin + ": " + e.what(), stage::init);
-    }
+    auto parsed = detail::parse_json(text, origin);
+    if (!parsed.is_ok())
+        return status::error(pitfall_error::bad_manifest, parsed.error().message(), stage::init);
+    const json doc = std::move(parsed).value();
     const reader r{origin};
     if (!doc.is_object())
         return r.fail("(top level)", "expected an object");

@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include "pitfall/detail/json_schema.hpp"
+
 #include <algorithm>
 #include <cctype>
 
@@ -363,6 +365,51 @@ void read_process(field_reader& r, process_facts& p) {
     r.take_error(in);
 }
 
+/// Each field of `doc` that `schema` (at `at`) describes, against its own sub-schema: what
+/// the reports and the judging read has its type, while a record written before a field became
+/// required still reads.
+status check_present_fields(const char* field, const json& doc, std::string_view schema,
+                            const std::string& at) {
+    if (!doc.is_object())
+        return status::ok();
+    const auto& s = detail::schema_named(schema);
+    for (const auto& [key, value] : doc.items()) {
+        const std::string sub = detail::pointer_append(at + "/properties", key);
+        // A key the schema does not name has no sub-schema: that error starts "schema ".
+        const auto why = s.first_error(value, sub);
+        if (why && why->front() == '/')
+            return bad_run_input(std::string("field '") + field + "': " +
+                                 detail::pointer_append("", key) +
+                                 (why->rfind("/: ", 0) == 0 ? why->substr(1) : *why));
+    }
+    return status::ok();
+}
+
+/// An outcome as the harness records it: its text fields strings, sticky a boolean, an exit
+/// code an integer an int holds.
+status check_observed(const json& o) {
+    for (const auto& [key, value] : o.items()) {
+        const bool ok = key == "sticky"      ? value.is_boolean()
+                        : key == "exit_code" ? value.is_null() || (value.is_number_integer() &&
+                                                                   value.get<double>() >= -2147483648.0 &&
+                                                                   value.get<double>() <= 2147483647.0)
+                                             : value.is_string() || value.is_null();
+        if (!ok)
+            return bad_run_input("field 'observed." + key + "': expected " +
+                                 (key == "sticky"      ? "true or false"
+                                  : key == "exit_code" ? "an exit code"
+                                                       : "a string"));
+    }
+    return status::ok();
+}
+
+/// The parts of a record that are documents of their own: typed like their schemas.
+status check_free_parts(const case_record& c) {
+    PITFALL_TRY(check_observed(c.observed));
+    PITFALL_TRY(check_present_fields("result", c.result, "result", ""));
+    return check_present_fields("baseline.entry", c.baseline_entry, "expected", "/$defs/entry");
+}
+
 } // namespace
 
 status_or<case_record> case_record::from_json(const json& j) {
@@ -397,6 +444,7 @@ status_or<case_record> case_record::from_json(const json& j) {
     r.text("finished_at", c.finished_at);
     if (!r.ok())
         return r.error();
+    PITFALL_TRY(check_free_parts(c));
     return c;
 }
 

@@ -1,6 +1,8 @@
 #include "report.hpp"
 
 #include "model.hpp"
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
 #include "run_folder.hpp"
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -187,17 +190,14 @@ status_or<run_data> load_run(const std::string& dir) {
 
 status_or<run_data> load_cell_or_run(const std::string& dir) {
     const std::string cell_path = dir + "/cell.json";
-    std::ifstream in(cell_path);
-    if (!in)
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(cell_path, ec)))
         return load_run(dir);
-    json cell;
-    try {
-        cell = json::parse(in);
-    } catch (const json::exception& e) {
-        return bad_run_input(cell_path + ": not JSON: " + e.what());
-    }
+    // reports/schema/cell.schema.json: what the matrix table reads has its type.
+    PITFALL_ASSIGN_OR_RETURN(json cell, detail::read_json_file(cell_path));
     if (!cell.is_object() || !cell.contains("outcome") || !cell["outcome"].is_string())
         return bad_run_input(cell_path + ": no string field 'outcome': not a matrix cell");
+    PITFALL_TRY(detail::validate_document("cell", cell, cell_path));
     run_data run;
     if (run_folder::open(dir + "/run").is_ok()) { // a cell that never ran has no run folder
         PITFALL_ASSIGN_OR_RETURN(run, load_run(dir + "/run"));

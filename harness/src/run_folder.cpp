@@ -1,5 +1,7 @@
 #include "run_folder.hpp"
 
+#include "pitfall/detail/json_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -239,24 +241,30 @@ using numbered_lines = std::vector<std::pair<std::size_t, json>>; // (line numbe
 
 /// The lines of `path` as JSON with their numbers; a truncated last line is skipped.
 status_or<numbered_lines> parse_lines(const std::string& path) {
-    std::ifstream in(path);
-    if (!in)
-        return bad_run_input("cannot read " + path);
-    std::vector<std::pair<std::size_t, std::string>> lines;
+    auto text = detail::read_regular_file(path);
+    if (!text.is_ok())
+        return bad_run_input(text.error().message());
+    std::vector<std::pair<std::size_t, std::string_view>> lines;
+    const std::string_view all = text.value();
     std::size_t number = 0;
-    for (std::string line; std::getline(in, line);)
-        if (++number; !line.empty())
-            lines.emplace_back(number, line);
+    for (std::size_t at = 0; at < all.size();) {
+        const std::size_t end = std::min(all.find('\n', at), all.size());
+        if (++number; end > at)
+            lines.emplace_back(number, all.substr(at, end - at));
+        at = end + 1;
+    }
     numbered_lines records;
     for (std::size_t i = 0; i < lines.size(); ++i) {
-        try {
-            records.emplace_back(lines[i].first, json::parse(lines[i].second));
-        } catch (const json::parse_error&) {
-            if (i + 1 == lines.size())
-                break; // a kill mid-write: that case did not finish
-            return bad_run_input(path + ": line " + std::to_string(lines[i].first) +
-                                 " is not JSON");
+        const std::string place = path + ": line " + std::to_string(lines[i].first);
+        auto record = detail::parse_json(lines[i].second, place);
+        if (record.is_ok()) {
+            records.emplace_back(lines[i].first, std::move(record).value());
+            continue;
         }
+        if (i + 1 == lines.size())
+            break; // a kill mid-write: that case did not finish
+        const std::string why = record.error().message().substr(place.size());
+        return bad_run_input(place + " is not JSON" + why);
     }
     return records;
 }
@@ -321,16 +329,28 @@ status_or<run_log> run_folder::read() const {
 }
 
 json run_folder::summary_ratios() const {
-    std::ifstream in(summary_path());
-    if (!in)
+    // Derived from results.jsonl by the run: a missing or damaged one is no ratios, not an
+    // error; only a well-formed array of objects is taken.
+    auto s = detail::read_json_file(summary_path());
+    if (!s.is_ok() || !s.value().is_object() || !s.value().contains("ratios"))
         return json::array();
-    try {
-        const json s = json::parse(in);
-        if (s.is_object() && s.contains("ratios") && s["ratios"].is_array())
-            return s["ratios"];
-    } catch (const json::parse_error&) {
-    }
-    return json::array();
+    json ratios = s.value()["ratios"];
+    // What the reports read of a ratio with a type of its own: failing a boolean, bound an
+    // object of numbers.
+    const auto well_formed = [](const json& r) {
+        if (!r.is_object())
+            return false;
+        if (r.contains("failing") && !r["failing"].is_boolean())
+            return false;
+        if (!r.contains("bound"))
+            return true;
+        const json& b = r["bound"];
+        return b.is_object() && std::all_of(b.begin(), b.end(),
+                                            [](const json& x) { return x.is_number(); });
+    };
+    if (!ratios.is_array() || !std::all_of(ratios.begin(), ratios.end(), well_formed))
+        return json::array();
+    return ratios;
 }
 
 } // namespace pitfall::runner

@@ -7,6 +7,8 @@
 #include "fingerprint.hpp"
 #include "model.hpp"
 #include "pitfall/detail/inject.hpp"
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -199,27 +202,33 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
         o.outcome = {{"status", "exit"}, {"exit_code", code}, {"detail", last_line(log_text)}};
         return o;
     }
-    std::ifstream in(result_path);
-    if (!in) {
+    std::error_code missing;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(result_path, missing))) {
         o.outcome = {{"status", "bad_result"},
                      {"detail", "exit " + std::to_string(code) + " but no result file"}};
         return o;
     }
-    try {
-        o.result = json::parse(in);
-    } catch (const json::parse_error& e) {
+    // The case's own bytes: anything wrong with them (not a file, not JSON, not a result
+    // document by reports/schema/result.schema.json, not this case's) is its CRASH, and the
+    // run goes on. Nothing of an unchecked result is kept.
+    auto parsed = detail::read_json_file(result_path);
+    status checked = parsed.is_ok() ? detail::validate_document("result", parsed.value(), "result")
+                                    : parsed.error();
+    if (!checked.is_ok()) {
         o.outcome = {{"status", "bad_result"},
-                     {"detail", std::string("result is not JSON: ") + e.what()}};
+                     {"detail", "result is not a " + std::string(result_schema) +
+                                    " document: " + checked.message()}};
         return o;
     }
-    const std::string schema = o.result.value("schema", "");
-    if (schema != result_schema || o.result.value("scenario", "") != c.scenario->description.name ||
-        o.result.value("variant", "") != c.variant->name ||
-        o.result.value("backend", "") != c.backend || !o.result.contains("outcome") ||
-        !o.result["outcome"].is_object()) {
+    o.result = std::move(parsed).value();
+    if (o.result["scenario"] != c.scenario->description.name ||
+        o.result["variant"] != c.variant->name || o.result["backend"] != c.backend) {
         o.outcome = {{"status", "bad_result"},
-                     {"detail",
-                      "result is not a " + std::string(result_schema) + " document for this case"}};
+                     {"detail", "result is for another case: " +
+                                    detail::dump_safe(o.result["backend"]) + "." +
+                                    detail::dump_safe(o.result["scenario"]) + "." +
+                                    detail::dump_safe(o.result["variant"])}};
+        o.result = json();
         return o;
     }
     o.outcome = o.result["outcome"];
@@ -227,7 +236,7 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     if ((code == 77) != says_unsupported)
         o.outcome = {{"status", "bad_result"},
                      {"detail", "exit " + std::to_string(code) + " disagrees with outcome " +
-                                    o.outcome.dump()}};
+                                    detail::dump_safe(o.outcome)}};
     return o;
 }
 

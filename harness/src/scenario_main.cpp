@@ -1,5 +1,7 @@
 // The scenario side of the process protocol: arguments, parameters, probe, result file.
 #include "pitfall/detail/inject.hpp"
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/manifest.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
@@ -42,10 +44,17 @@ context::context(std::string scenario, std::string variant, backend_kind backend
     m_impl->scenario = std::move(scenario);
     m_impl->variant = std::move(variant);
     m_impl->backend = backend;
-    m_impl->params = json::parse(params_json);
-    m_impl->samples = m_impl->params.value("samples", 9);
-    m_impl->warmup = m_impl->params.value("warmup", 1);
-    m_impl->warmup_seconds = m_impl->params.value("warmup_seconds", 0.25);
+    // Written by resolve_params in this process; read without trusting it all the same.
+    auto parsed = detail::parse_json(params_json, "--param values");
+    m_impl->params = parsed.is_ok() && parsed.value().is_object() ? std::move(parsed).value()
+                                                                 : json::object();
+    const json& p = m_impl->params;
+    if (p.contains("samples") && p["samples"].is_number_integer())
+        m_impl->samples = p["samples"].get<int>();
+    if (p.contains("warmup") && p["warmup"].is_number_integer())
+        m_impl->warmup = p["warmup"].get<int>();
+    if (p.contains("warmup_seconds") && p["warmup_seconds"].is_number())
+        m_impl->warmup_seconds = p["warmup_seconds"].get<double>();
 }
 context::~context() = default;
 
@@ -262,10 +271,16 @@ status_or<child_report> read_child(const child_run& child, const std::string& wh
         return status::error(host_error::child_wrote_no_result,
                              who + " exited " + std::to_string(code) + " without a result" + tail,
                              stage::compute);
-    json result = json::parse(child.result_json, nullptr, false);
-    if (result.is_discarded() || !result.is_object() || !result.contains("outcome"))
+    auto parsed = detail::parse_json(child.result_json, who + "'s result");
+    const status checked = parsed.is_ok()
+                               ? detail::validate_document("result", parsed.value(), who + "'s result")
+                               : parsed.error();
+    if (!checked.is_ok())
         return status::error(host_error::child_result_unreadable,
-                             who + " wrote a result that is not a result document", stage::compute);
+                             who + " wrote a result that is not a result document: " +
+                                 checked.message(),
+                             stage::compute);
+    json result = std::move(parsed).value();
     child_report report{outcome_from_json(result["outcome"], who + ": "), std::move(result)};
     return report;
 }

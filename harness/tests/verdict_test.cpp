@@ -16,7 +16,12 @@ json ok_result(json extra = json::object()) {
               {"ran_on", "cuda:0 test device"},
               {"checks", json::array()},
               {"measurements", {{"loss", {{"value", 0.5}, {"unit", ""}}}}},
-              {"memory", {{"tracked_peak_bytes", 1000}}},
+              {"memory",
+               {{"tracked_peak_bytes", 1000},
+                {"tracked_current_bytes", 0},
+                {"limit_bytes", nullptr},
+                {"allocations", 1},
+                {"failed_allocations", 0}}},
               {"events", json::object()}};
     r.update(extra);
     return r;

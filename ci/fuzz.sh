@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of the asan preset (harness/tests/fuzz) for SECONDS each (default
+# 1800: half an hour per reader), one after another, each on a fresh copy of its seed corpus
+# plus what earlier runs found (build/asan/fuzz-corpus/<reader>), and prints per target the
+# executions, executions per second, new coverage units and findings (crash-*, leak-*,
+# timeout-*, oom-* files under build/asan/fuzz-findings/). Exit 1 when anything was found.
+#   ci/fuzz.sh            # 30 minutes per reader
+#   ci/fuzz.sh 60         # a minute each
+#   FUZZ_JOBS=4 ci/fuzz.sh  # four processes per target (libFuzzer -fork)
+# Needs the asan preset built: cmake --preset asan && cmake --build --preset asan
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+seconds="${1:-1800}"
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || {
+  echo "fuzz: error: SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }
+bin="$root/build/asan/fuzz"
+[[ -d "$bin" ]] || { echo "fuzz: error: no $bin: build the asan preset first" >&2; exit 2; }
+corpora="$root/build/asan/fuzz-corpus"
+findings="$root/build/asan/fuzz-findings"
+mkdir -p "$corpora" "$findings"
+fork=()
+[[ -n "${FUZZ_JOBS:-}" ]] && fork=(-fork="$FUZZ_JOBS" -ignore_crashes=1)
+found_any=0
+printf '%-15s %12s %10s %8s %s\n' reader executions exec/s new findings
+for target in "$bin"/fuzz-*; do
+  reader="${target##*/fuzz-}"
+  mkdir -p "$corpora/$reader"
+  cp -n "$root/harness/tests/fuzz/corpus/$reader"/* "$corpora/$reader/" 2>/dev/null || true
+  log="$findings/$reader.log"
+  stamp="$findings/.$reader.started"
+  touch "$stamp"
+  ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -dict="$root/harness/tests/fuzz/json.dict" -artifact_prefix="$findings/$reader-" \
+    "${fork[@]}" "$corpora/$reader" >"$log" 2>&1 || true
+  stat() { grep -m1 "stat::$1:" "$log" | awk '{print $2}'; }
+  found=$(find "$findings" -maxdepth 1 -name "$reader-*" -newer "$stamp" -type f | wc -l)
+  ((found == 0)) || found_any=1
+  printf '%-15s %12s %10s %8s %s\n' "$reader" "$(stat number_of_executed_units)" \
+    "$(stat average_exec_per_sec)" "$(stat new_units_added)" "$found"
+done
+((found_any == 0)) || { echo "fuzz: findings under $findings (reproduce: build/asan/fuzz/fuzz-<reader> FILE)"; exit 1; }
