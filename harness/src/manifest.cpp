@@ -281,8 +281,10 @@ status read_top_level(const reader& r, const json& doc, manifest& m) {
             return r.fail("backends", "unknown backend '" + b + "' (cpu, cuda)");
     if (doc.contains("timeout_seconds")) {
         const json& t = doc["timeout_seconds"];
-        if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
-            return r.fail("timeout_seconds", "expected a positive number");
+        // A day at most: a case is one process of one failure, and the bound keeps the
+        // timeout (times --timeout-scale) far inside what the clocks can hold.
+        if (!t.is_number() || !(t.get<double>() > 0) || !(t.get<double>() <= 86400))
+            return r.fail("timeout_seconds", "expected a number of seconds in (0, 86400]");
         m.timeout_seconds = t.get<double>();
     }
     std::vector<std::string> links;

@@ -184,7 +184,7 @@ status_or<run_data> load_run(const std::string& dir) {
     for (const auto& r : log.cases)
         if (placed.count(r.key.str()) == 0)
             run.cases.push_back(r.to_json());
-    run.ratios = folder.summary_ratios();
+    PITFALL_ASSIGN_OR_RETURN(run.ratios, folder.summary_ratios());
     return run;
 }
 

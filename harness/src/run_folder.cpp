@@ -328,28 +328,37 @@ status_or<run_log> run_folder::read() const {
     return log;
 }
 
-json run_folder::summary_ratios() const {
-    // Derived from results.jsonl by the run: a missing or damaged one is no ratios, not an
-    // error; only a well-formed array of objects is taken.
-    auto s = detail::read_json_file(summary_path());
-    if (!s.is_ok() || !s.value().is_object() || !s.value().contains("ratios"))
+status_or<json> run_folder::summary_ratios() const {
+    // A run killed before its end has no summary.json: no ratios. One that is there but is not
+    // the document a run writes is refused like any other damaged file of the folder.
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(summary_path(), ec)))
         return json::array();
-    json ratios = s.value()["ratios"];
+    PITFALL_ASSIGN_OR_RETURN(const json s, detail::read_json_file(summary_path()));
+    const auto bad = [this](const std::string& why) {
+        return bad_run_input(summary_path() + ": " + why);
+    };
+    if (!s.is_object())
+        return bad("expected an object");
+    if (!s.contains("ratios"))
+        return json::array();
+    const json& ratios = s["ratios"];
+    if (!ratios.is_array())
+        return bad("/ratios: expected an array");
     // What the reports read of a ratio with a type of its own: failing a boolean, bound an
     // object of numbers.
-    const auto well_formed = [](const json& r) {
+    for (std::size_t i = 0; i < ratios.size(); ++i) {
+        const json& r = ratios[i];
+        const std::string at = "/ratios/" + std::to_string(i);
         if (!r.is_object())
-            return false;
+            return bad(at + ": expected an object");
         if (r.contains("failing") && !r["failing"].is_boolean())
-            return false;
-        if (!r.contains("bound"))
-            return true;
-        const json& b = r["bound"];
-        return b.is_object() && std::all_of(b.begin(), b.end(),
-                                            [](const json& x) { return x.is_number(); });
-    };
-    if (!ratios.is_array() || !std::all_of(ratios.begin(), ratios.end(), well_formed))
-        return json::array();
+            return bad(at + "/failing: expected a boolean");
+        if (r.contains("bound") && (!r["bound"].is_object() ||
+                                    !std::all_of(r["bound"].begin(), r["bound"].end(),
+                                                 [](const json& x) { return x.is_number(); })))
+            return bad(at + "/bound: expected an object of numbers");
+    }
     return ratios;
 }
 

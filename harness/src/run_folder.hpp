@@ -85,9 +85,9 @@ public:
     /// The records, typed; a record of the wrong shape is bad input naming line and field. A
     /// file without a run header is "not written by pitfall run".
     status_or<run_log> read() const;
-    /// summary.json's "ratios"; empty when it is missing or damaged (it is derived: a damaged
-    /// one costs the ratios, not the run).
-    nlohmann::json summary_ratios() const;
+    /// summary.json's "ratios"; empty when the file is missing (a run killed before its end),
+    /// bad input naming the file and field when it is there but damaged.
+    status_or<nlohmann::json> summary_ratios() const;
 
 private:
     explicit run_folder(std::string dir) : m_dir(std::move(dir)) {}

@@ -213,13 +213,21 @@ TEST_F(RunFolder, TheNewestRecordOfACaseStaysWhereItFirstFinished) {
     EXPECT_TRUE(log.value().interrupted); // not followed by a resume
 }
 
-TEST_F(RunFolder, ADamagedSummaryCostsOnlyTheRatios) {
+TEST_F(RunFolder, AMissingSummaryIsNoRatiosADamagedOneIsBadInput) {
     const run_folder folder = two_cases();
-    EXPECT_EQ(folder.summary_ratios(), json::array());
+    ASSERT_TRUE(folder.summary_ratios().is_ok()); // a run killed before its end has none
+    EXPECT_EQ(folder.summary_ratios().value(), json::array());
     std::ofstream(folder.summary_path()) << "{\"ratios\": [{\"name\": \"r\"}]}";
-    EXPECT_EQ(folder.summary_ratios().size(), 1u);
+    ASSERT_TRUE(folder.summary_ratios().is_ok());
+    EXPECT_EQ(folder.summary_ratios().value().size(), 1u);
     std::ofstream(folder.summary_path()) << "{\"ratios\": [";
-    EXPECT_EQ(folder.summary_ratios(), json::array());
+    ASSERT_FALSE(folder.summary_ratios().is_ok());
+    EXPECT_NE(folder.summary_ratios().error().message().find(folder.summary_path()),
+              std::string::npos);
+    std::ofstream(folder.summary_path()) << "{\"ratios\": [{\"failing\": \"no\"}]}";
+    ASSERT_FALSE(folder.summary_ratios().is_ok());
+    EXPECT_NE(folder.summary_ratios().error().message().find("/ratios/0/failing"),
+              std::string::npos);
 }
 
 } // namespace

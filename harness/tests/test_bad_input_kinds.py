@@ -305,20 +305,24 @@ class RunFolderKinds(Kinds):
         out = self.finished_run()
         with open(os.path.join(out, "results.jsonl")) as f:
             lines = f.read().splitlines()
-        header, case = json.loads(lines[0]), json.loads(lines[-2])
+        at = next(i for i, line in enumerate(lines) if json.loads(line).get("record") == "case")
+        header, case = json.loads(lines[0]), json.loads(lines[at])
         for kind, bad_line in [
             ("case record verdict a number", dict(case, verdict=5)),
             ("case record case malformed", dict(case, case="not a key")),
-            ("case record outcome a string", dict(case, outcome="ok")),
-            ("case record wall a string", dict(case, wall_seconds="1")),
+            ("case record observed a string", dict(case, observed="ok")),
+            ("case record process a list", dict(case, process=[1])),
+            ("case record labels numbers", dict(case, labels=[1])),
+            ("case record failing a string", dict(case, failing="no")),
             ("record kind unknown", dict(case, record="mystery")),
             ("header fingerprint a list", dict(header, fingerprint=[])),
+            ("case record a list", [case]),
             ("record a number", 5),
         ]:
             dest = self.fresh_run_copy(out)
             path = os.path.join(dest, "results.jsonl")
             with open(path, "w") as f:
-                f.write("\n".join(lines[:-2] + [json.dumps(bad_line), lines[-1]]) + "\n")
+                f.write("\n".join(lines[:at] + [json.dumps(bad_line)] + lines[at + 1:]) + "\n")
             self.assert_refused("results.jsonl", kind, self.pitfall_bounded("report", dest, "--format", "json"), path)
 
     def test_summary_json(self):
@@ -433,8 +437,8 @@ sys.exit(0)
             rec = cases.get(f"cpu.bad_results.{variant}")
             self.assertIsNotNone(rec, f"{variant}: no record; the run did not go on")
             self.assertEqual(rec["verdict"], "CRASH", f"{variant}: {rec}")
-            self.assertEqual(rec["outcome"]["status"], "bad_result", f"{variant}: {rec['outcome']}")
-            self.tried.append(("result file", variant, "CRASH bad_result: " + rec["outcome"].get("detail", "")[:140]))
+            self.assertEqual(rec["observed"].get("status"), "bad_result", f"{variant}: {rec['observed']}")
+            self.tried.append(("result file", variant, "CRASH bad_result: " + rec["reason"][:160]))
         report = json.load(open(os.path.join(out, "report.json")))
         self.assertEqual(len(report["cases"]), len(self.KINDS))
 

@@ -203,7 +203,7 @@ class HostileResults(FixtureTest):
             self.fail(f"pitfall hung on the {variant} result")
 
     def test_truncated(self):
-        self.bad_result("truncated_result", "not JSON")
+        self.bad_result("truncated_result", "malformed JSON")
 
     def test_deeply_nested(self):
         self.bad_result("deep_result")
