@@ -354,9 +354,9 @@ status_or<json> run_folder::summary_ratios() const {
             return bad(at + ": expected an object");
         if (r.contains("failing") && !r["failing"].is_boolean())
             return bad(at + "/failing: expected a boolean");
-        if (r.contains("bound") && (!r["bound"].is_object() ||
-                                    !std::all_of(r["bound"].begin(), r["bound"].end(),
-                                                 [](const json& x) { return x.is_number(); })))
+        if (r.contains("bound") &&
+            (!r["bound"].is_object() || !std::all_of(r["bound"].begin(), r["bound"].end(),
+                                                     [](const json& x) { return x.is_number(); })))
             return bad(at + "/bound: expected an object of numbers");
     }
     return ratios;
