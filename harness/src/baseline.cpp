@@ -67,13 +67,13 @@ status check_expected_semantics(const std::string& file, const json& doc) {
         PITFALL_TRY(check_exit_code(file, at + "/outcome", entry["outcome"]));
         if (entry.contains("events"))
             for (const auto& [name, ev] : entry["events"].items())
-                PITFALL_TRY(check_exit_code(
-                    file, detail::pointer_append(at + "/events", name), ev));
+                PITFALL_TRY(
+                    check_exit_code(file, detail::pointer_append(at + "/events", name), ev));
         for (const char* group : {"measurements", "memory"})
             if (entry.contains(group))
                 for (const auto& [name, b] : entry[group].items())
-                    PITFALL_TRY(check_range_order(
-                        file, detail::pointer_append(at + "/" + group, name), b));
+                    PITFALL_TRY(
+                        check_range_order(file, detail::pointer_append(at + "/" + group, name), b));
     }
     if (doc.contains("ratios"))
         for (const auto& [key, b] : doc["ratios"].items())
@@ -448,8 +448,8 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
         PITFALL_ASSIGN_OR_RETURN(const json doc, read_json(profile_file));
         PITFALL_TRY(detail::validate_document("profile", doc, profile_file));
         for (const auto& [key, want] : doc["match"].items())
-            PITFALL_TRY(check_range_order(profile_file, detail::pointer_append("/match", key),
-                                          want));
+            PITFALL_TRY(
+                check_range_order(profile_file, detail::pointer_append("/match", key), want));
         if (doc.value("schema", "") != "pitfall.profile/1")
             return bad_input(profile_file, "schema", "expected \"pitfall.profile/1\"");
         if (!doc.contains("match") || !doc["match"].is_object())

@@ -376,9 +376,9 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         auto text = detail::read_regular_file(path);
         auto parsed = text.is_ok() ? detail::parse_ordered_json(text.value(), path)
                                    : status_or<ordered_json>(text.error());
-        const status valid =
-            parsed.is_ok() ? detail::validate_document("expected", json(parsed.value()), path)
-                           : parsed.error();
+        const status valid = parsed.is_ok()
+                                 ? detail::validate_document("expected", json(parsed.value()), path)
+                                 : parsed.error();
         if (!valid.is_ok())
             return bad_run_input(valid.message() + ": fix it before blessing into it");
         doc = std::move(parsed).value();

@@ -106,8 +106,8 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
         // "Unable to load any of {libcudnn_ops.so.9, ...}"): the probe's JSON starts at the
         // first '{' that opens a line.
         const std::size_t at = text.rfind('{', 0) == 0 ? 0 : text.find("\n{");
-        auto parsed = detail::parse_json(at == std::string::npos ? text : text.substr(at),
-                                         "probe output");
+        auto parsed =
+            detail::parse_json(at == std::string::npos ? text : text.substr(at), "probe output");
         if (parsed.is_ok() && parsed.value().is_object())
             libraries = std::move(parsed).value();
         else
@@ -167,8 +167,8 @@ json fingerprint_summary(const json& fp) {
     const json& host = member(fp, "host");
     // Only what the probe really learned: a fact it could not read stays out, so no profile
     // matches on a guess (a probe that failed must not look like "no GPU here").
-    const bool built_with_cuda = member(lib, "built_with_cuda").is_boolean() &&
-                                 member(lib, "built_with_cuda").get<bool>();
+    const bool built_with_cuda =
+        member(lib, "built_with_cuda").is_boolean() && member(lib, "built_with_cuda").get<bool>();
     const json& in_container = member(member(host, "container"), "in_container");
     json s = {{"built_with_cuda", built_with_cuda},
               {"os", text_or(member(host, "os"), "")},

@@ -378,8 +378,8 @@ status check_present_fields(const char* field, const json& doc, std::string_view
         // A key the schema does not name has no sub-schema: that error starts "schema ".
         const auto why = s.first_error(value, sub);
         if (why && why->front() == '/')
-            return bad_run_input(std::string("field '") + field + "': " +
-                                 detail::pointer_append("", key) +
+            return bad_run_input(std::string("field '") + field +
+                                 "': " + detail::pointer_append("", key) +
                                  (why->rfind("/: ", 0) == 0 ? why->substr(1) : *why));
     }
     return status::ok();
@@ -389,11 +389,12 @@ status check_present_fields(const char* field, const json& doc, std::string_view
 /// code an integer an int holds.
 status check_observed(const json& o) {
     for (const auto& [key, value] : o.items()) {
-        const bool ok = key == "sticky"      ? value.is_boolean()
-                        : key == "exit_code" ? value.is_null() || (value.is_number_integer() &&
-                                                                   value.get<double>() >= -2147483648.0 &&
-                                                                   value.get<double>() <= 2147483647.0)
-                                             : value.is_string() || value.is_null();
+        const bool ok = key == "sticky" ? value.is_boolean()
+                        : key == "exit_code"
+                            ? value.is_null() || (value.is_number_integer() &&
+                                                  value.get<double>() >= -2147483648.0 &&
+                                                  value.get<double>() <= 2147483647.0)
+                            : value.is_string() || value.is_null();
         if (!ok)
             return bad_run_input("field 'observed." + key + "': expected " +
                                  (key == "sticky"      ? "true or false"

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -223,11 +223,11 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     o.result = std::move(parsed).value();
     if (o.result["scenario"] != c.scenario->description.name ||
         o.result["variant"] != c.variant->name || o.result["backend"] != c.backend) {
-        o.outcome = {{"status", "bad_result"},
-                     {"detail", "result is for another case: " +
-                                    detail::dump_safe(o.result["backend"]) + "." +
-                                    detail::dump_safe(o.result["scenario"]) + "." +
-                                    detail::dump_safe(o.result["variant"])}};
+        o.outcome = {
+            {"status", "bad_result"},
+            {"detail", "result is for another case: " + detail::dump_safe(o.result["backend"]) +
+                           "." + detail::dump_safe(o.result["scenario"]) + "." +
+                           detail::dump_safe(o.result["variant"])}};
         o.result = json();
         return o;
     }
@@ -387,6 +387,11 @@ std::string new_run_dir(const run_options& options) {
 status check_environment(const scenario_index& index) {
     if (auto limit = device_memory_limit_from_env(); !limit.is_ok())
         return bad_run_input(limit.error().message());
+    if (const char* mode = std::getenv("PITFALL_CONTAINMENT");
+        mode != nullptr && *mode != '\0' && std::string(mode) != "auto" &&
+        std::string(mode) != "cgroup" && std::string(mode) != "subreaper")
+        return bad_run_input(std::string("PITFALL_CONTAINMENT='") + mode +
+                             "': expected auto, cgroup or subreaper");
     const char* injecting = std::getenv(inject::env_name);
     if (injecting == nullptr || *injecting == '\0')
         return status::ok();

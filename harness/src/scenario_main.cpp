@@ -46,8 +46,8 @@ context::context(std::string scenario, std::string variant, backend_kind backend
     m_impl->backend = backend;
     // Written by resolve_params in this process; read without trusting it all the same.
     auto parsed = detail::parse_json(params_json, "--param values");
-    m_impl->params = parsed.is_ok() && parsed.value().is_object() ? std::move(parsed).value()
-                                                                 : json::object();
+    m_impl->params =
+        parsed.is_ok() && parsed.value().is_object() ? std::move(parsed).value() : json::object();
     const json& p = m_impl->params;
     if (p.contains("samples") && p["samples"].is_number_integer())
         m_impl->samples = p["samples"].get<int>();
@@ -272,14 +272,14 @@ status_or<child_report> read_child(const child_run& child, const std::string& wh
                              who + " exited " + std::to_string(code) + " without a result" + tail,
                              stage::compute);
     auto parsed = detail::parse_json(child.result_json, who + "'s result");
-    const status checked = parsed.is_ok()
-                               ? detail::validate_document("result", parsed.value(), who + "'s result")
-                               : parsed.error();
+    const status checked =
+        parsed.is_ok() ? detail::validate_document("result", parsed.value(), who + "'s result")
+                       : parsed.error();
     if (!checked.is_ok())
-        return status::error(host_error::child_result_unreadable,
-                             who + " wrote a result that is not a result document: " +
-                                 checked.message(),
-                             stage::compute);
+        return status::error(
+            host_error::child_result_unreadable,
+            who + " wrote a result that is not a result document: " + checked.message(),
+            stage::compute);
     json result = std::move(parsed).value();
     child_report report{outcome_from_json(result["outcome"], who + ": "), std::move(result)};
     return report;

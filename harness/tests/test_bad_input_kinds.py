@@ -481,6 +481,7 @@ class EnvKinds(Kinds):
         ("PITFALL_INJECT", "nonsense"), ("PITFALL_INJECT", "slowdown:cpu.no_such.case:2"),
         ("PITFALL_INJECT", "no_such_kind:cpu.harness_fixture.ok:1"), ("PITFALL_INJECT", ",,"),
         ("PITFALL_INJECT", "slowdown:cpu.harness_fixture.ok:nan"),
+        ("PITFALL_CONTAINMENT", "sandbox"), ("PITFALL_CONTAINMENT", "cgroup,subreaper"),
     ]
 
     def test_environment_values(self):
