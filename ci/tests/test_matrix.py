@@ -316,7 +316,7 @@ class MergedReport(unittest.TestCase):
         self.assertIn('id="cells"', html.stdout)
         self.assertIn("#error -- unsupported GNU version!", html.stdout)
         self.assertEqual(bad.returncode, 2)
-        self.assertIn("cell.json: not JSON", bad.stderr)
+        self.assertIn("cell.json: malformed JSON", bad.stderr)
 
 
 class CiFiles(unittest.TestCase):
