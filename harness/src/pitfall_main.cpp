@@ -118,9 +118,11 @@ std::optional<std::string> split_commas(std::vector<std::string>& values, const 
     for (const auto& value : values)
         for (std::size_t start = 0; start <= value.size();) {
             const std::size_t comma = std::min(value.find(',', start), value.size());
-            if (comma == start)
-                return flag + " '" + value + "': an empty " +
-                       (value.empty() ? std::string("value") : std::string("item"));
+            if (comma == start) {
+                std::string why = flag;
+                why += " '" + value + "': an empty ";
+                return why + (value.empty() ? "value" : "item");
+            }
             out.push_back(value.substr(start, comma - start));
             start = comma + 1;
         }

@@ -565,7 +565,8 @@ std::string own_cgroup_dir(std::string& why) {
             return {};
         }
         if (root != "/" && path.rfind(root, 0) != 0) {
-            why = "our cgroup " + path + " is outside the cgroup2 mount at " + point;
+            why = "our cgroup " + path;
+            why += " is outside the cgroup2 mount at " + point;
             return {};
         }
         const std::string inside = root == "/" ? path : path.substr(root.size());

@@ -264,7 +264,9 @@ status_or<numbered_lines> parse_lines(const std::string& path) {
         if (i + 1 == lines.size())
             break; // a kill mid-write: that case did not finish
         const std::string why = record.error().message().substr(place.size());
-        return bad_run_input(place + " is not JSON" + why);
+        std::string message = place + " is not JSON";
+        message += why;
+        return bad_run_input(message);
     }
     return records;
 }

@@ -25,7 +25,7 @@ protected:
     }
     void TearDown() override { std::filesystem::remove_all(m_dir); }
     std::string write(const std::string& name, const std::string& text) {
-        const std::string path = m_dir + "/" + name;
+        std::string path = m_dir + "/" + name;
         std::ofstream(path, std::ios::binary) << text;
         return path;
     }
