@@ -1,5 +1,8 @@
 #include "pitfall/detail/result_file.hpp"
 
+#include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/json_schema.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +10,12 @@
 #include <unistd.h>
 
 namespace pitfall {
+
+status_or<nlohmann::json> read_result_file(const std::string& path) {
+    PITFALL_ASSIGN_OR_RETURN(nlohmann::json doc, detail::read_json_file(path));
+    PITFALL_TRY(detail::validate_document("result", doc, path));
+    return doc;
+}
 
 status write_file_atomically(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());

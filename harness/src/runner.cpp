@@ -211,13 +211,11 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     // The case's own bytes: anything wrong with them (not a file, not JSON, not a result
     // document by reports/schema/result.schema.json, not this case's) is its CRASH, and the
     // run goes on. Nothing of an unchecked result is kept.
-    auto parsed = detail::read_json_file(result_path);
-    status checked = parsed.is_ok() ? detail::validate_document("result", parsed.value(), "result")
-                                    : parsed.error();
-    if (!checked.is_ok()) {
+    auto parsed = read_result_file(result_path);
+    if (!parsed.is_ok()) {
         o.outcome = {{"status", "bad_result"},
                      {"detail", "result is not a " + std::string(result_schema) +
-                                    " document: " + checked.message()}};
+                                    " document: " + parsed.error().message()}};
         return o;
     }
     o.result = std::move(parsed).value();

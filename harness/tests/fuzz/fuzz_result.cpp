@@ -1,10 +1,9 @@
-// A case's result file: read as the runner reads it (detail::read_json_file, then
+// A case's result file: read by the runner's own reader (read_result_file: the safe reader, then
 // result.schema.json), then, when accepted, judged against a baseline entry that reads every
 // part of it (outcome, events, checks, measurements, memory, timings).
 #include "baseline.hpp"
 #include "fuzz_common.hpp"
-#include "pitfall/detail/json_file.hpp"
-#include "pitfall/detail/json_schema.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 namespace {
 using nlohmann::json;
@@ -32,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace pitfall;
     const std::string path = fuzz::scratch() + "/result.json";
     fuzz::write_bytes(path, data, size);
-    auto doc = detail::read_json_file(path);
-    if (!doc.is_ok() || !detail::validate_document("result", doc.value(), path).is_ok())
+    auto doc = read_result_file(path);
+    if (!doc.is_ok())
         return 0;
     runner::judge_context context;
     context.fingerprint_id = "0123456789abcdef";
