@@ -552,10 +552,10 @@ std::uint64_t memory_and_swap_bytes() {
 /// case's timeout on every hardware thread, plus 10 s (a re-measurement doubles the timeout);
 /// it only stops a case spinning on past all reason. File size: 4 GiB. Address space: the
 /// machine's memory and swap, so that a case allocating without end meets a failed allocation
-/// instead of the kernel's OOM killer, but never by default for a CUDA case (the driver reserves
-/// address ranges far larger than any memory: a limit makes CUDA fail to initialise) nor in a
-/// sanitizer build (AddressSanitizer reserves terabytes of shadow memory).
-resource_limits case_limits(const case_ref& c, double timeout_seconds) {
+/// instead of the kernel's OOM killer; never by default for a CUDA case or a program built with
+/// CUDA (the driver reserves address ranges far larger than any memory: a limit makes CUDA fail
+/// to initialise), nor in a sanitizer build (AddressSanitizer reserves terabytes of shadow).
+resource_limits case_limits(const case_ref& c, double timeout_seconds, bool built_with_cuda) {
     const limits_spec& declared = c.scenario->description.limits;
     resource_limits limits;
     const double threads = std::max(1u, std::thread::hardware_concurrency());
@@ -572,7 +572,10 @@ resource_limits case_limits(const case_ref& c, double timeout_seconds) {
     const bool sanitized = false;
 #endif
     static const std::uint64_t machine = memory_and_swap_bytes();
-    if (!limits.address_space_bytes && c.backend != "cuda" && !sanitized && machine > 0)
+    // A CPU case of a program built with CUDA may still touch the driver (a device query, a
+    // library that initialises it): no default there either.
+    if (!limits.address_space_bytes && c.backend != "cuda" && !built_with_cuda && !sanitized &&
+        machine > 0)
         limits.address_space_bytes = machine;
     return limits;
 }
@@ -594,7 +597,7 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
                         {"--param", "samples=" + std::to_string(*plan.options.samples)});
     req.output_path = folder.case_log_path(ctx.key);
     req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
-    req.limits = case_limits(c, req.timeout_seconds);
+    req.limits = case_limits(c, req.timeout_seconds, plan.index.built_with_cuda);
     req.case_token = plan.run_token + "/" + ctx.key.str(); // what it starts carries it too
     if (!plan.visible_devices.empty()) {
         // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
