@@ -17,6 +17,14 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+/// "a.b": a field's name below `parent`.
+std::string dotted(const std::string& parent, const std::string& name) {
+    std::string out = parent;
+    out += '.';
+    out += name;
+    return out;
+}
+
 status bad_input(const std::string& file, const std::string& field, const std::string& what) {
     return status::error(library::pitfall, "bad_input",
                          file + (field.empty() ? "" : ": field '" + field + "'") + ": " + what,
@@ -93,10 +101,10 @@ status check_bound(const std::string& file, const std::string& field, const json
                          "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
     for (const auto& [k, v] : b.items()) {
         if (keys.count(k) == 0)
-            return bad_input(file, field + "." + k,
+            return bad_input(file, dotted(field, k),
                              "unknown key (min, max, equals, value, rel_tol, abs_tol)");
         if (!v.is_number())
-            return bad_input(file, field + "." + k, "expected a number");
+            return bad_input(file, dotted(field, k), "expected a number");
     }
     const bool range = b.contains("min") || b.contains("max");
     const bool equals = b.contains("equals");
@@ -116,7 +124,7 @@ status check_bounds(const std::string& file, const std::string& field, const jso
     if (!bounds.is_object())
         return bad_input(file, field, "expected an object of {name: bound}");
     for (const auto& [name, b] : bounds.items())
-        PITFALL_TRY(check_bound(file, field + "." + name, b));
+        PITFALL_TRY(check_bound(file, dotted(field, name), b));
     return status::ok();
 }
 
@@ -124,7 +132,7 @@ status check_timings(const std::string& file, const std::string& field, const js
     if (!timings.is_object())
         return bad_input(file, field, "expected an object of {series: {unit, samples}}");
     for (const auto& [name, t] : timings.items()) {
-        const std::string f = field + "." + name;
+        const std::string f = dotted(field, name);
         if (!t.is_object() || !t.contains("samples") || !t["samples"].is_array())
             return bad_input(file, f + ".samples", "expected an array of raw samples");
         for (const auto& x : t["samples"])
@@ -186,7 +194,7 @@ status check_expected_file(const std::string& file, const json& doc,
             if (!entry["events"].is_object())
                 return bad_input(file, field + ".events", "expected an object of outcomes");
             for (const auto& [name, ev] : entry["events"].items())
-                PITFALL_TRY(check_outcome(file, field + ".events." + name, ev));
+                PITFALL_TRY(check_outcome(file, dotted(field + ".events", name), ev));
         }
         if (entry.contains("ran_on") && !entry["ran_on"].is_string())
             return bad_input(
@@ -198,7 +206,7 @@ status check_expected_file(const std::string& file, const json& doc,
                                                       "timings", "ran_on", "provenance",   "note"};
         for (const auto& [k, value] : entry.items())
             if (entry_keys.count(k) == 0)
-                return bad_input(file, field + "." + k,
+                return bad_input(file, dotted(field, k),
                                  "unknown key (outcome, events, measurements, memory, timings, "
                                  "ran_on, provenance, note)");
         const json& prov = entry.contains("provenance") ? entry["provenance"] : json();
@@ -265,7 +273,7 @@ bool value_matches(const json& want, const json& have) {
 }
 
 std::string describe_outcome(const json& o) {
-    const std::string st = o.value("status", "?");
+    std::string st = o.value("status", "?"); // not const: returned by move
     if (st == "error")
         return o.value("error", "?") + " (" + o.value("library", "?") + ", " +
                o.value("stage", "?") + (o.value("sticky", false) ? ", sticky" : "") + ")";
@@ -349,7 +357,7 @@ void judge_timings(const json& expected, const json& result, const judge_context
                 if (j.verdict == stats::timing_verdict::ambiguous &&
                     j.ratio.high <= 1.0 + j.tolerance) {
                     tv = "SAME";
-                    why = "not slower (maybe faster): " + why;
+                    why.insert(0, "not slower (maybe faster): ");
                 }
                 out = {{"verdict", tv},
                        {"reason", why},

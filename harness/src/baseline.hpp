@@ -25,6 +25,7 @@
 
 namespace pitfall::runner {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct profile {
     std::string name;
     std::string dir;
@@ -88,6 +89,7 @@ struct judge_context {
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|
 /// load_error|timeout|not_started, ...}.
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct observation {
     nlohmann::json outcome;
     nlohmann::json result;                ///< the scenario's result document, or null

@@ -70,9 +70,16 @@ std::string fixed(double x, int digits) {
 std::string find_in_path(const std::string& program) {
     const char* path = std::getenv("PATH");
     std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-    for (std::string dir; std::getline(dirs, dir, ':');)
-        if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0)
-            return dir + "/" + program;
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        if (dir.empty())
+            continue;
+        std::string candidate = std::move(dir);
+        candidate += '/';
+        candidate += program;
+        if (::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        dir.clear();
+    }
     return program;
 }
 
@@ -192,7 +199,8 @@ void print_comparison(const loaded_run& a, const loaded_run& b, bool same_machin
         std::string outcome = "-";
         if (r.contains("outcome")) {
             const std::string oa = r["outcome"]["a"], ob = r["outcome"]["b"];
-            outcome = oa == ob ? oa + " (same)" : oa + " -> " + ob;
+            outcome = oa;
+            outcome += oa == ob ? " (same)" : " -> " + ob;
         }
         std::string reason = r.value("reason", "");
         if (reason.size() > 100)
@@ -318,7 +326,7 @@ select_for_bless(const bless_options& options, const std::vector<const case_reco
     for (const auto& key : named)
         if (std::none_of(records.begin(), records.end(),
                          [&](const case_record* r) { return r->key.str() == key; }))
-            return bad_run_input("--case " + key + ": not in " + run_name);
+            return bad_run_input("--case " + key + (": not in " + run_name));
     std::vector<const case_record*> chosen;
     std::string refused;
     for (const case_record* r : records) {

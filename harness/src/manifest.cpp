@@ -105,10 +105,15 @@ status read_param(const reader& r, const std::string& key, const json& value, pa
         return r.fail(path, "'samples', 'warmup' and 'warmup_seconds' are built in");
     if (!value.is_object() || !value.contains("default"))
         return r.fail(path, "expected an object with a 'default'");
-    for (const auto& [field, ignored] : value.items())
-        if (std::find(known_param_keys.begin(), known_param_keys.end(), field) ==
+    for (const auto& [field, ignored] : value.items()) {
+        if (std::find(known_param_keys.begin(), known_param_keys.end(), field) !=
             known_param_keys.end())
-            return r.fail(path + "." + field, "unknown field (default, doc, min, max, choices)");
+            continue;
+        std::string where = path;
+        where += '.';
+        where += field;
+        return r.fail(where, "unknown field (default, doc, min, max, choices)");
+    }
     const json& def = value["default"];
     if (!(def.is_number() && std::isfinite(def.get<double>())) && !def.is_string())
         return r.fail(path + ".default", "expected a finite number or a string");

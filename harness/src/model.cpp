@@ -348,7 +348,7 @@ status_or<case_key> record_key(field_reader& r) {
         std::string given = *want;
         r.text(name, given);
         if (r.ok() && given != *want)
-            r.fail(name, "'" + given + "' disagrees with case '" + text + "'");
+            r.fail(name, "'" + given + ("' disagrees with case '" + text) + "'");
     }
     if (!r.ok())
         return r.error();

@@ -22,8 +22,6 @@
 #include <thread>
 #include <unistd.h>
 
-extern char** environ;
-
 namespace pitfall {
 
 volatile std::sig_atomic_t interrupt_requested = 0;
@@ -324,8 +322,12 @@ void prepare(const process_request& request, exec_plan& plan) {
             continue;
         plan.env_strings.push_back(entry);
     }
-    for (const auto& [key, value] : env_set)
-        plan.env_strings.push_back(key + "=" + value);
+    for (const auto& [key, value] : env_set) {
+        std::string entry = key;
+        entry += '=';
+        entry += value;
+        plan.env_strings.push_back(std::move(entry));
+    }
     for (auto& s : plan.env_strings)
         plan.envp.push_back(s.data());
     plan.envp.push_back(nullptr);

@@ -21,6 +21,13 @@
 
 namespace pitfall::runner {
 namespace {
+
+/// The parts one after another, built in one string (no temporaries per `+`).
+template <class... Parts> std::string cat(const Parts&... parts) {
+    std::string out;
+    (out += ... += parts);
+    return out;
+}
 using json = nlohmann::json;
 
 constexpr const char* report_schema = "pitfall.report/1";
@@ -111,7 +118,7 @@ std::map<std::string, int> verdict_counts(const run_data& run) {
 /// The outcome a case observed, in one line: "ok", "cudaErrorMemoryAllocation@alloc", "SIGSEGV".
 std::string outcome_line(const json& record) {
     const json o = obj(record, "observed");
-    const std::string st = str(o, "status", "?");
+    std::string st = str(o, "status", "?"); // not const: returned by move
     if (st == "error")
         return str(o, "error", "error") + (o.contains("stage") ? "@" + str(o, "stage") : "");
     if (st == "signal")
@@ -686,9 +693,9 @@ std::string keep_most_telling(chart& c) {
     };
     std::stable_sort(c.bars.begin(), c.bars.end(),
                      [&](const bar& a, const bar& b) { return weight(a) > weight(b); });
-    const std::string note = " (the " + std::to_string(max_bars) + " " +
-                             (ratio ? "farthest from 1" : "largest") + " of " +
-                             std::to_string(c.bars.size()) + ")";
+    std::string note =
+        cat(" (the ", std::to_string(max_bars), " ", ratio ? "farthest from 1" : "largest", " of ",
+            std::to_string(c.bars.size()), ")");
     c.bars.resize(max_bars);
     return note;
 }
@@ -828,10 +835,10 @@ chart sample_time_chart(const case_grid& g) {
             for (const auto& [b, v] : values[name]) {
                 const double m = median(v);
                 const std::string n = std::to_string(v.size());
-                c.bars.push_back({row.first + "." + row.second + " " + name + " [" + b + "]",
-                                  series_of(b), m, human_seconds(m) + " (n=" + n + ")",
-                                  b + " " + row.first + "." + row.second + " " + name +
-                                      ": median " + human_seconds(m) + " of " + n + " samples"});
+                c.bars.push_back({cat(row.first, ".", row.second, " ", name, " [", b, "]"),
+                                  series_of(b), m, cat(human_seconds(m), " (n=", n, ")"),
+                                  cat(b, " ", row.first, ".", row.second, " ", name, ": median ",
+                                      human_seconds(m), " of ", n, " samples")});
             }
     }
     return c;
@@ -870,16 +877,16 @@ chart ratio_chart(const run_data& run) {
         const double x = num(r, "ratio");
         if (!std::isfinite(x) || x <= 0)
             continue;
-        const std::string b = str(r, "backend"), key = str(r, "scenario") + "." + str(r, "name");
-        const std::string pair = str(r, "numerator") + " / " + str(r, "denominator");
-        std::string title = b + " " + key + " = " + pair + ", medians of " + str(r, "samples") +
-                            ": " + fmt("%.4g", num(r, "median_numerator")) + " / " +
-                            fmt("%.4g", num(r, "median_denominator")) + " = " + fmt("%.4g", x);
+        const std::string b = str(r, "backend"), key = cat(str(r, "scenario"), ".", str(r, "name"));
+        const std::string pair = cat(str(r, "numerator"), " / ", str(r, "denominator"));
+        std::string title = cat(b, " ", key, " = ", pair, ", medians of ", str(r, "samples"), ": ",
+                                fmt("%.4g", num(r, "median_numerator")), " / ",
+                                fmt("%.4g", num(r, "median_denominator")), " = ", fmt("%.4g", x));
         if (r.contains("bound"))
-            title += "; bound " + r["bound"].dump() + " (" + str(r, "profile") +
-                     "): " + str(r, "verdict");
-        c.bars.push_back({key + " [" + b + "]", r.value("failing", false) ? "out" : series_of(b), x,
-                          fmt("%.3g", x) + "x = " + pair, title,
+            title += cat("; bound ", r["bound"].dump(), " (", str(r, "profile"),
+                         "): ", str(r, "verdict"));
+        c.bars.push_back({cat(key, " [", b, "]"), r.value("failing", false) ? "out" : series_of(b),
+                          x, cat(fmt("%.3g", x), "x = ", pair), title,
                           bound_marks(r.value("bound", json()))});
     }
     return c;
@@ -1357,6 +1364,7 @@ value_groups group_cells(const std::vector<std::string>& cells, ValueOf value_of
 /// Cells that never ran (a compile failure): a case row leaves them out.
 std::vector<bool> never_ran(const std::vector<run_data>& runs) {
     std::vector<bool> out;
+    out.reserve(runs.size());
     for (const auto& r : runs)
         out.push_back(r.cases.empty());
     return out;

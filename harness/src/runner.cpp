@@ -258,8 +258,12 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, cas
         const std::string& scenario = s.description.name;
         for (const auto& r : s.description.ratios) {
             for (const std::string backend : {"cpu", "cuda"}) {
-                const auto num = finished.find(backend + "." + scenario + "." + r.numerator);
-                const auto den = finished.find(backend + "." + scenario + "." + r.denominator);
+                std::string prefix = backend;
+                prefix += '.';
+                prefix += scenario;
+                prefix += '.';
+                const auto num = finished.find(prefix + r.numerator);
+                const auto den = finished.find(prefix + r.denominator);
                 if (num == finished.end() || den == finished.end())
                     continue;
                 const double a = series_median(num->second, r.samples);

@@ -39,7 +39,7 @@ struct context::impl {
 };
 
 context::context(std::string scenario, std::string variant, backend_kind backend,
-                 std::string params_json)
+                 const std::string& params_json)
     : m_impl(std::make_unique<impl>()) {
     m_impl->scenario = std::move(scenario);
     m_impl->variant = std::move(variant);
@@ -360,11 +360,13 @@ int usage_error(const std::string& what) {
 // In the protocol's main a failed step is a message and exit 2, not a status to pass up.
 #define PITFALL_ASSIGN_OR_USAGE_ERROR(lhs, expr)                                                   \
     PITFALL_ASSIGN_OR_USAGE_ERROR_IMPL(PITFALL_CONCAT(pitfall_usage_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): tmp and lhs are declarations, not expressions
 #define PITFALL_ASSIGN_OR_USAGE_ERROR_IMPL(tmp, lhs, expr)                                         \
     auto tmp = (expr);                                                                             \
     if (!tmp.is_ok())                                                                              \
         return usage_error(tmp.error().message());                                                 \
     lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 bool is_bad_parameter(const status& s) {
     return s.lib() == library::pitfall && s.name() == to_string(pitfall_error::bad_parameter);

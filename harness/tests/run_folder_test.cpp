@@ -27,7 +27,7 @@ protected:
         fs::remove_all(m_tmp, ec);
     }
 
-    static run_header header(std::vector<std::string> keys) {
+    static run_header header(const std::vector<std::string>& keys) {
         run_header h;
         h.at = "2026-11-25T10:00:00Z";
         h.fingerprint_id = "0123456789abcdef";

@@ -62,10 +62,10 @@ class HostileHelpers:
                         {"schema": "pitfall.expected/1", "scenario": "hostile",
                          "cases": {f"cpu.{v}": ok for v in ("ok", "setsid_grandchild", "big_output")}})
 
-    def hostile_run(self, variant, timeout=30, env=None):
+    def hostile_run(self, variant, timeout=30, env=None, extra=()):
         """`pitfall run` of the variant then `ok`: (process, the run's cases by key, run folder)."""
         out = self.run_dir(variant)
-        p = self.pitfall("run", "--variant", f"{variant},ok", "--backend", "cpu", "--out", out,
+        p = self.pitfall("run", "--variant", f"{variant},ok", "--backend", "cpu", "--out", out, *extra,
                          index=HOSTILE_INDEX, timeout=timeout, env=env)
         return p, by_case(out), out
 
@@ -92,10 +92,10 @@ class HostileHelpers:
                   for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
         self.assertEqual(errors, [])
 
-    def check(self, variant, verdict, observed=None, reason=None, env=None):
+    def check(self, variant, verdict, observed=None, reason=None, env=None, extra=(), timeout=30):
         """The variant's verdict (and observed outcome, and words of its reason); then `ok` ran
         and passed, nothing is left running, the reports validate. Returns the record."""
-        p, cases, out = self.hostile_run(variant, env=env)
+        p, cases, out = self.hostile_run(variant, env=env, extra=extra, timeout=timeout)
         rec = cases.get(f"cpu.hostile.{variant}")
         self.assertIsNotNone(rec, p.stdout + p.stderr)
         self.assertEqual(rec["verdict"], verdict, rec["reason"])
@@ -141,7 +141,8 @@ class HostileProcesses(FixtureTest):
         self.assertFalse(alive(grandchild), f"the setsid grandchild {grandchild} outlived its case")
 
     def test_one_gib_of_output(self):
-        rec = self.check("big_output", "PASS")
+        # Writing 1 GiB takes seconds on a busy machine: ten times the fixture's 3 s timeout.
+        rec = self.check("big_output", "PASS", extra=("--timeout-scale", "10"), timeout=90)
         self.assertLessEqual(len(rec["output_tail"]), 2000)
         self.assertTrue(rec["output_tail"].endswith("x\n"))
 

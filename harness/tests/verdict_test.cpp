@@ -11,7 +11,7 @@ using namespace pitfall;
 using namespace pitfall::runner;
 using nlohmann::json;
 
-json ok_result(json extra = json::object()) {
+json ok_result(const json& extra = json::object()) {
     json r = {{"outcome", {{"status", "ok"}}},
               {"ran_on", "cuda:0 test device"},
               {"checks", json::array()},

@@ -40,7 +40,7 @@ namespace pitfall {
 class context {
 public:
     context(std::string scenario, std::string variant, backend_kind backend,
-            std::string params_json);
+            const std::string& params_json);
     ~context();
     context(const context&) = delete;
     context& operator=(const context&) = delete;
@@ -193,6 +193,8 @@ int scenario_main(int argc, char** argv, const char* manifest_json,
 /// scenario.json, compiled into the program by add_failure_scenario().
 extern const char* const pitfall_scenario_manifest;
 
+// NOLINTBEGIN(bugprone-macro-parentheses): `fn` names a function template (fn<backend>), which
+// parentheses would break.
 #if PITFALL_HAS_CUDA
 #define PITFALL_DETAIL_CUDA_ENTRY(fn) (&fn<::pitfall::cuda_backend>)
 #else
@@ -206,6 +208,7 @@ extern const char* const pitfall_scenario_manifest;
     ::pitfall::variant_entry {                                                                     \
         (name_), &fn<::pitfall::cpu_backend>, PITFALL_DETAIL_CUDA_ENTRY(fn)                        \
     }
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// Registers the scenario's variants (PITFALL_VARIANT...); defines main().
 #define PITFALL_SCENARIO(...)                                                                      \

@@ -20,6 +20,7 @@
 
 namespace pitfall {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct param_spec {
     std::string name;
     nlohmann::json default_value; ///< number or string; the type a value must parse as
