@@ -97,6 +97,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h> // __get_cpuid: the CPU analog reads x86-64 levels itself
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -857,12 +860,51 @@ status openblas_compiled_vs_loaded(context& ctx) {
     return status::ok();
 }
 
+#if defined(__x86_64__)
+/// The x86-64 psABI level this CPU and its OS support, from cpuid itself (as GCC's
+/// __builtin_cpu_supports("x86-64-vN") decides it, but the same with every compiler): v2 = SSE3,
+/// SSSE3, SSE4.1/4.2, POPCNT, CX16, LAHF; v3 adds AVX, AVX2, BMI1/2, F16C, FMA, LZCNT, MOVBE,
+/// XSAVE with the OS saving the YMM state; v4 adds AVX-512 F, BW, CD, DQ, VL with ZMM state.
+int cpu_x86_level() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0)
+        return 1;
+    const unsigned leaf1_ecx = c;
+    const auto has = [](unsigned reg, int bit) { return ((reg >> bit) & 1U) != 0; };
+    unsigned ext_ecx = 0;
+    if (__get_cpuid(0x80000001U, &a, &b, &c, &d) != 0)
+        ext_ecx = c;
+    if (!(has(leaf1_ecx, 0) && has(leaf1_ecx, 9) && has(leaf1_ecx, 19) && has(leaf1_ecx, 20) &&
+          has(leaf1_ecx, 23) && has(leaf1_ecx, 13) && has(ext_ecx, 0)))
+        return 1;
+    unsigned long long xcr0 = 0; // which register states the OS saves (OSXSAVE, then XGETBV)
+    if (has(leaf1_ecx, 27)) {
+        unsigned lo = 0, hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
+    }
+    unsigned leaf7_ebx = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0)
+        leaf7_ebx = b;
+    const bool ymm = (xcr0 & 0x6) == 0x6;
+    if (!(ymm && has(leaf1_ecx, 28) && has(leaf7_ebx, 5) && has(leaf7_ebx, 3) &&
+          has(leaf7_ebx, 8) && has(leaf1_ecx, 29) && has(leaf1_ecx, 12) && has(ext_ecx, 5) &&
+          has(leaf1_ecx, 22) && has(leaf1_ecx, 26)))
+        return 2;
+    const bool zmm = (xcr0 & 0xe6) == 0xe6;
+    if (!(zmm && has(leaf7_ebx, 16) && has(leaf7_ebx, 30) && has(leaf7_ebx, 28) &&
+          has(leaf7_ebx, 17) && has(leaf7_ebx, 31)))
+        return 3;
+    return 4;
+}
+#endif
+
 /// The x86-64 micro-architecture level the program was compiled for (the compiler's predefined
-/// macros) vs the CPU's (cpuid, through __builtin_cpu_supports): the CPU's "no kernel image" is
-/// SIGILL at the first instruction it lacks. OpenBLAS (DYNAMIC_ARCH) picks its kernels for the
-/// CPU it finds at run time: the host's PTX JIT.
+/// macros) vs the CPU's (cpuid): the CPU's "no kernel image" is SIGILL at the first instruction
+/// it lacks. OpenBLAS (DYNAMIC_ARCH) picks its kernels for the CPU it finds at run time: the
+/// host's PTX JIT.
 status x86_levels(context& ctx) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#if defined(__x86_64__)
     PITFALL_ASSIGN_OR_RETURN(const std::string levels, ctx.param_string("cpu_levels"));
     // x86-64 psABI levels: v2 = SSE3, SSSE3, SSE4.1/4.2, POPCNT, CX16; v3 = AVX, AVX2, BMI1/2,
     // F16C, FMA, LZCNT, MOVBE; v4 = AVX-512 F, BW, CD, DQ, VL.
@@ -879,13 +921,7 @@ status x86_levels(context& ctx) {
 #endif
 #endif
 #endif
-    int cpu = 1;
-    if (__builtin_cpu_supports("x86-64-v2"))
-        cpu = 2;
-    if (cpu == 2 && __builtin_cpu_supports("x86-64-v3"))
-        cpu = 3;
-    if (cpu == 3 && __builtin_cpu_supports("x86-64-v4"))
-        cpu = 4;
+    const int cpu = cpu_x86_level();
     auto name = [](int level) {
         return level == 1 ? std::string("x86-64") : "x86-64-v" + std::to_string(level);
     };
@@ -917,8 +953,7 @@ status x86_levels(context& ctx) {
 #else
     (void)ctx;
     return PITFALL_UNSUPPORTED(
-        "the CPU analog reads x86-64 levels (GCC >= 12's __builtin_cpu_supports); "
-        "this is another CPU or compiler");
+        "the CPU analog reads x86-64 levels with cpuid; this is not an x86-64 CPU");
 #endif
 }
 
