@@ -69,22 +69,9 @@ const param_spec* manifest::find_param(std::string_view param) const {
             return &p;
     return nullptr;
 }
+
 std::vector<std::string> manifest::backends_of(const variant_spec& variant) const {
     return variant.backends.empty() ? backends : variant.backends;
-}
-
-std::string describe_offset(std::string_view text, std::size_t byte_offset) {
-    std::size_t line = 1;
-    std::size_t column = 1;
-    for (std::size_t i = 0; i < text.size() && i + 1 < byte_offset; ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            column = 1;
-        } else {
-            ++column;
-        }
-    }
-    return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
 namespace {

@@ -90,7 +90,4 @@ status check_param_value(const param_spec& spec, const nlohmann::json& value);
 /// Parses and validates; the error (library pitfall, name "bad_manifest") names `origin`.
 status_or<manifest> parse_manifest(std::string_view text, const std::string& origin);
 
-/// "line L, column C" for a byte offset into text (for JSON parse errors).
-std::string describe_offset(std::string_view text, std::size_t byte_offset);
-
 } // namespace pitfall
