@@ -1,10 +1,14 @@
 // The `pitfall` command: list and run failure scenarios, each case in its own process.
 // The command line is CLI11's; this file declares the commands and turns their options into
 // the runner's option structs. Only main() decides an exit code.
+#include "doctor.hpp"
+#include "fingerprint.hpp"
 #include "locate.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 #include "suggest.hpp"
+
+#include "pitfall/detail/json_file.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -93,6 +97,7 @@ struct command_line {
     bool version = false;          ///< --version
     std::vector<std::string> runs; ///< the run folders of compare, bless and report
     std::string help_topic;
+    std::string explain; ///< doctor --explain
     run_options run;
     compare_options compare;
     bless_options bless;
@@ -363,6 +368,29 @@ examples:
   pitfall matrix list
   pitfall matrix run --cells cuda13.0-host --scenarios version_mismatch --out /tmp/m
   pitfall matrix run --dry-run --out /tmp/m)");
+    CLI::App* doctor = app.add_subcommand(
+        "doctor", "what is wrong with this machine for CUDA work: findings worst first,\n"
+                  "each with the evidence, why it matters, the fix and the case that\n"
+                  "reproduces it");
+    doctor->add_flag("--json", cl.as_json,
+                     "the findings as JSON (reports/schema/doctor.schema.json)");
+    doctor->add_option("--explain", cl.explain, "what finding ID checks, why it matters, the fix")
+        ->type_name("ID");
+    add_locations(*doctor, cl, false);
+    doctor->footer(
+        R"(It runs pitfall-probe (a child process: a broken driver or library cannot take pitfall
+down), which asks the driver, NVML, the CUDA runtime, cuBLAS and cuDNN themselves, and applies
+the rules of docs/cuda-rules.md to what they say.
+
+exit status:
+  0    CUDA work can run here (warnings may remain)
+  1    a finding is an error: CUDA work cannot run here as it is
+  2    bad usage (unknown flag, unknown finding ID), or no pitfall-probe to run
+
+examples:
+  pitfall doctor
+  pitfall doctor --json
+  pitfall doctor --explain stub-driver)");
     CLI::App* help = app.add_subcommand("help", "the commands, or one command's options");
     help->add_option("COMMAND", cl.help_topic, "the command to explain");
     app.add_subcommand("version", "the version");
@@ -507,6 +535,68 @@ int do_run(command_line& cl) {
     return run_cases(r);
 }
 
+/// The probe's folder: its probe.log is read and then removed with it.
+struct temporary_folder {
+    std::string path;
+    temporary_folder() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string pattern =
+            std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pitfall-doctor-XXXXXX";
+        if (::mkdtemp(pattern.data()) != nullptr)
+            path = pattern;
+    }
+    ~temporary_folder() {
+        if (path.empty())
+            return;
+        ::unlink((path + "/probe.log").c_str());
+        ::rmdir(path.c_str());
+    }
+    temporary_folder(const temporary_folder&) = delete;
+    temporary_folder& operator=(const temporary_folder&) = delete;
+};
+
+int do_doctor(command_line& cl) {
+    if (!cl.explain.empty()) {
+        const auto rule = find_rule(cl.explain);
+        if (!rule) {
+            std::vector<std::string> ids;
+            for (const auto& r : doctor_rules())
+                ids.push_back(r.id);
+            return usage_error("--explain " + cl.explain + ": no such finding" +
+                                   did_you_mean(cl.explain, ids),
+                               "doctor");
+        }
+        std::cout << rule->id << "\n  checks    " << rule->checks << '\n';
+        for (const auto& [label, value] : {std::pair{"why", &rule->why},
+                                           {"fix", &rule->fix},
+                                           {"case", &rule->reproduced_by},
+                                           {"rule", &rule->rule}})
+            if (!value->empty())
+                std::cout << "  " << label << std::string(10 - std::strlen(label), ' ') << *value
+                          << '\n';
+        return exit_ok;
+    }
+    // The probe: beside this program (or the index's paths.probe where an index is found).
+    std::string probe = self_executable();
+    probe = probe.substr(0, probe.rfind('/') + 1) + "pitfall-probe";
+    if (auto at = locate(cl.index_flag); at.is_ok() && !at->probe.empty())
+        probe = at->probe;
+    if (::access(probe.c_str(), X_OK) != 0)
+        return usage_error("no environment probe to run at " + probe +
+                           " (build the pitfall_probe target)");
+    temporary_folder logs;
+    if (logs.path.empty())
+        return usage_error(std::string("cannot make a folder under $TMPDIR: ") +
+                           std::strerror(errno));
+    const auto fingerprint = take_fingerprint(probe, logs.path);
+    const diagnosis d = diagnose(fingerprint);
+    if (cl.as_json)
+        std::cout << pitfall::detail::dump_safe(d.to_json(), 2) << '\n';
+    else
+        std::cout << render_diagnosis(d);
+    return d.cuda_usable() ? exit_ok : exit_failed;
+}
+
 int do_compare(command_line& cl) {
     if (cl.runs.size() != 2)
         return usage_error("compare needs two run folders: pitfall compare RUN_A RUN_B", "compare");
@@ -624,6 +714,8 @@ int main(int argc, char** argv) try {
         return do_help(app, cl.help_topic);
     if (command == "list")
         return do_list(cl);
+    if (command == "doctor")
+        return do_doctor(cl);
     if (command == "run")
         return do_run(cl);
     if (command == "compare")
