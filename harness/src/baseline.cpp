@@ -565,9 +565,36 @@ profile_choice::ratio_bounds_for(const std::string& scenario, const std::string&
     return {nullptr, nullptr};
 }
 
+namespace {
+/// The first of `names` the case's outcome or events carry as an error, if any.
+std::optional<std::string> environment_error_in(const observation& observed,
+                                                const std::vector<std::string>& names) {
+    std::vector<const json*> outcomes = {&observed.outcome};
+    if (observed.result.is_object() && observed.result.contains("events") &&
+        observed.result["events"].is_object())
+        for (const auto& [name, event] : observed.result["events"].items())
+            outcomes.push_back(&event);
+    for (const json* o : outcomes)
+        if (o->is_object() && o->contains("error") && (*o)["error"].is_string())
+            for (const auto& n : names)
+                if ((*o)["error"].get<std::string>() == n)
+                    return n;
+    return std::nullopt;
+}
+} // namespace
+
 verdict judge(const observation& observed, const json& expected, const std::string& backend,
               const judge_context& context) {
     verdict v = judge_against(observed, expected, backend, context);
+    if (backend == "cuda" && !context.environment_fault.empty()) {
+        const auto error = environment_error_in(observed, context.environment_errors);
+        if (error && (v.kind == verdict_kind::fail || v.kind == verdict_kind::numeric_mismatch))
+            return {verdict_kind::unsupported, "environment: " + context.environment_fault +
+                                                   " (" + *error + "; against the baseline: " +
+                                                   to_string(v.kind) + ", " + v.reason + ")"};
+        if (error && v.kind == verdict_kind::pass) // reproduced, and only because of the machine
+            v.reason += " (this machine: " + context.environment_fault + ")";
+    }
     if (is_failing(v.kind) && expected.is_object() &&
         expected.value("provenance", json::object()).value("kind", "") == "documented")
         v.reason += " (documented, not observed: bless it if the hardware is right)";

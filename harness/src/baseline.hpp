@@ -85,6 +85,12 @@ struct judge_context {
     /// The run's fingerprint's gpu_count, where the probe learned it: a CUDA case that says it
     /// ran on a device where this is 0 is FAIL, never PASS.
     std::optional<int> gpu_count;
+    /// Where `pitfall doctor`'s rules find that CUDA work cannot run here: their headline and
+    /// the CUDA errors that finding explains. A CUDA case that would FAIL or NUMERIC_MISMATCH
+    /// with one of those errors in its outcome or events is UNSUPPORTED by that environment
+    /// (a stub libcuda on the path is not the code's regression); another error still fails.
+    std::string environment_fault;
+    std::vector<std::string> environment_errors;
 };
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|

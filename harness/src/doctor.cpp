@@ -809,6 +809,26 @@ std::string diagnosis::headline() const {
     return {};
 }
 
+std::vector<std::string> diagnosis::environment_errors() const {
+    static const std::map<std::string, std::vector<std::string>> explained = {
+        {"no-driver", {"cudaErrorInsufficientDriver"}},
+        {"container-without-toolkit", {"cudaErrorInsufficientDriver"}},
+        {"driver-too-old", {"cudaErrorInsufficientDriver"}},
+        {"stub-driver", {"cudaErrorStubLibrary"}},
+        {"no-device", {"cudaErrorNoDevice"}},
+        {"visible-devices-empty", {"cudaErrorNoDevice"}},
+        {"visible-devices-invalid", {"cudaErrorNoDevice", "cudaErrorInvalidDevice"}},
+        {"driver-init-failed",
+         {"cudaErrorSystemDriverMismatch", "cudaErrorCompatNotSupportedOnDevice"}},
+        {"forward-compat-unsupported", {"cudaErrorCompatNotSupportedOnDevice"}}};
+    std::vector<std::string> names;
+    for (const auto& f : findings)
+        if (f.severity == finding_severity::error)
+            if (const auto it = explained.find(f.id); it != explained.end())
+                names.insert(names.end(), it->second.begin(), it->second.end());
+    return names;
+}
+
 json diagnosis::to_json() const {
     json list = json::array();
     std::map<std::string, int> counts = {{"error", 0}, {"warning", 0}, {"ok", 0}};

@@ -34,6 +34,10 @@ struct diagnosis {
     bool cuda_usable() const;
     /// The worst error's title, or empty where there is none.
     std::string headline() const;
+    /// The CUDA error names the errors found explain (no driver: cudaErrorInsufficientDriver;
+    /// the stub: cudaErrorStubLibrary; no device: cudaErrorNoDevice): a case failing by one of
+    /// them failed by this machine, not by its code.
+    std::vector<std::string> environment_errors() const;
     nlohmann::json to_json() const;
 };
 

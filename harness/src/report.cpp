@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include "doctor.hpp"
 #include "model.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
@@ -143,6 +144,12 @@ json fingerprint_summary(const run_data& run) {
     return run.header.is_object() ? obj(run.header, "fingerprint_summary") : json::object();
 }
 
+/// `pitfall doctor`'s rules over the run's own fingerprint: what was wrong with the machine
+/// (a fingerprint of an older run without the newer facts gives fewer findings, never an error).
+diagnosis machine_of(const run_data& run) {
+    return diagnose(run.header.is_object() ? obj(run.header, "fingerprint") : json::object());
+}
+
 } // namespace
 
 std::string escape_markup(const std::string& text) {
@@ -266,7 +273,8 @@ json render_json(const run_data& run) {
             {"cases", cases},
             {"not_finished", run.not_finished},
             {"crashed_mid_way", run.started_unfinished},
-            {"ratios", run.ratios}};
+            {"ratios", run.ratios},
+            {"machine", machine_of(run).to_json()}};
 }
 
 std::string render_junit(const run_data& run) {
@@ -377,6 +385,26 @@ std::string md_code(std::string text) {
 }
 } // namespace
 
+namespace {
+/// "### This machine": the headline, then each error and warning with its fix.
+std::string markdown_machine(const run_data& run) {
+    const diagnosis d = machine_of(run);
+    std::ostringstream m;
+    m << "### This machine\n\n"
+      << (d.cuda_usable() ? "CUDA work can run here."
+                          : "**CUDA cannot run here: " + md_inline(d.headline(), 200) + "**")
+      << "\n\n";
+    std::ostringstream rows;
+    for (const auto& f : d.findings)
+        if (f.severity != finding_severity::ok)
+            rows << "| " << severity_name(f.severity) << " | " << md_inline(f.title, 200) << " | "
+                 << md_inline(f.fix, 200) << " | `" << f.id << "` |\n";
+    if (!rows.str().empty())
+        m << "| severity | finding | fix | id |\n|---|---|---|---|\n" << rows.str() << '\n';
+    return m.str();
+}
+} // namespace
+
 std::string render_markdown(const run_data& run) {
     const auto counts = verdict_counts(run);
     std::ostringstream m;
@@ -403,6 +431,7 @@ std::string render_markdown(const run_data& run) {
     for (std::size_t i = 0; i < facts.size(); ++i)
         m << (i ? ", " : "") << facts[i];
     m << (facts.empty() ? "no fingerprint facts" : "") << ".\n\n";
+    m << markdown_machine(run);
 
     m << "| verdict | cases |\n|---|---:|\n";
     for (const auto& [v, n] : counts)
@@ -978,6 +1007,8 @@ td.values{font-family:ui-monospace,monospace;font-size:12px}
 .b-rss,.k-rss{fill:#8c959f;background:#8c959f}.k-bound{background:#a40e26;width:3px!important}
 .bound{stroke:#a40e26;stroke-width:2}.axis,.one{stroke:#57606a}.tick{stroke:#eaeef2}
 .legend{margin:.2em 0}.legend .key{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+.finding{margin:.3em 0}.finding.error summary b{color:#b00020}.finding.warning summary b{color:#8a5a00}
+.finding dl{margin:.3em 0 .3em 1.5em}.finding dt{font-weight:bold;float:left;width:6em}.finding dd{margin-left:6.5em}
 )CSS";
 
 // ---- the page's parts
@@ -1003,6 +1034,32 @@ std::string html_header(const run_data& run) {
     if (run.interrupted)
         h << "<span class=\"v warn\">interrupted</span>";
     h << "</p></header>\n";
+    return h.str();
+}
+
+/// The machine's findings (pitfall doctor's): errors and warnings open, the rest folded.
+std::string html_machine(const run_data& run) {
+    const diagnosis d = machine_of(run);
+    std::ostringstream h;
+    h << "<section id=\"machine\"><h2>This machine</h2>\n<p class=\"v "
+      << (d.cuda_usable() ? "pass\">CUDA work can run here" : "fail\">CUDA cannot run here: ")
+      << escape_markup(d.headline()) << "</p>\n";
+    for (const auto& f : d.findings) {
+        h << "<details class=\"finding " << severity_name(f.severity) << "\""
+          << (f.severity == finding_severity::ok ? "" : " open") << "><summary><b>"
+          << severity_name(f.severity) << "</b> " << escape_markup(f.title) << " <code>"
+          << escape_markup(f.id) << "</code></summary>\n<dl>";
+        for (const auto& [label, value] :
+             {std::pair<const char*, const std::string*>{"observed", &f.observed},
+              {"why", &f.why},
+              {"fix", &f.fix},
+              {"case", &f.reproduced_by},
+              {"rule", &f.rule}})
+            if (!value->empty())
+                h << "<dt>" << label << "</dt><dd>" << escape_markup(*value) << "</dd>";
+        h << "</dl></details>\n";
+    }
+    h << "</section>\n";
     return h.str();
 }
 
@@ -1155,7 +1212,8 @@ std::string render_html(const run_data& run) {
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>"
       << html_style << "</style></head>\n<body>\n";
-    h << html_header(run) << html_verdict_grid(run, grid) << html_charts(run, grid);
+    h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid)
+      << html_charts(run, grid);
     h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
     for (const auto& r : run.cases)
         h << case_details(r);

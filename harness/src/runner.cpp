@@ -4,6 +4,7 @@
 #include "runner.hpp"
 
 #include "baseline.hpp"
+#include "doctor.hpp"
 #include "fingerprint.hpp"
 #include "model.hpp"
 #include "pitfall/detail/inject.hpp"
@@ -327,6 +328,7 @@ struct run_plan {
     profile_choice choice;
     run_header header;
     judge_context judging;
+    diagnosis machine; ///< `pitfall doctor`'s findings over this session's fingerprint
     std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
     std::string run_token;       ///< the first part of each case's PITFALL_CASE_TOKEN
 };
@@ -460,6 +462,9 @@ status start_session(run_plan& plan) {
     h.fingerprint["containment"] = {
         {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
     plan.judging.fingerprint_id = h.fingerprint_id;
+    plan.machine = diagnose(h.fingerprint);
+    plan.judging.environment_fault = plan.machine.headline();
+    plan.judging.environment_errors = plan.machine.environment_errors();
     if (const auto gpus = h.fingerprint_summary.find("gpu_count");
         gpus != h.fingerprint_summary.end() && gpus->is_number_integer())
         plan.judging.gpu_count = gpus->get<int>();
@@ -471,6 +476,11 @@ status start_session(run_plan& plan) {
                                h.fingerprint.dump(2, ' ', false, json::error_handler_t::replace) +
                                    "\n"));
 
+    // The machine first: what `pitfall doctor` would say decides how to read every line after.
+    std::cout << "machine: "
+              << (plan.machine.cuda_usable() ? "CUDA work can run here"
+                                             : "CUDA cannot run here: " + plan.machine.headline())
+              << " (`pitfall doctor` for the evidence and the fix)\n";
     std::cout << "pitfall: " << plan.cases.size() << " cases -> " << folder.dir() << '\n'
               << "profile: " << h.profile.value_or("(none)") << " (" << h.profile_reason << ")\n";
     if (plan.resuming)
@@ -940,9 +950,22 @@ void print_failures(const run_totals& t, std::size_t width) {
         std::cout << "failing:\n" << lines;
 }
 
+/// A skip group's cause in the machine's words where the diagnosis explains its error:
+/// "no NVIDIA driver (libcuda.so.1 not found); CUDA 13.0 needs driver >= 580
+/// [cudaErrorInsufficientDriver]".
+std::string group_cause(const case_group& g, const diagnosis& machine) {
+    if (g.verdict != verdict_kind::unsupported || g.backend != "cuda" || machine.cuda_usable())
+        return g.cause;
+    const std::string error = g.members.front()->observed.value("error", "");
+    for (const auto& name : machine.environment_errors())
+        if (!error.empty() && name == error)
+            return machine.headline() + " [" + error + "]";
+    return g.cause;
+}
+
 /// Warnings, then skips: a case alone with its reason, a group as "33 CUDA cases UNSUPPORTED:
 /// <cause>".
-void print_groups(const run_totals& t, std::size_t width) {
+void print_groups(const run_totals& t, std::size_t width, const diagnosis& machine) {
     const auto groups = group_quiet_cases(t.finished);
     const std::pair<verdict_severity, const char*> sections[] = {
         {verdict_severity::warning, "warnings:\n"}, {verdict_severity::skip, "skipped:\n"}};
@@ -955,7 +978,8 @@ void print_groups(const run_totals& t, std::size_t width) {
                 lines += case_line(width, g.members[0]->key.str(), g.verdict, g.members[0]->reason);
             else
                 lines += "  " + std::to_string(g.members.size()) + ' ' + upper(g.backend) +
-                         " cases " + to_string(g.verdict) + ": " + g.cause + '\n';
+                         " cases " + to_string(g.verdict) + ": " + group_cause(g, machine) +
+                         '\n';
         }
         if (!lines.empty())
             std::cout << heading << lines;
@@ -990,7 +1014,7 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
         std::cout << "  (interrupted: --resume " << plan.folder->dir() << " completes it)";
     std::cout << '\n';
     print_failures(t, width);
-    print_groups(t, width);
+    print_groups(t, width, plan.machine);
     if (!t.not_run.empty())
         std::cout << "not run: " << t.not_run.size()
                   << (t.not_run.size() == 1 ? " case\n" : " cases\n");
