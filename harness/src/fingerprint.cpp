@@ -19,8 +19,9 @@ namespace pitfall::runner {
 using nlohmann::json;
 
 namespace {
-// CUDA-FACTS.md: variables that change what CUDA does, DCGM's performance-limiting list among
-// them, plus our own budget and the loader path that decides which libraries load.
+// docs/cuda-rules.md#environment-variables: variables that change what CUDA does, DCGM's
+// performance-limiting list among them, plus our own budget and the loader path that decides
+// which libraries load.
 constexpr const char* behaviour_env[] = {"CUDA_VISIBLE_DEVICES",
                                          "CUDA_DEVICE_ORDER",
                                          "CUDA_MODULE_LOADING",

@@ -28,7 +28,8 @@ constexpr std::array<std::pair<stage, std::string_view>, 9> stage_names{{
     {stage::compute, "compute"},
     {stage::check, "check"},
 }};
-// CUDA-FACTS.md "Sticky" (driver_types.h: "the process must be terminated and relaunched").
+// docs/cuda-rules.md#sticky-errors (driver_types.h: "the process must be terminated and
+// relaunched").
 constexpr std::array<std::string_view, 13> sticky_cuda_errors{
     "cudaErrorContained",          "cudaErrorIllegalAddress",
     "cudaErrorLaunchTimeout",      "cudaErrorAssert",

@@ -52,8 +52,9 @@
 //   004 (a Keras model not using the GPU: missing CUDA/cuDNN or configuration make it run on the
 //   CPU silently), 003 ex.1 (`if gpus: ... else: "No GPUs were found. Will run on CPU."`),
 //   003 ex.2 (`tf.device('/GPU:0')`, `set_visible_devices`, `/gpu:1` for a second GPU).
-//   Facts: CUDA-FACTS.md, "CUDA runtime errors" (100 cudaErrorNoDevice with
-//   CUDA_VISIBLE_DEVICES="", 101 cudaErrorInvalidDevice), sched_setaffinity(2).
+//   Facts: docs/cuda-rules.md#runtime-error-names and #cuda-visible-devices (100
+//   cudaErrorNoDevice with CUDA_VISIBLE_DEVICES="", 101 cudaErrorInvalidDevice),
+//   sched_setaffinity(2).
 #include "pitfall/scenario.hpp"
 
 #include <nlohmann/json.hpp>

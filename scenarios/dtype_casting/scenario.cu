@@ -50,8 +50,8 @@
 //
 // Seed
 //   002 ex.3 ("Handling data type inconsistencies": cast features to float32 and labels to
-//   int32 before feeding them), 000 ex.1 (float64 data on a GPU model). Facts: CUDA-FACTS.md,
-//   "Numbers"; loss scaling: NVIDIA's "Training with Mixed Precision" guide.
+//   int32 before feeding them), 000 ex.1 (float64 data on a GPU model). Facts:
+//   docs/cuda-rules.md#numbers; loss scaling: NVIDIA's "Training with Mixed Precision" guide.
 #include "pitfall/scenario.hpp"
 
 #include "soft_float.hpp"

@@ -5,7 +5,7 @@
 // (scenario.json, "compile_checks"), which passes only when nvcc rejects it with
 //   error: calling a __host__ function("host_only_square(float)") from a __global__
 //          function("square_layer_kernel") is not allowed
-// (nvcc 13.0, seen here; CUDA-FACTS.md, "Compile-time and load-time facts"; it follows it with
+// (observed with nvcc 13.0; docs/cuda-rules.md#host-function-in-kernel; it follows it with
 // `identifier "host_only_square" is undefined in device code`).
 //
 // What: the seed's custom layer ported the naive way. The op is an ordinary C++ function, and a

@@ -25,7 +25,7 @@
 //   reads a malloc/new/numpy buffer reads a host virtual address the GPU's page tables do not
 //   map: the access faults on the device, the launch itself "succeeds", and the fault surfaces
 //   at the next synchronising call as cudaErrorIllegalAddress, a STICKY error: every later
-//   CUDA call in the process fails with it (CUDA-FACTS.md, "Sticky"). The exception is a
+//   CUDA call in the process fails with it (docs/cuda-rules.md#sticky-errors). The exception is a
 //   system where the GPU can reach pageable memory: HMM (PCIe GPUs, Turing or newer, CUDA 12.2
 //   or newer with the open kernel modules and a Linux kernel with HMM, 6.1.24 or later) or ATS
 //   (Grace Hopper's NVLink-C2C). cudaDevAttrPageableMemoryAccess says which, and the case

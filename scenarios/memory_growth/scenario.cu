@@ -76,7 +76,8 @@
 //   004 ex.3 (set_memory_growth before training, nvidia-smi afterwards). Facts: TensorFlow's
 //   "Use a GPU" guide (limiting GPU memory growth), JAX's "GPU memory allocation" page (running
 //   several processes is its first listed cause of OOM), CUDA Runtime API
-//   cudaMemPoolSetAttribute (cudaMemPoolAttrReleaseThreshold), CUDA-FACTS.md (error names).
+//   cudaMemPoolSetAttribute (cudaMemPoolAttrReleaseThreshold), error names:
+//   docs/cuda-rules.md#runtime-error-names.
 #include "pitfall/scenario.hpp"
 
 // Header-only, from the system (Debian's nlohmann-json3-dev); used to read process B's result.

@@ -29,7 +29,7 @@
 //   the weights: Adam keeps two moments per parameter (16 bytes per parameter with the gradient,
 //   in fp32 or mixed precision alike), and every layer's activations are kept for the backward
 //   pass, so memory grows with the batch. cudaErrorMemoryAllocation is NOT sticky: the context
-//   survives, and a program that catches it can go on (CUDA-FACTS.md, runtime errors).
+//   survives, and a program that catches it can go on (docs/cuda-rules.md#runtime-error-names).
 //
 // Expected per backend
 //   The budget is PITFALL_DEVICE_MEMORY_LIMIT where it is set (the SDK's tracker enforces it on
@@ -61,9 +61,9 @@
 //   000 ex.2 (a 1e6 x 1000 float32 dataset "will likely crash on a GPU with limited VRAM"; remedy:
 //   batches from a data generator), 001 ex.3 (3 x Dense(1024) + Adam "exceeding GPU memory";
 //   remedies: smaller model, mixed precision), 002 ex.1 (handling OOM: reduce the batch size).
-//   Facts: CUDA-FACTS.md (cudaErrorMemoryAllocation is not sticky); CUDA C++ Programming Guide,
-//   "Asynchronous concurrent execution" (pinned memory, streams, overlap of copy and compute);
-//   NVIDIA "Training with Mixed Precision" (fp32 master weights).
+//   Facts: docs/cuda-rules.md#runtime-error-names (cudaErrorMemoryAllocation is not sticky);
+//   CUDA C++ Programming Guide, "Asynchronous concurrent execution" (pinned memory, streams,
+//   overlap of copy and compute); NVIDIA "Training with Mixed Precision" (fp32 master weights).
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDA

@@ -77,8 +77,8 @@
 //   libraries, and the GPU hardware"; "incompatible with the CUDA driver version installed"),
 //   003 (version alignment of TensorFlow, CUDA and cuDNN before the GPU is used at all), 004
 //   (CUDA/cuDNN misconfiguration: the code "runs without error but solely on the CPU").
-//   Facts: CUDA-FACTS.md, "Versions and architectures", "Compile-time and load-time facts",
-//   "cuDNN"; PyTorch's collect_env reporting the system cuDNN instead of the loaded one
+//   Facts: docs/cuda-rules.md#versions-and-architectures, #loader-and-libraries, #stub-libcuda,
+//   #cudnn; PyTorch's collect_env reporting the system cuDNN instead of the loaded one
 //   (pytorch/pytorch#78489) is why every version here comes from the loaded library.
 #include "pitfall/scenario.hpp"
 

@@ -88,7 +88,7 @@ bool is_listed_error_name(library lib, std::string_view name);
 std::string errno_name(int errnum);
 
 /// True for the CUDA runtime errors after which the process must be relaunched
-/// (CUDA-FACTS.md, "Sticky"); matched by name so the list works without CUDA headers.
+/// (docs/cuda-rules.md#sticky-errors); matched by name so the list works without CUDA headers.
 bool is_sticky_cuda_error(std::string_view error_name);
 
 /// An ok value or one observed error. Cheap to copy; compare with `is_ok()`. [[nodiscard]]: a
