@@ -589,9 +589,9 @@ verdict judge(const observation& observed, const json& expected, const std::stri
     if (backend == "cuda" && !context.environment_fault.empty()) {
         const auto error = environment_error_in(observed, context.environment_errors);
         if (error && (v.kind == verdict_kind::fail || v.kind == verdict_kind::numeric_mismatch))
-            return {verdict_kind::unsupported, "environment: " + context.environment_fault +
-                                                   " (" + *error + "; against the baseline: " +
-                                                   to_string(v.kind) + ", " + v.reason + ")"};
+            return {verdict_kind::unsupported,
+                    "environment: " + context.environment_fault + " (" + *error +
+                        "; against the baseline: " + to_string(v.kind) + ", " + v.reason + ")"};
         if (error && v.kind == verdict_kind::pass) // reproduced, and only because of the machine
             v.reason += " (this machine: " + context.environment_fault + ")";
     }

@@ -201,7 +201,7 @@ void check_probe(const facts& f, findings& out) {
                        "the environment probe could not run: " + f.probe_error, observed,
                        "without the probe nothing about the driver, the devices or the libraries "
                        "is known, and every CUDA case is judged blind",
-                       fix, "cuda.version_mismatch.missing_library", "missing-libraries"));
+                       fix, "cuda.version_mismatch.missing_library", "missing-shared-library"));
 }
 
 void check_build(const facts& f, findings& out) {
@@ -214,7 +214,7 @@ void check_build(const facts& f, findings& out) {
              "PITFALL_ENABLE_CUDA=OFF); the driver checks below still apply",
              "only the CPU cases run; the GPU path of each scenario is not tested on this machine",
              "install the CUDA toolkit and configure with the default or ci preset", "",
-             "building-for-the-gpu"));
+             "compile-time-facts"));
 }
 
 /// The driver: missing, the stub, present without a device, or unable to start.
@@ -246,6 +246,10 @@ void check_driver_library(const facts& f, findings& out) {
                 "cuda.version_mismatch.runtime_vs_driver", "containers"));
             return;
         }
+        const int branch = minimum_driver_branch(f.runtime_major());
+        const std::string driver_wanted =
+            branch > 0 ? "a driver of branch " + std::to_string(branch) + " or newer"
+                       : "an NVIDIA driver";
         std::string title = "no NVIDIA driver (libcuda.so.1 not found)";
         if (!runtime_needs.empty())
             title += "; " + runtime_needs;
@@ -255,8 +259,9 @@ void check_driver_library(const facts& f, findings& out) {
                   "the loader's path: reinstall the driver's libraries (libcuda.so.1) "
                   "or add their folder to /etc/ld.so.conf.d and run ldconfig"
             : f.in_container
-                ? "run the container with a GPU through the NVIDIA Container Toolkit "
-                  "(podman: --device nvidia.com/gpu=all; docker: --gpus all)"
+                ? "give the host an NVIDIA GPU and " + driver_wanted +
+                      ", and start this container through the NVIDIA Container Toolkit "
+                      "(podman: --device nvidia.com/gpu=all; docker: --gpus all)"
                 : "install the NVIDIA driver" +
                       (runtime_needs.empty()
                            ? std::string()
@@ -265,8 +270,9 @@ void check_driver_library(const facts& f, findings& out) {
                                  " or newer)") +
                       " on a machine with an NVIDIA GPU";
         out.push_back(make("no-driver", finding_severity::error, title, observed,
-                           "every CUDA call answers cudaErrorInsufficientDriver (35): no CUDA case "
-                           "can run, each ends UNSUPPORTED",
+                           "every CUDA call answers cudaErrorInsufficientDriver (35): no CUDA work "
+                           "reaches a GPU (a CUDA case ends UNSUPPORTED, or PASS where its "
+                           "baseline expects exactly this error)",
                            fix, "cuda.version_mismatch.runtime_vs_driver", "no-driver"));
         return;
     }
@@ -287,7 +293,7 @@ void check_driver_library(const facts& f, findings& out) {
             "remove " + folder_of(as) +
                 " from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d); never put lib64/stubs on "
                 "the run-time path",
-            "cuda.version_mismatch.stub_driver", "stub-driver"));
+            "cuda.version_mismatch.stub_driver", "stub-libcuda"));
         return;
     }
     const bool no_device = f.cu_init == "CUDA_ERROR_NO_DEVICE" || f.cu_init == "CUresult 100" ||
@@ -312,7 +318,7 @@ void check_driver_library(const facts& f, findings& out) {
                              "matching libcuda"
                            : "check that the GPU is seen by the kernel (lspci, dmesg) and that the "
                              "nvidia kernel module is loaded (modprobe nvidia)",
-            "cuda.device_visibility.reproduce_empty_visible_devices", "no-device"));
+            "cuda.device_visibility.reproduce_empty_visible_devices", "libcuda-without-device"));
         return;
     }
     for (const auto& [name, number, why] :
@@ -371,9 +377,27 @@ void check_driver_version(const facts& f, findings& out) {
         for (const auto& d : f.device_names)
             if (!is_data_center_part(d))
                 consumer.push_back(d);
+        // NVIDIA's table of cuda-compat packages per kernel-module branch: cuda-compat-13-* is
+        // supported over the 535 and 570 branches (580 and newer need no compat package); a
+        // branch not in the table (550) is end of life and has none.
+        const int module_branch = branch_of(f.kernel_module);
+        if (driver / 1000 == 13 && module_branch > 0 && module_branch < 580 &&
+            module_branch != 535 && module_branch != 570) {
+            out.push_back(make(
+                "compat-unsupported", finding_severity::error,
+                "cuda-compat for CUDA " + driver_cuda + " over kernel module branch " +
+                    std::to_string(module_branch) + ", which NVIDIA does not support",
+                observed,
+                "cuda-compat-13-* is supported over kernel-module branches 535 and 570 only; "
+                "other branches before 580 are end of life and the pair may answer "
+                "cudaErrorSystemDriverMismatch (803)",
+                "move the kernel module to branch 535, 570 or 580+ (580+ needs no compat package)",
+                "cuda.version_mismatch.runtime_vs_driver", "forward-compatibility"));
+            return;
+        }
         if (!consumer.empty()) {
             out.push_back(make(
-                "forward-compat-unsupported", finding_severity::error,
+                "compat-unsupported", finding_severity::error,
                 "forward compatibility (cuda-compat) on a GPU it does not support: " +
                     consumer.front(),
                 observed,
@@ -413,7 +437,7 @@ void check_driver_version(const facts& f, findings& out) {
                 "; on a data-center GPU, or install the cuda-compat package of this CUDA "
                 "release; or build with a CUDA " +
                 std::to_string(driver / 1000) + ".x toolkit",
-            "cuda.version_mismatch.runtime_vs_driver", "minimum-driver-versions"));
+            "cuda.version_mismatch.runtime_vs_driver", "driver-minimum-versions"));
         return;
     }
     if (driver < runtime) {
@@ -427,13 +451,13 @@ void check_driver_version(const facts& f, findings& out) {
             "toolkit cannot be JIT-compiled (cudaErrorUnsupportedPtxVersion, 222)",
             "upgrade the driver to one that supports CUDA " + runtime_text +
                 " to have every feature; SASS for each GPU avoids the PTX limit",
-            "cuda.version_mismatch.runtime_vs_driver", "minor-version-compatibility"));
+            "cuda.version_mismatch.runtime_vs_driver", "driver-minimum-versions"));
         return;
     }
     out.push_back(make(
         "driver", finding_severity::ok,
         "driver" + branch + " supports CUDA " + driver_cuda + " >= runtime " + runtime_text,
-        observed, "", "", "cuda.version_mismatch.runtime_vs_driver", "minimum-driver-versions"));
+        observed, "", "", "cuda.version_mismatch.runtime_vs_driver", "driver-minimum-versions"));
 }
 
 /// CUDA_VISIBLE_DEVICES: empty hides every device; CUDA stops at the first entry it cannot
@@ -534,7 +558,7 @@ void check_cublas(const facts& f, findings& out) {
                  "with exit 127 ('error while loading shared libraries')",
                  "install the CUDA math libraries of this release (libcublas) or add "
                  "their folder to LD_LIBRARY_PATH",
-                 "cuda.version_mismatch.missing_library", "missing-libraries"));
+                 "cuda.version_mismatch.missing_library", "cublas"));
 }
 
 void check_cudnn(const facts& f, findings& out) {
@@ -550,7 +574,7 @@ void check_cudnn(const facts& f, findings& out) {
                  "install cuDNN " +
                      cudnn_version_text(integer(at(f.cudnn, "compiled_version")).value_or(0)) +
                      " or newer of the same major, or add its folder to LD_LIBRARY_PATH",
-                 "cuda.version_mismatch.missing_library", "cudnn-versions"));
+                 "cuda.version_mismatch.missing_library", "cudnn-version-rule"));
         return;
     }
     const auto built = integer(at(f.cudnn, "compiled_version"));
@@ -575,11 +599,12 @@ void check_cudnn(const facts& f, findings& out) {
                      "put cuDNN " + b + " or a newer " + std::to_string(major(*built)) +
                          ".x first on the loader's path (a pip wheel's folder or the "
                          "system's), or rebuild against the cuDNN you load",
-                     "cuda.version_mismatch.cudnn_compiled_vs_loaded", "cudnn-versions"));
+                     "cuda.version_mismatch.cudnn_compiled_vs_loaded", "cudnn-version-rule"));
         else
             out.push_back(make("cudnn-version", finding_severity::ok,
                                "cuDNN " + l + " loaded, built against " + b, observed, "", "",
-                               "cuda.version_mismatch.cudnn_compiled_vs_loaded", "cudnn-versions"));
+                               "cuda.version_mismatch.cudnn_compiled_vs_loaded",
+                               "cudnn-version-rule"));
     }
     std::vector<std::string> failed;
     if (const json& sub = at(f.cudnn, "sublibrary_checks"); sub.is_object())
@@ -599,7 +624,7 @@ void check_cudnn(const facts& f, findings& out) {
             "process",
             "keep one cuDNN on the loader's path: remove the other copy's folder "
             "from LD_LIBRARY_PATH",
-            "cuda.version_mismatch.cudnn_compiled_vs_loaded", "cudnn-versions"));
+            "cuda.version_mismatch.cudnn_compiled_vs_loaded", "cudnn-sub-libraries"));
     }
 }
 
@@ -620,7 +645,7 @@ void check_loader_copies(const facts& f, findings& out) {
         }
         const bool runtime = soname.rfind("libcudart", 0) == 0;
         out.push_back(
-            make("loader-path-copies",
+            make("duplicate-library",
                  versions.size() > 1 ? finding_severity::warning : finding_severity::ok,
                  std::to_string(list.size()) + " copies of " + soname + " on the loader's path" +
                      (versions.size() > 1 ? " (versions differ)" : ""),
@@ -630,7 +655,7 @@ void check_loader_copies(const facts& f, findings& out) {
                      "program, or another sub-library, may load the other copy (a pip wheel's "
                      "cuDNN beside the system's is the usual case)",
                  "keep one copy on the loader's path, or make sure the one you mean comes first",
-                 "cuda.version_mismatch.cudnn_compiled_vs_loaded", "missing-libraries"));
+                 "cuda.version_mismatch.cudnn_compiled_vs_loaded", "duplicate-libraries"));
     }
 }
 
@@ -655,22 +680,26 @@ void check_nvml_device(const json& dev, findings& out) {
                  "cudaErrorMemoryAllocation sooner, and timings share the GPU",
                  "stop the other processes (nvidia-smi lists them) or give pitfall a GPU of "
                  "its own",
-                 "cuda.memory_growth.reproduce", "nvml-state"));
+                 "cuda.memory_growth.reproduce", "other-processes"));
     }
     if (const auto mode = integer(at(dev, "compute_mode")); mode && *mode != 0) {
-        const bool prohibited = *mode == 2;
+        // Exclusive_Process with a process already there refuses this one outright.
+        const bool refused =
+            *mode == 2 || (*mode == 3 && integer(at(dev, "compute_processes")).value_or(0) > 0);
+        const std::string mode_name = *mode == 2   ? "Prohibited"
+                                      : *mode == 3 ? "Exclusive_Process"
+                                                   : "Exclusive_Thread";
         out.push_back(
-            make("compute-mode", prohibited ? finding_severity::error : finding_severity::warning,
-                 name + ": compute mode " +
-                     (prohibited   ? "Prohibited"
-                      : *mode == 3 ? "Exclusive_Process"
-                                   : "Exclusive_Thread"),
-                 "nvmlDeviceGetComputeMode: " + std::to_string(*mode),
-                 prohibited ? "no process may create a CUDA context on this GPU"
+            make("compute-mode", refused ? finding_severity::error : finding_severity::warning,
+                 name + ": compute mode " + mode_name +
+                     (refused && *mode == 3 ? ", and another process holds the GPU" : ""),
+                 "nvmlDeviceGetComputeMode: " + std::to_string(*mode) + "; compute processes: " +
+                     std::to_string(integer(at(dev, "compute_processes")).value_or(0)),
+                 *mode == 2 ? "no process may create a CUDA context on this GPU"
                             : "one process at a time: a second process (memory_growth's "
                               "helper, a parallel case) fails with cudaErrorDevicesUnavailable",
                  "nvidia-smi -c DEFAULT (as root) for shared use",
-                 "cuda.memory_growth.second_process", "nvml-state"));
+                 "cuda.memory_growth.second_process", "compute-mode"));
     }
     const json& mig = at(dev, "mig_mode");
     if (integer(at(mig, "current")).value_or(0) == 1 ||
@@ -685,7 +714,7 @@ void check_nvml_device(const json& dev, findings& out) {
             "with MIG on, CUDA sees MIG instances, not the whole GPU: name one with "
             "CUDA_VISIBLE_DEVICES=MIG-<uuid>; memory and SM counts are the slice's",
             "expected on a MIG-partitioned GPU; otherwise nvidia-smi -mig 0 and a GPU reset",
-            "cuda.device_visibility.helper_count_devices", "nvml-state"));
+            "cuda.device_visibility.helper_count_devices", "mig-mode"));
     if (at(dev, "persistence_mode").is_boolean() && !flag(at(dev, "persistence_mode")))
         out.push_back(make("persistence-off", finding_severity::warning,
                            name + ": persistence mode is off",
@@ -694,23 +723,29 @@ void check_nvml_device(const json& dev, findings& out) {
                            "every case's first CUDA call pays its initialisation (up to seconds) "
                            "and short timings include it",
                            "run nvidia-persistenced (or nvidia-smi -pm 1 as root)",
-                           "cuda.batch_size_one.reproduce", "nvml-state"));
+                           "cuda.batch_size_one.reproduce", "persistence-mode"));
+    // A remap failure or a page retirement pending after uncorrectable errors stops trust in
+    // the GPU; a pending row remapping alone lets work go on until a reset applies it.
     const json& rows = at(dev, "remapped_rows");
-    if (flag(at(dev, "retired_pages_pending")) || flag(at(rows, "pending")) ||
-        flag(at(rows, "failure")))
+    const bool failed = flag(at(rows, "failure"));
+    const bool retiring = flag(at(dev, "retired_pages_pending"));
+    if (failed || retiring || flag(at(rows, "pending")))
         out.push_back(make(
-            "ecc-pages", finding_severity::error,
-            name + (flag(at(rows, "failure")) ? ": row remapping failed"
-                                              : ": memory pages wait to be retired (reset needed)"),
-            "retired pages pending: " +
-                std::string(flag(at(dev, "retired_pages_pending")) ? "yes" : "no") +
+            "memory-errors",
+            failed || retiring ? finding_severity::error : finding_severity::warning,
+            name + (failed     ? ": row remapping failed"
+                    : retiring ? ": memory pages wait to be retired (reset needed)"
+                               : ": a row remapping waits for a GPU reset"),
+            std::string("retired pages pending: ") + (retiring ? "yes" : "no") +
                 "; remapped rows pending: " + (flag(at(rows, "pending")) ? "yes" : "no") +
-                "; remap failure: " + (flag(at(rows, "failure")) ? "yes" : "no"),
-            "uncorrectable memory errors were found: until a reset retires the "
-            "pages, results on this GPU cannot be trusted",
-            flag(at(rows, "failure")) ? "take the GPU out of service and have it replaced"
-                                      : "drain the GPU and reset it (nvidia-smi -r) or reboot",
-            "", "nvml-state"));
+                "; remap failure: " + (failed ? "yes" : "no"),
+            failed || retiring ? "uncorrectable memory errors were found: until a reset retires "
+                                 "the pages, results on this GPU cannot be trusted"
+                               : "memory rows were marked for remapping after errors; the "
+                                 "remap takes effect at the next GPU reset",
+            failed ? "take the GPU out of service and have it replaced"
+                   : "drain the GPU and reset it (nvidia-smi -r) or reboot",
+            "", "ecc-and-retired-pages"));
     if (const auto reasons = integer(at(dev, "clocks_throttle_reasons"))) {
         // nvml.h's clocks event reasons: 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW thermal,
         // 0x80 HW power brake. Idle (0x1) and the power cap (0x4) are normal at rest.
@@ -723,7 +758,7 @@ void check_nvml_device(const json& dev, findings& out) {
                 names += (names.empty() ? "" : ", ") + std::string(what);
         if (!names.empty())
             out.push_back(
-                make("clocks-throttled", finding_severity::warning,
+                make("clocks-slowed", finding_severity::warning,
                      name + ": clocks are being slowed (" + names + ")",
                      "nvmlDeviceGetCurrentClocksThrottleReasons: " + std::to_string(*reasons) +
                          "; SM clock " +
@@ -733,7 +768,7 @@ void check_nvml_device(const json& dev, findings& out) {
                      "verdict would blame the code for the machine",
                      "check cooling and power (nvidia-smi -q -d PERFORMANCE) before "
                      "timing anything",
-                     "", "nvml-state"));
+                     "", "clock-event-reasons"));
     }
 }
 
@@ -743,14 +778,14 @@ void check_nvml(const facts& f, findings& out) {
     if (f.nvml.contains("load_error") || f.nvml.contains("init_error")) {
         if (f.cu_init != "CUDA_SUCCESS")
             return; // no working driver: no-driver, stub-driver or no-device says why
-        out.push_back(make("nvml-missing", finding_severity::warning,
+        out.push_back(make("no-nvml", finding_severity::warning,
                            "NVML (libnvidia-ml.so.1) could not be used: the GPUs' state is unknown",
                            text(at(f.nvml, "load_error"), text(at(f.nvml, "init_error"))),
                            "memory held by other processes, compute and MIG modes, ECC and clocks "
                            "cannot be checked; NVML ships with the driver, so a missing one often "
                            "means a partial driver install or a container without the toolkit",
                            "install the driver's NVML library of the same version as libcuda", "",
-                           "nvml-state"));
+                           "nvml"));
         return;
     }
     if (const json& devices = at(f.nvml, "devices"); devices.is_array())
@@ -767,18 +802,43 @@ void check_pageable_memory(const facts& f, findings& out) {
         if (!pageable.is_boolean())
             continue;
         const bool yes = pageable.get<bool>();
-        out.push_back(
-            make("pageable-memory", finding_severity::ok,
-                 text(at(d, "name"), "device") +
-                     (yes ? ": kernels may read pageable host memory (HMM/ATS)"
-                          : ": kernels cannot touch pageable host memory (no HMM/ATS)"),
-                 "cudaDevAttrPageableMemoryAccess = " + std::string(yes ? "1" : "0"),
-                 yes ? "a host pointer passed to a kernel works here but faults "
-                       "(cudaErrorIllegalAddress) on machines without HMM/ATS"
-                     : "a host pointer passed to a kernel faults with "
-                       "cudaErrorIllegalAddress, a sticky error that ends the process's CUDA",
-                 "", "cuda.host_only_custom_op.reproduce_kernel_host_data", "pageable-memory"));
+        out.push_back(make(
+            "pageable-memory", finding_severity::ok,
+            text(at(d, "name"), "device") +
+                (yes ? ": kernels may read pageable host memory (HMM/ATS)"
+                     : ": kernels cannot touch pageable host memory (no HMM/ATS)"),
+            "cudaDevAttrPageableMemoryAccess = " + std::string(yes ? "1" : "0"),
+            yes ? "a host pointer passed to a kernel works here but faults "
+                  "(cudaErrorIllegalAddress) on machines without HMM/ATS"
+                : "a host pointer passed to a kernel faults with "
+                  "cudaErrorIllegalAddress, a sticky error that ends the process's CUDA",
+            "", "cuda.host_only_custom_op.reproduce_kernel_host_data", "pageable-memory-access"));
     }
+}
+
+/// Variables that slow or alter every CUDA program (DCGM's "Environmental Variables" list, plus
+/// the JIT and synchronisation switches): set, they change what the cases measure.
+void check_cuda_env(const facts& f, findings& out) {
+    std::string set;
+    for (const char* name :
+         {"NSIGHT_CUDA_DEBUGGER", "CUDA_INJECTION32_PATH", "CUDA_INJECTION64_PATH",
+          "CUDA_AUTO_BOOST", "CUDA_ENABLE_COREDUMP_ON_EXCEPTION", "CUDA_COREDUMP_FILE",
+          "CUDA_DEVICE_WAITS_ON_EXCEPTION", "CUDA_PROFILE", "COMPUTE_PROFILE", "OPENCL_PROFILE",
+          "CUDA_LAUNCH_BLOCKING", "CUDA_FORCE_PTX_JIT", "CUDA_DISABLE_PTX_JIT"})
+        if (const auto value = f.env(name))
+            set += (set.empty() ? "" : ", ") + std::string(name) + "=" + *value;
+    if (set.empty())
+        return;
+    const auto comma = set.find(',');
+    out.push_back(make("cuda-env", finding_severity::warning,
+                       "variables that slow or alter CUDA work are set (" + set.substr(0, comma) +
+                           (comma == std::string::npos ? ")" : ", ...)"),
+                       set,
+                       "injection, profiling, core dumps on exceptions, synchronous launches "
+                       "and forced or disabled PTX JIT change what every CUDA program does and "
+                       "how long it takes: timings and outcomes are not this machine's normal",
+                       "unset them for measurements (keep them for debugging)", "",
+                       "environment-variables"));
 }
 
 int rank(finding_severity s) {
@@ -820,7 +880,7 @@ std::vector<std::string> diagnosis::environment_errors() const {
         {"visible-devices-invalid", {"cudaErrorNoDevice", "cudaErrorInvalidDevice"}},
         {"driver-init-failed",
          {"cudaErrorSystemDriverMismatch", "cudaErrorCompatNotSupportedOnDevice"}},
-        {"forward-compat-unsupported", {"cudaErrorCompatNotSupportedOnDevice"}}};
+        {"compat-unsupported", {"cudaErrorCompatNotSupportedOnDevice"}}};
     std::vector<std::string> names;
     for (const auto& f : findings)
         if (f.severity == finding_severity::error)
@@ -853,7 +913,7 @@ diagnosis diagnose(const json& fingerprint) {
     diagnosis d;
     for (auto* check : {check_probe, check_build, check_driver_library, check_driver_version,
                         check_visible_devices, check_device_order, check_cublas, check_cudnn,
-                        check_loader_copies, check_nvml, check_pageable_memory})
+                        check_loader_copies, check_nvml, check_pageable_memory, check_cuda_env})
         check(f, d.findings);
     std::stable_sort(d.findings.begin(), d.findings.end(), [](const finding& a, const finding& b) {
         return rank(a.severity) < rank(b.severity);
@@ -903,11 +963,11 @@ const std::vector<rule_doc>& doctor_rules() {
          "nothing about the driver, devices or libraries is known",
          "run the probe by hand; a "
          "missing shared library is named by the loader",
-         "cuda.version_mismatch.missing_library", rule_link("missing-libraries")},
+         "cuda.version_mismatch.missing_library", rule_link("missing-shared-library")},
         {"built-without-cuda",
          "the build has no CUDA (no toolkit found, or PITFALL_ENABLE_CUDA=OFF)",
          "only CPU cases are built", "configure with a CUDA toolkit present", "",
-         rule_link("building-for-the-gpu")},
+         rule_link("compile-time-facts")},
         {"no-driver", "libcuda.so.1 cannot be opened (the loader's words are the evidence)",
          "every CUDA call answers cudaErrorInsufficientDriver (35)",
          "install the NVIDIA driver of the branch the runtime needs (13.x: >= 580, 12.x: >= 525, "
@@ -925,11 +985,12 @@ const std::vector<rule_doc>& doctor_rules() {
          "cuInit answering CUDA_ERROR_STUB_LIBRARY)",
          "the stub answers every call with cudaErrorStubLibrary (34)",
          "remove the stubs folder from LD_LIBRARY_PATH and ld.so.conf",
-         "cuda.version_mismatch.stub_driver", rule_link("stub-driver")},
+         "cuda.version_mismatch.stub_driver", rule_link("stub-libcuda")},
         {"no-device", "libcuda.so.1 loads but cuInit answers CUDA_ERROR_NO_DEVICE",
          "a user-mode driver without a kernel module or GPU; no CUDA work runs",
          "load the nvidia kernel module / pass the GPU into the container",
-         "cuda.device_visibility.reproduce_empty_visible_devices", rule_link("no-device")},
+         "cuda.device_visibility.reproduce_empty_visible_devices",
+         rule_link("libcuda-without-device")},
         {"driver-init-failed",
          "cuInit answers CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) or "
          "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)",
@@ -940,7 +1001,7 @@ const std::vector<rule_doc>& doctor_rules() {
         {"forward-compat", "libcuda comes from a cuda-compat folder on a data-center GPU",
          "a newer CUDA major over an older kernel module, as NVIDIA supports it", "",
          "cuda.version_mismatch.runtime_vs_driver", rule_link("forward-compatibility")},
-        {"forward-compat-unsupported",
+        {"compat-unsupported",
          "libcuda comes from a cuda-compat folder and a GPU is not a "
          "data-center part",
          "the driver answers cudaErrorCompatNotSupportedOnDevice (804)",
@@ -949,13 +1010,13 @@ const std::vector<rule_doc>& doctor_rules() {
         {"driver-too-old", "the driver's CUDA major (cudaDriverGetVersion) is below the runtime's",
          "the first CUDA call answers cudaErrorInsufficientDriver (35)",
          "upgrade the driver, use cuda-compat on a data-center GPU, or build with an older toolkit",
-         "cuda.version_mismatch.runtime_vs_driver", rule_link("minimum-driver-versions")},
+         "cuda.version_mismatch.runtime_vs_driver", rule_link("driver-minimum-versions")},
         {"minor-version-compat", "same CUDA major, driver minor below the runtime's",
          "newer APIs answer cudaErrorCallRequiresNewerDriver (36); newer PTX cannot JIT",
          "upgrade the driver to have every feature", "cuda.version_mismatch.runtime_vs_driver",
-         rule_link("minor-version-compatibility")},
+         rule_link("driver-minimum-versions")},
         {"driver", "the driver supports the runtime's CUDA version", "", "",
-         "cuda.version_mismatch.runtime_vs_driver", rule_link("minimum-driver-versions")},
+         "cuda.version_mismatch.runtime_vs_driver", rule_link("driver-minimum-versions")},
         {"visible-devices-empty", "CUDA_VISIBLE_DEVICES is set to an empty string",
          "CUDA sees no device (cudaErrorNoDevice, 100)", "unset it or list devices",
          "cuda.device_visibility.reproduce_empty_visible_devices",
@@ -974,49 +1035,56 @@ const std::vector<rule_doc>& doctor_rules() {
         {"cublas-missing", "libcublas.so.<major> cannot be opened",
          "every scenario program links cuBLAS and stops before main (exit 127)",
          "install cuBLAS of this CUDA release", "cuda.version_mismatch.missing_library",
-         rule_link("missing-libraries")},
+         rule_link("cublas")},
         {"cudnn-missing", "libcudnn.so.<major> cannot be opened", "cuDNN cases cannot run",
          "install cuDNN of the major the build used", "cuda.version_mismatch.missing_library",
-         rule_link("cudnn-versions")},
+         rule_link("cudnn-version-rule")},
         {"cudnn-version", "cuDNN loaded vs built: same major, loaded minor >= built minor",
          "an older or other-major cuDNN may lack what the build uses",
          "load the cuDNN the build needs, or rebuild",
-         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("cudnn-versions")},
+         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("cudnn-version-rule")},
         {"cudnn-mixed",
          "cuDNN's sub-library version checks, each in its own process (a mixed "
          "install can abort the process)",
          "sub-libraries from two releases fail or abort", "keep one cuDNN on the loader's path",
-         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("cudnn-versions")},
-        {"loader-path-copies",
+         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("cudnn-sub-libraries")},
+        {"duplicate-library",
          "two or more copies of one CUDA library soname in the loader's "
          "folders (LD_LIBRARY_PATH, ld.so.conf, system folders)",
          "which one loads depends on the order alone", "keep one copy",
-         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("missing-libraries")},
-        {"nvml-missing", "the driver is here but NVML cannot be opened or initialised",
+         "cuda.version_mismatch.cudnn_compiled_vs_loaded", rule_link("missing-shared-library")},
+        {"no-nvml", "the driver is here but NVML cannot be opened or initialised",
          "the GPUs' state cannot be read", "install the driver's NVML library", "",
-         rule_link("nvml-state")},
+         rule_link("nvml")},
         {"memory-in-use",
          "NVML: more than a tenth of a GPU's memory used, or compute processes running",
          "cases sized by total memory fail sooner; timings share the GPU",
-         "stop the other processes", "cuda.memory_growth.reproduce", rule_link("nvml-state")},
+         "stop the other processes", "cuda.memory_growth.reproduce", rule_link("other-processes")},
         {"compute-mode", "NVML: compute mode other than Default",
          "Prohibited allows no context; exclusive modes allow one process", "nvidia-smi -c DEFAULT",
-         "cuda.memory_growth.second_process", rule_link("nvml-state")},
+         "cuda.memory_growth.second_process", rule_link("compute-mode")},
         {"mig-mode", "NVML: MIG mode on or a change pending", "CUDA sees MIG instances only",
          "name a MIG instance, or disable MIG", "cuda.device_visibility.helper_count_devices",
-         rule_link("nvml-state")},
+         rule_link("mig-mode")},
         {"persistence-off", "NVML: persistence mode off", "each process pays driver initialisation",
-         "run nvidia-persistenced", "cuda.batch_size_one.reproduce", rule_link("nvml-state")},
-        {"ecc-pages",
+         "run nvidia-persistenced", "cuda.batch_size_one.reproduce", rule_link("persistence-mode")},
+        {"memory-errors",
          "NVML: retired pages pending, rows waiting to be remapped, or a remap failure",
          "uncorrectable memory errors; results cannot be trusted until a reset",
-         "reset the GPU, or replace it after a remap failure", "", rule_link("nvml-state")},
-        {"clocks-throttled", "NVML: HW slowdown, thermal or power-brake throttle reasons",
+         "reset the GPU, or replace it after a remap failure", "",
+         rule_link("ecc-and-retired-pages")},
+        {"clocks-slowed", "NVML: HW slowdown, thermal or power-brake throttle reasons",
          "timings are slower than the GPU's normal", "fix cooling or power first", "",
-         rule_link("nvml-state")},
+         rule_link("clock-event-reasons")},
+        {"cuda-env",
+         "DCGM's list of variables that slow or alter CUDA (injection, profiling, core "
+         "dumps) and CUDA_LAUNCH_BLOCKING, CUDA_FORCE_PTX_JIT, CUDA_DISABLE_PTX_JIT",
+         "set, they change outcomes and timings of every CUDA program",
+         "unset them for measurements", "", rule_link("environment-variables")},
         {"pageable-memory", "cudaDevAttrPageableMemoryAccess of each device (HMM/ATS)",
          "whether a host pointer in a kernel works or faults", "",
-         "cuda.host_only_custom_op.reproduce_kernel_host_data", rule_link("pageable-memory")},
+         "cuda.host_only_custom_op.reproduce_kernel_host_data",
+         rule_link("pageable-memory-access")},
     };
     return rules;
 }

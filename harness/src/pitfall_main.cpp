@@ -374,7 +374,9 @@ examples:
                   "reproduces it");
     doctor->add_flag("--json", cl.as_json,
                      "the findings as JSON (reports/schema/doctor.schema.json)");
-    doctor->add_option("--explain", cl.explain, "what finding ID checks, why it matters, the fix")
+    doctor
+        ->add_option("--explain", cl.explain,
+                     "what finding ID checks, why it matters, the fix\n(all: every finding)")
         ->type_name("ID");
     add_locations(*doctor, cl, false);
     doctor->footer(
@@ -390,7 +392,8 @@ exit status:
 examples:
   pitfall doctor
   pitfall doctor --json
-  pitfall doctor --explain stub-driver)");
+  pitfall doctor --explain stub-driver
+  pitfall doctor --explain all)");
     CLI::App* help = app.add_subcommand("help", "the commands, or one command's options");
     help->add_option("COMMAND", cl.help_topic, "the command to explain");
     app.add_subcommand("version", "the version");
@@ -557,23 +560,31 @@ struct temporary_folder {
 
 int do_doctor(command_line& cl) {
     if (!cl.explain.empty()) {
+        const auto print = [](const rule_doc& rule) {
+            std::cout << rule.id << "\n  checks    " << rule.checks << '\n';
+            for (const auto& [label, value] : {std::pair{"why", &rule.why},
+                                               {"fix", &rule.fix},
+                                               {"case", &rule.reproduced_by},
+                                               {"rule", &rule.rule}})
+                if (!value->empty())
+                    std::cout << "  " << label << std::string(10 - std::strlen(label), ' ')
+                              << *value << '\n';
+        };
+        if (cl.explain == "all") {
+            for (const auto& rule : doctor_rules())
+                print(rule);
+            return exit_ok;
+        }
         const auto rule = find_rule(cl.explain);
         if (!rule) {
-            std::vector<std::string> ids;
+            std::vector<std::string> ids{"all"};
             for (const auto& r : doctor_rules())
                 ids.push_back(r.id);
             return usage_error("--explain " + cl.explain + ": no such finding" +
                                    did_you_mean(cl.explain, ids),
                                "doctor");
         }
-        std::cout << rule->id << "\n  checks    " << rule->checks << '\n';
-        for (const auto& [label, value] : {std::pair{"why", &rule->why},
-                                           {"fix", &rule->fix},
-                                           {"case", &rule->reproduced_by},
-                                           {"rule", &rule->rule}})
-            if (!value->empty())
-                std::cout << "  " << label << std::string(10 - std::strlen(label), ' ') << *value
-                          << '\n';
+        print(*rule);
         return exit_ok;
     }
     // The probe: beside this program (or the index's paths.probe where an index is found).
@@ -590,9 +601,11 @@ int do_doctor(command_line& cl) {
                            std::strerror(errno));
     const auto fingerprint = take_fingerprint(probe, logs.path);
     const diagnosis d = diagnose(fingerprint);
-    if (cl.as_json)
-        std::cout << pitfall::detail::dump_safe(d.to_json(), 2) << '\n';
-    else
+    if (cl.as_json) {
+        nlohmann::json out = d.to_json();
+        out["facts"] = fingerprint_summary(fingerprint);
+        std::cout << pitfall::detail::dump_safe(out, 2) << '\n';
+    } else
         std::cout << render_diagnosis(d);
     return d.cuda_usable() ? exit_ok : exit_failed;
 }

@@ -328,7 +328,7 @@ struct run_plan {
     profile_choice choice;
     run_header header;
     judge_context judging;
-    diagnosis machine; ///< `pitfall doctor`'s findings over this session's fingerprint
+    diagnosis machine;           ///< `pitfall doctor`'s findings over this session's fingerprint
     std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
     std::string run_token;       ///< the first part of each case's PITFALL_CASE_TOKEN
 };
@@ -978,8 +978,7 @@ void print_groups(const run_totals& t, std::size_t width, const diagnosis& machi
                 lines += case_line(width, g.members[0]->key.str(), g.verdict, g.members[0]->reason);
             else
                 lines += "  " + std::to_string(g.members.size()) + ' ' + upper(g.backend) +
-                         " cases " + to_string(g.verdict) + ": " + group_cause(g, machine) +
-                         '\n';
+                         " cases " + to_string(g.verdict) + ": " + group_cause(g, machine) + '\n';
         }
         if (!lines.empty())
             std::cout << heading << lines;

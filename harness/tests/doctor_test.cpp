@@ -122,7 +122,7 @@ TEST(Doctor, NoDriverNamesTheLibraryAndTheBranchNeeded) {
     EXPECT_NE(f->observed.find("cannot open shared object file"), std::string::npos);
     EXPECT_NE(f->fix.find("580"), std::string::npos);
     EXPECT_EQ(f->reproduced_by, "cuda.version_mismatch.runtime_vs_driver");
-    EXPECT_EQ(find(d, "nvml-missing"), nullptr) << "no driver: NVML's absence is no news";
+    EXPECT_EQ(find(d, "no-nvml"), nullptr) << "no driver: NVML's absence is no news";
     EXPECT_EQ(errors(d), 1);
 }
 
@@ -200,9 +200,16 @@ TEST(Doctor, ForwardCompatOnA535BranchRunsOnDataCenterParts) {
     EXPECT_TRUE(d.cuda_usable());
     EXPECT_EQ(find(d, "driver-too-old"), nullptr) << "forward compatibility is not 'insufficient'";
 
+    drv["kernel_module"]["version"] = "550.127.05";
+    d = diagnose(fp);
+    ASSERT_NE(find(d, "compat-unsupported"), nullptr) << "cuda-compat-13 has no 550 support";
+    EXPECT_NE(find(d, "compat-unsupported")->title.find("branch 550"), std::string::npos);
+    drv["kernel_module"]["version"] = "570.195.03";
+    EXPECT_TRUE(diagnose(fp).cuda_usable());
+
     fp["libraries"]["cuda"]["devices"][0]["name"] = "NVIDIA GeForce RTX 4090";
     d = diagnose(fp);
-    ASSERT_NE(find(d, "forward-compat-unsupported"), nullptr);
+    ASSERT_NE(find(d, "compat-unsupported"), nullptr);
     EXPECT_FALSE(d.cuda_usable());
 }
 
@@ -278,7 +285,7 @@ TEST(Doctor, MissingCublasAndTwoCopiesOfCudnn) {
            {"version", "9.1.0"}}}}};
     const diagnosis d = diagnose(fp);
     EXPECT_EQ(find(d, "cublas-missing")->severity, finding_severity::error);
-    const finding* copies = find(d, "loader-path-copies");
+    const finding* copies = find(d, "duplicate-library");
     ASSERT_NE(copies, nullptr);
     EXPECT_EQ(copies->severity, finding_severity::warning);
     EXPECT_NE(copies->observed.find("/venv/nvidia/cudnn/lib"), std::string::npos);
@@ -296,10 +303,35 @@ TEST(Doctor, NvmlState) {
     dev["clocks_throttle_reasons"] = 0x41; // idle + HW thermal slowdown
     const diagnosis d = diagnose(fp);
     for (const char* id : {"memory-in-use", "compute-mode", "mig-mode", "persistence-off",
-                           "ecc-pages", "clocks-throttled"})
+                           "memory-errors", "clocks-slowed"})
         EXPECT_NE(find(d, id), nullptr) << id;
     EXPECT_EQ(find(d, "compute-mode")->severity, finding_severity::error);
-    EXPECT_NE(find(d, "clocks-throttled")->title.find("HW thermal slowdown"), std::string::npos);
+    EXPECT_EQ(find(d, "memory-errors")->severity, finding_severity::warning)
+        << "a pending row remapping lets work go on";
+    EXPECT_NE(find(d, "clocks-slowed")->title.find("HW thermal slowdown"), std::string::npos);
+}
+
+TEST(Doctor, ExclusiveProcessHeldAndFailedRemapAreErrors) {
+    json fp = healthy();
+    auto& dev = fp["libraries"]["nvml"]["devices"][0];
+    dev["compute_mode"] = 3;
+    EXPECT_EQ(find(diagnose(fp), "compute-mode")->severity, finding_severity::warning);
+    dev["compute_processes"] = 1;
+    EXPECT_EQ(find(diagnose(fp), "compute-mode")->severity, finding_severity::error);
+    dev["remapped_rows"] = {{"pending", false}, {"failure", true}};
+    EXPECT_EQ(find(diagnose(fp), "memory-errors")->severity, finding_severity::error);
+}
+
+TEST(Doctor, VariablesThatAlterCudaAreNamed) {
+    json fp = healthy();
+    EXPECT_EQ(find(diagnose(fp), "cuda-env"), nullptr);
+    fp["environment"]["CUDA_LAUNCH_BLOCKING"] = "1";
+    fp["environment"]["CUDA_INJECTION64_PATH"] = "/opt/tool/libinject.so";
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "cuda-env");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->observed.find("CUDA_INJECTION64_PATH=/opt/tool/libinject.so"), std::string::npos);
+    EXPECT_NE(f->observed.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
 }
 
 TEST(Doctor, BrokenProbeAndGarbageFactsNeverThrow) {
