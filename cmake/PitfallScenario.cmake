@@ -397,6 +397,20 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.cuda_binaries_detects_mismatch PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
+  # Suffixes count: the sample built for "86-real;90a-real;100f" (harness/tests) embeds sm_90a
+  # and sm_100f, which the check must name as such, not as sm_90 and sm_100.
+  if(TARGET pitfall_fatbin_sample)
+    get_target_property(sample_archs pitfall_fatbin_sample CUDA_ARCHITECTURES)
+    add_test(NAME pitfall.static.cuda_binaries_keep_suffixes
+             COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                     --cuobjdump "${PITFALL_CUOBJDUMP}" --architectures "${sample_archs}"
+                     --report-dir "${PROJECT_BINARY_DIR}/static-suffixes"
+                     -- $<TARGET_FILE:pitfall_fatbin_sample>)
+    set_tests_properties(pitfall.static.cuda_binaries_keep_suffixes PROPERTIES
+      LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "fatbin-sample: SASS sm_86, sm_90a, sm_100f; PTX compute_100f"
+      FAIL_REGULAR_EXPRESSION "FAIL:")
+  endif()
   # The ptxas half can fail too: a kernel that spills is named (ci/tests/fixtures: the report
   # of CUDA 13.0's ptxas for a kernel holding 24 accumulators, built with -maxrregcount=16
   # -arch=sm_90), and so is a log the build did not write.
