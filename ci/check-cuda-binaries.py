@@ -2,9 +2,13 @@
 """Static checks of CUDA binaries, with no GPU: which architectures are embedded, and each
 kernel's registers, stack, spills and local memory.
 
-For every binary: `cuobjdump --list-elf --list-ptx` must show exactly the SASS and PTX that
+For every binary: cuobjdump's listing of its fatbinary must show exactly the SASS and PTX that
 CMAKE_CUDA_ARCHITECTURES asks for ("75-real" = SASS sm_75, "90-virtual" = PTX compute_90,
-"90" = both), and `cuobjdump --dump-resource-usage` is written to the report folder. A kernel
+"90" = both), suffixes included: "90a-real" is SASS sm_90a (arch-specific: 9.0 only), "100f"
+SASS sm_100f and PTX compute_100f (family-specific: 10.x only), neither the same as sm_90 or
+sm_100. The architectures come from the entry headers cuobjdump prints ("arch = sm_100f"), not
+from `--list-elf`, whose file names drop the family suffix (cuobjdump 13.2: "x.sm_100.cubin"
+for an sm_100f cubin). `cuobjdump --dump-resource-usage` is written to the report folder. A kernel
 with local memory (register spills, or a local array) fails the check unless its scenario
 source says why, on a line `// pitfall: local-memory-ok <kernel-name-part> -- <reason>`.
 
@@ -22,12 +26,18 @@ import subprocess
 import sys
 
 
+def arch_key(arch):
+    """Sort key of "90a", "100f", "86": by number, then suffix (plain first)."""
+    m = re.fullmatch(r"(\d+)([a-z]?)", arch)
+    return (int(m.group(1)), m.group(2)) if m else (0, arch)
+
+
 def expected_archs(spec):
     sass, ptx = set(), set()
     for item in filter(None, spec.split(";")):
-        m = re.fullmatch(r"(\d+)[a-z]?(?:-(real|virtual))?", item)
+        m = re.fullmatch(r"(\d+[a-z]?)(?:-(real|virtual))?", item)
         if not m:
-            raise ValueError(f"CMAKE_CUDA_ARCHITECTURES entry '{item}' is not NN, NN-real or NN-virtual")
+            raise ValueError(f"CMAKE_CUDA_ARCHITECTURES entry '{item}' is not NN, NN-real or NN-virtual (NN: 90, 90a, 100f)")
         arch, kind = m.group(1), m.group(2)
         if kind in (None, "real"):
             sass.add(arch)
@@ -37,11 +47,15 @@ def expected_archs(spec):
 
 
 def embedded_archs(cuobjdump, binary):
-    out = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", binary], capture_output=True, text=True)
+    """({"86", "90a", "100f"}, {"100f"}): the SASS and PTX architectures, suffixes kept, from
+    the header cuobjdump prints per fatbin entry ("Fatbin elf code:" ... "arch = sm_90a")."""
+    out = subprocess.run([cuobjdump, binary], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{binary}: cuobjdump failed: {out.stderr.strip() or out.stdout.strip()}")
-    sass = set(re.findall(r"ELF file\s+\d+: .*\.sm_(\d+)[a-z]?\.cubin", out.stdout))
-    ptx = set(re.findall(r"PTX file\s+\d+: .*\.sm_(\d+)[a-z]?\.ptx", out.stdout))
+    sass, ptx = set(), set()
+    for kind, arch in re.findall(r"^Fatbin (elf|ptx) code:\s*\n=+\s*\narch = sm_(\d+[a-z]?)\s*$",
+                                 out.stdout, re.MULTILINE):
+        (sass if kind == "elf" else ptx).add(arch)
     return sass, ptx
 
 
@@ -51,7 +65,7 @@ def resource_usage(cuobjdump, binary):
         raise RuntimeError(f"{binary}: cuobjdump --dump-resource-usage failed: {out.stderr.strip()}")
     kernels, arch, function = [], None, None
     for line in out.stdout.splitlines():
-        if m := re.match(r"arch = sm_(\d+)", line):
+        if m := re.match(r"arch = sm_(\d+[a-z]?)", line):
             arch = m.group(1)
         elif m := re.match(r"\s*Function (\S+):", line):
             function = m.group(1)
@@ -68,7 +82,7 @@ def ptxas_report(path):
     kernels, current, arch = {}, None, None
     with open(path, errors="replace") as f:
         for line in f:
-            if m := re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+)[a-z]?'", line):
+            if m := re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+[a-z]?)'", line):
                 current, arch = m.group(1), m.group(2)
                 kernels.setdefault((current, arch), {"kernel": current, "arch": arch})
             elif m := re.search(r"Function properties for (\S+)", line):
@@ -148,10 +162,11 @@ def main():
     for binary in args.binaries:
         name = os.path.basename(binary)
         sass, ptx = embedded_archs(args.cuobjdump, binary)
-        print(f"{name}: SASS sm_{', sm_'.join(sorted(sass)) or '-'}; PTX compute_{', compute_'.join(sorted(ptx)) or '-'}")
+        sass_list, ptx_list = sorted(sass, key=arch_key), sorted(ptx, key=arch_key)
+        print(f"{name}: SASS sm_{', sm_'.join(sass_list) or '-'}; PTX compute_{', compute_'.join(ptx_list) or '-'}")
         if sass != want_sass or ptx != want_ptx:
-            failures.append(f"{name}: embeds SASS {sorted(sass)} PTX {sorted(ptx)}, configured SASS "
-                            f"{sorted(want_sass)} PTX {sorted(want_ptx)}")
+            failures.append(f"{name}: embeds SASS {sass_list} PTX {ptx_list}, configured SASS "
+                            f"{sorted(want_sass, key=arch_key)} PTX {sorted(want_ptx, key=arch_key)}")
         text, kernels = resource_usage(args.cuobjdump, binary)
         with open(os.path.join(args.report_dir, f"{name}.resource-usage.txt"), "w") as f:
             f.write(text)

@@ -31,12 +31,14 @@ for target in "$bin"/fuzz-*; do
   ran=$((ran + 1))
   mkdir -p "$corpora/$reader"
   cp -n "$root/harness/tests/fuzz/corpus/$reader"/* "$corpora/$reader/" 2>/dev/null || true
+  dict="$root/harness/tests/fuzz/json.dict"
+  [[ -f "$root/harness/tests/fuzz/$reader.dict" ]] && dict="$root/harness/tests/fuzz/$reader.dict"
   log="$findings/$reader.log"
   stamp="$findings/.$reader.started"
   touch "$stamp"
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -dict="$root/harness/tests/fuzz/json.dict" -artifact_prefix="$findings/$reader-" \
+    -dict="$dict" -artifact_prefix="$findings/$reader-" \
     "${fork[@]}" "$corpora/$reader" >"$log" 2>&1 || true
   stat() { grep -m1 "stat::$1:" "$log" | awk '{print $2}'; }
   found=$(find "$findings" -maxdepth 1 -name "$reader-*" -newer "$stamp" -type f | wc -l)

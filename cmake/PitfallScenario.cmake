@@ -357,6 +357,27 @@ function(pitfall_write_resource_spec path)
        "{\"version\": {\"major\": 1, \"minor\": 0},\n \"local\": [{\"gpus\": [${gpu_list}]}]}\n")
 endfunction()
 
+# A test running ci/check-cuda-binaries.py on one target's binary told to expect
+# `architectures`: its output must match PASS (and must not match FAIL, where given). A ';' in
+# a regex would split it into a list of which any one match passes: write '.' instead.
+function(_pitfall_check_one_binary test target architectures report_dir)
+  cmake_parse_arguments(PARSE_ARGV 4 ARG "" "PASS;FAIL" "")
+  if(ARG_UNPARSED_ARGUMENTS OR NOT ARG_PASS)
+    message(FATAL_ERROR "_pitfall_check_one_binary(${test}): PASS <regex> [FAIL <regex>] only")
+  endif()
+  add_test(NAME ${test}
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "${PITFALL_CUOBJDUMP}" --architectures "${architectures}"
+                   --report-dir "${PROJECT_BINARY_DIR}/${report_dir}"
+                   -- $<TARGET_FILE:${target}>)
+  set_tests_properties(${test} PROPERTIES
+    LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "${ARG_PASS}")
+  if(ARG_FAIL)
+    set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${ARG_FAIL}")
+  endif()
+endfunction()
+
 # pitfall.static.cuda_binaries: the architectures embedded in every scenario program must be
 # exactly CMAKE_CUDA_ARCHITECTURES, and no kernel may use local memory (spills) without a
 # comment saying why, read from the binaries (cuobjdump) and from the ptxas reports the build
@@ -389,14 +410,17 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
   # The check can fail: told to expect only sm_75, it must name what else the fixture embeds.
-  add_test(NAME pitfall.static.cuda_binaries_detects_mismatch
-           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
-                   --cuobjdump "${PITFALL_CUOBJDUMP}" --architectures "75-real"
-                   --report-dir "${PROJECT_BINARY_DIR}/static-negative"
-                   -- $<TARGET_FILE:pitfall_fixture>)
-  set_tests_properties(pitfall.static.cuda_binaries_detects_mismatch PROPERTIES
-    LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
+  _pitfall_check_one_binary(pitfall.static.cuda_binaries_detects_mismatch pitfall_fixture
+    "75-real" static-negative
+    PASS "FAIL: harness_fixture: embeds SASS \\['75', '80', '86', '89', '90'\\] PTX \\['90'\\], configured SASS \\['75'\\] PTX \\[\\]")
+  # Suffixes count: the sample built for "86-real;90a-real;100f" (harness/tests) embeds sm_90a
+  # and sm_100f, which the check must name as such, not as sm_90 and sm_100.
+  if(TARGET pitfall_fatbin_sample)
+    get_target_property(sample_archs pitfall_fatbin_sample CUDA_ARCHITECTURES)
+    _pitfall_check_one_binary(pitfall.static.cuda_binaries_keep_suffixes pitfall_fatbin_sample
+      "${sample_archs}" static-suffixes
+      PASS "fatbin-sample: SASS sm_86, sm_90a, sm_100f. PTX compute_100f" FAIL "FAIL:")
+  endif()
   # The ptxas half can fail too: a kernel that spills is named (ci/tests/fixtures: the report
   # of CUDA 13.0's ptxas for a kernel holding 24 accumulators, built with -maxrregcount=16
   # -arch=sm_90), and so is a log the build did not write.

@@ -111,7 +111,7 @@ def embedded_architectures(cuobjdump: str | None, binary: str) -> dict:
         sass, ptx = check.embedded_archs(cuobjdump, binary)
     except (RuntimeError, OSError) as e:
         return {"error": str(e)}
-    return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=int), "ptx": sorted(ptx, key=int)}
+    return {"binary": os.path.relpath(binary, BUILD), "sass": sorted(sass, key=check.arch_key), "ptx": sorted(ptx, key=check.arch_key)}
 
 
 def cudnn_header_version() -> str | None:

@@ -27,7 +27,10 @@
 //   sub-library checks. A kernel runs only where the binary holds SASS of the device's major
 //   architecture with a minor no newer than the device's, or PTX no newer than the device that
 //   the driver can JIT (CUDA C++ Programming Guide, "Binary Compatibility", "PTX Compatibility");
-//   otherwise its launch answers cudaErrorNoKernelImageForDevice. A NEEDED library the loader
+//   arch-specific targets (sm_90a, compute_90a) serve that one compute capability only, and
+//   family-specific ones (sm_100f, compute_100f) only their major ("Feature Availability");
+//   otherwise its launch answers cudaErrorNoKernelImageForDevice, or, for PTX of a newer PTX
+//   ISA than the driver knows, cudaErrorUnsupportedPtxVersion. A NEEDED library the loader
 //   cannot find stops the process before main with exit 127. And the toolkit ships a stub
 //   libcuda.so for linking only: loaded as the driver it answers cudaErrorStubLibrary.
 //   On the CPU the same failures exist in their host form: a binary that needs a newer glibc
@@ -80,6 +83,7 @@
 //   Facts: docs/cuda-rules.md#versions-and-architectures, #loader-and-libraries, #stub-libcuda,
 //   #cudnn; PyTorch's collect_env reporting the system cuDNN instead of the loaded one
 //   (pytorch/pytorch#78489) is why every version here comes from the loaded library.
+#include "pitfall/detail/fatbin.hpp"
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDNN
@@ -126,7 +130,7 @@ using pitfall::stage;
 using pitfall::status;
 
 // =============================================================================================
-// Small helpers: lists, dotted versions, CUDA's version integers.
+// Small helpers: lists and dotted versions.
 // =============================================================================================
 
 /// "7.0, 7.5" -> {"7.0", "7.5"}: empty parts dropped, spaces too unless `keep_spaces`.
@@ -165,11 +169,6 @@ std::optional<std::vector<int>> parse_dotted(const std::string& text) {
     if (numbers.empty())
         return std::nullopt;
     return numbers;
-}
-
-/// CUDA encodes versions as 1000 * major + 10 * minor: 13000 -> "13.0", 12080 -> "12.8".
-std::string cuda_version_text(long long v) {
-    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
 // =============================================================================================
@@ -261,71 +260,23 @@ std::string temp_root() {
 }
 
 // =============================================================================================
-// This program's own ELF file: section headers, the version needs (.gnu.version_r) and the
-// CUDA fatbinary (.nv_fatbin). Every read is bounds-checked: a malformed file is an error value.
+// This program's own ELF file (pitfall/detail/fatbin.hpp reads it: section headers and the CUDA
+// fatbinary, .nv_fatbin) and its version needs (.gnu.version_r), read here. Every read is
+// bounds-checked: a malformed file is an error value.
 // =============================================================================================
 
-struct elf_image {
-    std::vector<unsigned char> bytes;
-    std::vector<Elf64_Shdr> sections;
-    std::size_t names_index = 0; // e_shstrndx
-
-    template <class T> bool read_at(std::uint64_t offset, T& out) const {
-        if (offset > bytes.size() || sizeof(T) > bytes.size() - offset)
-            return false;
-        std::memcpy(&out, bytes.data() + offset, sizeof(T));
-        return true;
-    }
-    /// A NUL-terminated string at `offset` ("" when out of bounds).
-    std::string string_at(std::uint64_t offset) const {
-        if (offset >= bytes.size())
-            return {};
-        const auto* start = reinterpret_cast<const char*>(bytes.data() + offset);
-        return std::string(start, strnlen(start, bytes.size() - offset));
-    }
-    const Elf64_Shdr* find(const std::string& name) const {
-        if (names_index >= sections.size())
-            return nullptr;
-        for (const auto& s : sections)
-            if (string_at(sections[names_index].sh_offset + s.sh_name) == name)
-                return &s;
-        return nullptr;
-    }
-    const Elf64_Shdr* find_type(Elf64_Word type) const {
-        for (const auto& s : sections)
-            if (s.sh_type == type)
-                return &s;
-        return nullptr;
-    }
-};
+using pitfall::detail::cuda_version_text;
+using pitfall::detail::elf_image;
+using pitfall::detail::fatbin_image;
+using pitfall::detail::fatbin_images;
+using pitfall::detail::image_path;
+using pitfall::detail::image_prediction;
+using pitfall::detail::parse_compute_capability;
+using pitfall::detail::predict_image;
+using pitfall::detail::read_elf;
 
 status malformed(const std::string& path, const std::string& what) {
     return PITFALL_HOST_ERROR(stage::init, host_error::malformed_elf, path + ": " + what);
-}
-
-/// Reads the whole file and its section headers. Section headers are not mapped into memory,
-/// so the file on disk is the only place to find .nv_fatbin and .gnu.version_r by name.
-pitfall::status_or<elf_image> read_elf(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return PITFALL_HOST_ERROR(stage::init, host_error::unreadable_file, "cannot read " + path);
-    elf_image elf;
-    elf.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    Elf64_Ehdr header{};
-    if (!elf.read_at(0, header) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
-        return malformed(path, "not an ELF file");
-    if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB)
-        return malformed(path, "not a 64-bit little-endian ELF file (the only kind read here)");
-    if (header.e_shentsize != sizeof(Elf64_Shdr))
-        return malformed(path, "unexpected section header size");
-    for (std::uint64_t i = 0; i < header.e_shnum; ++i) {
-        Elf64_Shdr section{};
-        if (!elf.read_at(header.e_shoff + i * sizeof(Elf64_Shdr), section))
-            return malformed(path, "section header " + std::to_string(i) + " out of the file");
-        elf.sections.push_back(section);
-    }
-    elf.names_index = header.e_shstrndx;
-    return elf;
 }
 
 /// One version a NEEDED library must define ("libc.so.6" needs "GLIBC_2.34"). The loader checks
@@ -365,78 +316,9 @@ pitfall::status_or<std::vector<version_need>> version_needs(const elf_image& elf
     return needs;
 }
 
-/// One image of the CUDA fatbinary: SASS (a cubin for one sm_XY) or PTX (for compute_XY).
-///
-/// Layout (nvcc's fatbin, as cuobjdump reads it; only the fields used here). The section holds
-/// one or more containers, each a 16-byte header { u32 magic 0xBA55ED50, u16 version,
-/// u16 header_size, u64 payload_size } followed by entries, each a header of at least 64
-/// bytes { u16 kind (1 PTX, 2 ELF/SASS), u16, u32 header_size, u64 payload_size,
-/// u32 compressed_size, u32, u16 minor, u16 major, u32 arch (75 = sm_75 / compute_75), u32, u32,
-/// u64 flags, ... } and its payload. For PTX, major.minor is the PTX ISA version (9.0 from
-/// CUDA 13.0), which the driver must understand to JIT it. Arch-specific SASS (sm_90a) runs
-/// only on exactly that architecture: this build embeds none, and none is predicted for here.
-struct fatbin_image {
-    bool is_ptx = false;
-    unsigned arch = 0;          // 90 = sm_90 / compute_90
-    unsigned version_major = 0; // PTX ISA version for PTX
-    unsigned version_minor = 0;
-    std::string describe() const {
-        return is_ptx
-                   ? "PTX compute_" + std::to_string(arch) + " (PTX ISA " +
-                         std::to_string(version_major) + "." + std::to_string(version_minor) + ")"
-                   : "SASS sm_" + std::to_string(arch);
-    }
-};
-
-constexpr std::uint32_t fatbin_magic = 0xBA55ED50u;
-constexpr std::uint16_t fatbin_kind_ptx = 1;
-constexpr std::uint16_t fatbin_kind_sass = 2;
-
-pitfall::status_or<std::vector<fatbin_image>> fatbin_images(const elf_image& elf,
-                                                            const std::string& path) {
-    std::vector<fatbin_image> images;
-    const Elf64_Shdr* section = elf.find(".nv_fatbin");
-    if (section == nullptr)
-        return images; // no device code at all (or relocatable device code: __nv_relfatbin)
-    const std::uint64_t end = section->sh_offset + section->sh_size;
-    if (end > elf.bytes.size())
-        return malformed(path, ".nv_fatbin extends past the end of the file");
-    std::uint64_t offset = section->sh_offset;
-    while (offset + 16 <= end) {
-        std::uint32_t magic = 0;
-        std::uint16_t header_size = 0;
-        std::uint64_t payload_size = 0;
-        if (!elf.read_at(offset, magic) || magic != fatbin_magic) {
-            offset += 8; // padding between containers (they are 8-byte aligned)
-            continue;
-        }
-        if (!elf.read_at(offset + 6, header_size) || !elf.read_at(offset + 8, payload_size))
-            return malformed(path, "truncated fatbin container header");
-        const std::uint64_t container_end = std::min(end, offset + header_size + payload_size);
-        std::uint64_t entry = offset + header_size;
-        while (entry + 64 <= container_end) {
-            std::uint16_t kind = 0;
-            std::uint32_t entry_header = 0;
-            std::uint64_t entry_payload = 0;
-            std::uint16_t minor = 0;
-            std::uint16_t major = 0;
-            std::uint32_t arch = 0;
-            if (!elf.read_at(entry, kind) || !elf.read_at(entry + 4, entry_header) ||
-                !elf.read_at(entry + 8, entry_payload) || !elf.read_at(entry + 24, minor) ||
-                !elf.read_at(entry + 26, major) || !elf.read_at(entry + 28, arch) ||
-                entry_header < 64)
-                return malformed(path, "truncated fatbin entry header");
-            if (kind == fatbin_kind_ptx || kind == fatbin_kind_sass)
-                images.push_back({kind == fatbin_kind_ptx, arch, major, minor});
-            entry += entry_header + entry_payload;
-        }
-        offset = (container_end + 7) / 8 * 8;
-    }
-    return images;
-}
-
 // =============================================================================================
 // The documented rules, as small pure functions (checked below against hand-derived cases).
+// Which image of the fatbinary a device runs is pitfall/detail/fatbin.hpp's predict_image.
 // =============================================================================================
 
 /// CUDA Compatibility guide, "Minor Version Compatibility", Table 1: the oldest driver branch
@@ -484,51 +366,6 @@ std::string cudnn_rule_verdict(long long built, long long loaded) {
 pitfall::pitfall_error cudnn_rule_error(const std::string& verdict) {
     return verdict == "major_differs" ? pitfall::pitfall_error::cudnn_major_differs
                                       : pitfall::pitfall_error::cudnn_loaded_minor_older;
-}
-
-enum class image_path { sass, ptx_jit, no_image };
-
-struct arch_prediction {
-    image_path how = image_path::no_image;
-    unsigned image_arch = 0;
-    std::string describe(unsigned cc) const {
-        switch (how) {
-        case image_path::sass: return "runs from SASS sm_" + std::to_string(image_arch);
-        case image_path::ptx_jit:
-            return "runs by PTX JIT from compute_" + std::to_string(image_arch) + " to sm_" +
-                   std::to_string(cc);
-        case image_path::no_image: break;
-        }
-        return "fails: cudaErrorNoKernelImageForDevice";
-    }
-};
-
-/// CUDA C++ Programming Guide, "Binary Compatibility" / "PTX Compatibility": a cubin for sm_XY
-/// runs on compute capability X.Z with Z >= Y (same major only); PTX for compute_XY can be
-/// JIT-compiled for any compute capability >= X.Y. The driver prefers SASS; CUDA_FORCE_PTX_JIT=1
-/// makes it ignore SASS, CUDA_DISABLE_PTX_JIT=1 forbids the JIT.
-arch_prediction predict_image(const std::vector<fatbin_image>& images, unsigned cc,
-                              bool force_ptx_jit, bool disable_ptx_jit) {
-    arch_prediction best;
-    if (!force_ptx_jit)
-        for (const auto& img : images)
-            if (!img.is_ptx && img.arch / 10 == cc / 10 && img.arch % 10 <= cc % 10 &&
-                (best.how != image_path::sass || img.arch > best.image_arch))
-                best = {image_path::sass, img.arch};
-    if (best.how == image_path::sass || disable_ptx_jit)
-        return best;
-    for (const auto& img : images)
-        if (img.is_ptx && img.arch <= cc && img.arch > best.image_arch)
-            best = {image_path::ptx_jit, img.arch};
-    return best;
-}
-
-/// "8.6" -> 86; nullopt for anything else.
-std::optional<unsigned> parse_compute_capability(const std::string& text) {
-    const auto parts = parse_dotted(text);
-    if (!parts || parts->size() != 2 || (*parts)[1] > 9 || (*parts)[0] > 99)
-        return std::nullopt;
-    return static_cast<unsigned>((*parts)[0] * 10 + (*parts)[1]);
 }
 
 // =============================================================================================
@@ -1154,6 +991,57 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
 }
 #endif
 
+/// What decides between SASS and PTX besides the device: the driver's JIT switches and the
+/// newest PTX ISA the driver understands.
+struct jit_environment {
+    bool force_ptx = false;   // CUDA_FORCE_PTX_JIT=1: SASS ignored
+    bool disable_ptx = false; // CUDA_DISABLE_PTX_JIT=1: no JIT
+    int driver = 0;           // cudaDriverGetVersion; 0 without a driver: PTX ISA not checked
+};
+
+jit_environment read_jit_environment(context& ctx) {
+    jit_environment jit;
+    const char* force = std::getenv("CUDA_FORCE_PTX_JIT");
+    const char* disable = std::getenv("CUDA_DISABLE_PTX_JIT");
+    jit.force_ptx = force != nullptr && std::string(force) == "1";
+    jit.disable_ptx = disable != nullptr && std::string(disable) == "1";
+    ctx.record_info("jit_environment", std::string("CUDA_FORCE_PTX_JIT=") + (force ? force : "") +
+                                           " CUDA_DISABLE_PTX_JIT=" + (disable ? disable : ""));
+    if (cudaDriverGetVersion(&jit.driver) != cudaSuccess)
+        jit.driver = 0;
+    const auto max_isa = pitfall::detail::max_ptx_isa(jit.driver);
+    ctx.record_info("jit_driver", jit.driver == 0
+                                      ? "no driver answered (cudaDriverGetVersion: 0): PTX ISA "
+                                        "versions not checked"
+                                      : "CUDA " + cuda_version_text(jit.driver) + " driver (" +
+                                            std::to_string(jit.driver) + "): JITs PTX ISA up to " +
+                                            (max_isa ? max_isa->text() : std::string("?")));
+    return jit;
+}
+
+/// One prediction per compute capability in `capabilities` ("7.0,8.6"), counted by path.
+status record_predictions(context& ctx, const std::vector<fatbin_image>& images,
+                          const std::string& capabilities, const jit_environment& jit) {
+    int by_sass = 0;
+    int by_ptx = 0;
+    int failing = 0;
+    for (const auto& text : split(capabilities, ',')) {
+        const auto cc = parse_compute_capability(text);
+        if (!cc)
+            return pitfall::bad_parameter("compute_capabilities", "'" + text + "' is not X.Y");
+        const image_prediction p =
+            predict_image(images, *cc, jit.driver, jit.force_ptx, jit.disable_ptx);
+        (p.how == image_path::sass      ? by_sass
+         : p.how == image_path::ptx_jit ? by_ptx
+                                        : failing) += 1;
+        ctx.record_info("prediction.cc_" + text, p.describe(*cc));
+    }
+    ctx.record("predicted_sass", by_sass);
+    ctx.record("predicted_ptx_jit", by_ptx);
+    ctx.record("predicted_no_kernel_image", failing);
+    return status::ok();
+}
+
 /// arch_coverage: this program's fatbinary, the predictions, and on a GPU the real launch.
 status arch_coverage_cuda(context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const std::string capabilities,
@@ -1167,7 +1055,7 @@ status arch_coverage_cuda(context& ctx) {
     int ptx = 0;
     for (const auto& img : images) {
         described.push_back(img.describe());
-        (img.is_ptx ? ptx : sass) += 1;
+        (img.is_ptx() ? ptx : sass) += 1;
     }
     ctx.record_info("embedded", images.empty() ? "no device code" : join(described, ", "));
     ctx.record("sass_images", sass);
@@ -1195,30 +1083,10 @@ status arch_coverage_cuda(context& ctx) {
                   join(compiler_text, ",") + ")");
 #endif
 
-    // 2. The prediction for each compute capability asked for, under the JIT switches the
-    //    driver would honour in this environment.
-    const char* force = std::getenv("CUDA_FORCE_PTX_JIT");
-    const char* disable = std::getenv("CUDA_DISABLE_PTX_JIT");
-    const bool force_ptx = force != nullptr && std::string(force) == "1";
-    const bool disable_ptx = disable != nullptr && std::string(disable) == "1";
-    ctx.record_info("jit_environment", std::string("CUDA_FORCE_PTX_JIT=") + (force ? force : "") +
-                                           " CUDA_DISABLE_PTX_JIT=" + (disable ? disable : ""));
-    int by_sass = 0;
-    int by_ptx = 0;
-    int failing = 0;
-    for (const auto& text : split(capabilities, ',')) {
-        const auto cc = parse_compute_capability(text);
-        if (!cc)
-            return pitfall::bad_parameter("compute_capabilities", "'" + text + "' is not X.Y");
-        const arch_prediction p = predict_image(images, *cc, force_ptx, disable_ptx);
-        (p.how == image_path::sass      ? by_sass
-         : p.how == image_path::ptx_jit ? by_ptx
-                                        : failing) += 1;
-        ctx.record_info("prediction.cc_" + text, p.describe(*cc));
-    }
-    ctx.record("predicted_sass", by_sass);
-    ctx.record("predicted_ptx_jit", by_ptx);
-    ctx.record("predicted_no_kernel_image", failing);
+    // 2. The prediction for each compute capability asked for, under the JIT switches and the
+    //    driver (its PTX ISA) of this environment.
+    const jit_environment jit = read_jit_environment(ctx);
+    PITFALL_TRY(record_predictions(ctx, images, capabilities, jit));
 
     // 3. A device, if there is one: its answer is the confirmation. Without one (no driver
     //    here) the case ends ok with its predictions; the device query's error is an event.
@@ -1240,13 +1108,15 @@ status arch_coverage_cuda(context& ctx) {
     PITFALL_CUDA_TRY(stage::init, cudaGetDevice(&device));
     PITFALL_CUDA_TRY(stage::init, cudaGetDeviceProperties(&prop, device));
     const unsigned cc = static_cast<unsigned>(prop.major * 10 + prop.minor);
-    const arch_prediction p = predict_image(images, cc, force_ptx, disable_ptx);
+    const image_prediction p =
+        predict_image(images, cc, jit.driver, jit.force_ptx, jit.disable_ptx);
     ctx.record("device_compute_capability", prop.major + prop.minor / 10.0);
     ctx.record_info("device",
                     std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
 
     // 4. The launch as users meet it: with lazy loading (the default since CUDA 12.2) a missing
-    //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice.
+    //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice (or, for
+    //    PTX newer than the driver, cudaErrorUnsupportedPtxVersion).
     PITFALL_ASSIGN_OR_RETURN(auto d_arch, pitfall::cuda_backend::allocate<int>(32));
     arch_probe_kernel<<<1, 32>>>(d_arch.data());
     const cudaError_t launch_err = cudaGetLastError();
@@ -1258,9 +1128,10 @@ status arch_coverage_cuda(context& ctx) {
             ? cuda_error(sync_err, stage::synchronize, "cudaDeviceSynchronize()", __LINE__)
             : status::ok();
     ctx.record_event("kernel_launch", launched);
+    const bool no_image_error = launched.name() == "cudaErrorNoKernelImageForDevice" ||
+                                launched.name() == "cudaErrorUnsupportedPtxVersion";
     ctx.check("launch_matches_prediction",
-              (launched.name() == "cudaErrorNoKernelImageForDevice") ==
-                  (p.how == image_path::no_image),
+              p.how == image_path::no_image ? launched.name() == p.error : !no_image_error,
               "predicted '" + p.describe(cc) + "', launch answered " +
                   (launched.is_ok() ? "cudaSuccess" : launched.name()));
     if (!launched.is_ok())
@@ -1275,11 +1146,10 @@ status arch_coverage_cuda(context& ctx) {
     ctx.record("kernel_ptx_version", attributes.ptxVersion);
     // SASS: the image of the predicted sm_XY ran as it is. PTX JIT: the compute_XY source ran,
     // compiled for this device (binaryVersion = the device's own XY).
-    const bool image_ok = p.how == image_path::sass
-                              ? h_arch[0] == static_cast<int>(p.image_arch * 10) &&
-                                    attributes.binaryVersion == static_cast<int>(p.image_arch)
-                              : h_arch[0] == static_cast<int>(p.image_arch * 10) &&
-                                    attributes.binaryVersion == static_cast<int>(cc);
+    const int image_arch = static_cast<int>(p.image.arch);
+    const bool image_ok =
+        h_arch[0] == image_arch * 10 &&
+        attributes.binaryVersion == (p.how == image_path::sass ? image_arch : static_cast<int>(cc));
     ctx.check("image_matches_prediction", image_ok,
               "kernel saw __CUDA_ARCH__ " + std::to_string(h_arch[0]) + ", binaryVersion " +
                   std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) +
