@@ -1,5 +1,7 @@
 #include "doctor.hpp"
 
+#include "pitfall/detail/fatbin.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -19,9 +21,7 @@ const char* severity_name(finding_severity s) {
 }
 
 std::string cuda_version_text(long long v) {
-    if (v <= 0)
-        return std::to_string(v);
-    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    return v <= 0 ? std::to_string(v) : detail::cuda_version_text(v);
 }
 
 std::string cudnn_version_text(long long v) {
@@ -90,6 +90,7 @@ int branch_of(const std::string& driver_version) {
 
 /// The facts the rules read, taken once from the fingerprint.
 struct facts {
+    const json& fingerprint;
     const json& libraries;
     const json& driver;
     const json& cuda;
@@ -114,7 +115,7 @@ struct facts {
     std::vector<std::string> env_set;          ///< "NAME=value" of the variables recorded
 
     explicit facts(const json& fp)
-        : libraries(at(fp, "libraries")), driver(at(libraries, "driver")),
+        : fingerprint(fp), libraries(at(fp, "libraries")), driver(at(libraries, "driver")),
           cuda(at(libraries, "cuda")), cudnn(at(libraries, "cudnn")), nvml(at(libraries, "nvml")),
           environment(at(fp, "environment")) {
         built_with_cuda = flag(at(libraries, "built_with_cuda"));
@@ -816,6 +817,131 @@ void check_pageable_memory(const facts& f, findings& out) {
     }
 }
 
+const char* variant_name(detail::arch_variant v) {
+    switch (v) {
+    case detail::arch_variant::arch_specific: return "arch_specific";
+    case detail::arch_variant::family: return "family";
+    case detail::arch_variant::plain: break;
+    }
+    return "plain";
+}
+
+/// The images of build_images() back, as the prediction rules take them; nullopt where the
+/// facts are not such a list.
+std::optional<std::vector<detail::fatbin_image>> images_of(const json& program) {
+    const json& list = at(program, "images");
+    if (!list.is_array())
+        return std::nullopt;
+    std::vector<detail::fatbin_image> images;
+    for (const auto& i : list) {
+        detail::fatbin_image img;
+        img.kind =
+            text(at(i, "kind")) == "ptx" ? detail::image_kind::ptx : detail::image_kind::sass;
+        img.arch = static_cast<unsigned>(integer(at(i, "arch")).value_or(0));
+        const std::string variant = text(at(i, "variant"));
+        img.variant = variant == "arch_specific" ? detail::arch_variant::arch_specific
+                      : variant == "family"      ? detail::arch_variant::family
+                                                 : detail::arch_variant::plain;
+        img.version_major = static_cast<unsigned>(integer(at(i, "version_major")).value_or(0));
+        img.version_minor = static_cast<unsigned>(integer(at(i, "version_minor")).value_or(0));
+        img.container = static_cast<unsigned>(integer(at(i, "container")).value_or(0));
+        if (img.arch == 0 || img.arch > 10000)
+            return std::nullopt;
+        images.push_back(img);
+    }
+    return images;
+}
+
+/// This build's SASS and PTX against each device CUDA sees: a program none of whose images a
+/// device can run (per translation unit: a kernel runs only from its own container's images)
+/// fails its first launch there.
+void check_kernel_images(const facts& f, findings& out) {
+    const json& programs = at(f.fingerprint, "build_images");
+    if (!programs.is_object() || programs.empty())
+        return;
+    const bool force_jit = f.env("CUDA_FORCE_PTX_JIT").value_or("0") == "1";
+    const bool no_jit = f.env("CUDA_DISABLE_PTX_JIT").value_or("0") == "1";
+    const int driver = static_cast<int>(f.driver_version.value_or(0));
+    std::map<std::string, std::vector<std::string>> embedded; // image name -> programs
+    struct device_view {
+        std::string name;
+        unsigned cc;
+    };
+    std::vector<device_view> devices;
+    if (const json& list = at(f.cuda, "devices"); list.is_array())
+        for (const auto& d : list)
+            if (const auto cc = detail::parse_compute_capability(text(at(d, "compute_capability"))))
+                devices.push_back({text(at(d, "name"), "device"), *cc});
+    for (const auto& device : devices) {
+        std::string failing, jitted, error = "cudaErrorNoKernelImageForDevice";
+        std::size_t checked = 0;
+        for (const auto& [program, facts_of] : programs.items()) {
+            const auto images = images_of(facts_of);
+            if (!images || images->empty())
+                continue;
+            ++checked;
+            std::map<unsigned, std::vector<detail::fatbin_image>> containers;
+            for (const auto& img : *images)
+                containers[img.container].push_back(img);
+            for (const auto& [container, held] : containers) {
+                const auto p = detail::predict_image(held, device.cc, driver, force_jit, no_jit);
+                if (p.how == detail::image_path::no_image) {
+                    failing += (failing.empty() ? "" : "; ") + program + ": " + p.reason;
+                    error = p.error.empty() ? error : p.error;
+                    break;
+                }
+                if (p.how == detail::image_path::ptx_jit &&
+                    jitted.find(program) == std::string::npos)
+                    jitted += (jitted.empty() ? "" : ", ") + program;
+            }
+        }
+        if (checked == 0)
+            return;
+        const std::string where = device.name + " (" + detail::cc_text(device.cc) + ")";
+        if (!failing.empty())
+            out.push_back(
+                make(error == "cudaErrorUnsupportedPtxVersion" ? "ptx-too-new" : "no-kernel-image",
+                     finding_severity::error,
+                     "this build has no image " + where + " can run (" + error + ")", failing,
+                     "the first kernel launch fails with " + error +
+                         " (with lazy loading, at the launch, not at start-up)",
+                     "rebuild with this architecture in CMAKE_CUDA_ARCHITECTURES (" +
+                         std::to_string(device.cc) + "-real, or " + std::to_string(device.cc) +
+                         "-virtual for PTX), or upgrade "
+                         "the driver where only the PTX ISA is too new",
+                     "cuda.version_mismatch.arch_coverage", "binary-compatibility"));
+        else if (!jitted.empty())
+            out.push_back(
+                make("ptx-jit", finding_severity::warning,
+                     where + " runs this build by PTX JIT (no SASS for it)",
+                     "JIT-compiled at the first launch: " + jitted,
+                     "the first launch of each kernel compiles it (seconds; cached in "
+                     "~/.nv/ComputeCache), so first-run timings are not steady state",
+                     "add " + std::to_string(device.cc) + "-real to CMAKE_CUDA_ARCHITECTURES",
+                     "cuda.version_mismatch.arch_coverage", "binary-compatibility"));
+        else
+            out.push_back(make("kernel-images", finding_severity::ok,
+                               where + " runs every program of this build from SASS",
+                               std::to_string(checked) + " programs checked", "", "",
+                               "cuda.version_mismatch.arch_coverage", "binary-compatibility"));
+    }
+    if (!devices.empty())
+        return;
+    for (const auto& [program, facts_of] : programs.items())
+        if (const auto images = images_of(facts_of))
+            for (const auto& img : *images)
+                embedded[img.name()].push_back(program);
+    if (embedded.empty())
+        return;
+    std::string names;
+    for (const auto& [name, users] : embedded)
+        names += (names.empty() ? "" : ", ") + name;
+    out.push_back(make("kernel-images", finding_severity::ok,
+                       "this build embeds " + names + " (no device here to compare with)",
+                       std::to_string(programs.size()) + " programs read", "", "",
+                       "cuda.version_mismatch.arch_coverage", "binary-compatibility"));
+}
+
 /// Variables that slow or alter every CUDA program (DCGM's "Environmental Variables" list, plus
 /// the JIT and synchronisation switches): set, they change what the cases measure.
 void check_cuda_env(const facts& f, findings& out) {
@@ -856,6 +982,35 @@ std::string reproduce_hint(const std::string& case_id) {
            ")";
 }
 } // namespace
+
+json build_images(const std::vector<std::pair<std::string, std::string>>& programs) {
+    json out = json::object();
+    for (const auto& [name, path] : programs) {
+        auto elf = detail::read_elf(path);
+        if (!elf.is_ok()) {
+            out[name] = {{"error", elf.error().message()}};
+            continue;
+        }
+        auto images = detail::fatbin_images(elf.value(), path);
+        if (!images.is_ok()) {
+            out[name] = {{"error", images.error().message()}};
+            continue;
+        }
+        if (images.value().empty())
+            continue; // host code only
+        json list = json::array();
+        for (const auto& img : images.value())
+            list.push_back({{"name", img.name()},
+                            {"kind", img.is_ptx() ? "ptx" : "sass"},
+                            {"arch", img.arch},
+                            {"variant", variant_name(img.variant)},
+                            {"version_major", img.version_major},
+                            {"version_minor", img.version_minor},
+                            {"container", img.container}});
+        out[name] = {{"images", std::move(list)}};
+    }
+    return out;
+}
 
 bool diagnosis::cuda_usable() const {
     return std::none_of(findings.begin(), findings.end(),
@@ -911,9 +1066,10 @@ json diagnosis::to_json() const {
 diagnosis diagnose(const json& fingerprint) {
     const facts f(fingerprint);
     diagnosis d;
-    for (auto* check : {check_probe, check_build, check_driver_library, check_driver_version,
-                        check_visible_devices, check_device_order, check_cublas, check_cudnn,
-                        check_loader_copies, check_nvml, check_pageable_memory, check_cuda_env})
+    for (auto* check :
+         {check_probe, check_build, check_driver_library, check_driver_version,
+          check_visible_devices, check_device_order, check_cublas, check_cudnn, check_loader_copies,
+          check_nvml, check_pageable_memory, check_cuda_env, check_kernel_images})
         check(f, d.findings);
     std::stable_sort(d.findings.begin(), d.findings.end(), [](const finding& a, const finding& b) {
         return rank(a.severity) < rank(b.severity);
@@ -1076,6 +1232,25 @@ const std::vector<rule_doc>& doctor_rules() {
         {"clocks-slowed", "NVML: HW slowdown, thermal or power-brake throttle reasons",
          "timings are slower than the GPU's normal", "fix cooling or power first", "",
          rule_link("clock-event-reasons")},
+        {"no-kernel-image",
+         "each program of this build against each device: SASS of the same "
+         "major and a minor no newer, an a target only on its exact compute capability, an f "
+         "target within its family, else PTX no newer than the device",
+         "the first launch fails with cudaErrorNoKernelImageForDevice",
+         "add the architecture to CMAKE_CUDA_ARCHITECTURES", "cuda.version_mismatch.arch_coverage",
+         rule_link("binary-compatibility")},
+        {"ptx-too-new", "only PTX would serve a device, and its ISA is newer than the driver JITs",
+         "the first launch fails with cudaErrorUnsupportedPtxVersion",
+         "upgrade the driver or embed SASS for the device", "cuda.version_mismatch.arch_coverage",
+         rule_link("binary-compatibility")},
+        {"ptx-jit", "a device runs some program of this build only by PTX JIT",
+         "first launches compile (seconds): first-run timings are not steady state",
+         "embed SASS for the device", "cuda.version_mismatch.arch_coverage",
+         rule_link("binary-compatibility")},
+        {"kernel-images",
+         "every program of this build has SASS for each device (or, without a "
+         "device, which images it embeds)",
+         "", "", "cuda.version_mismatch.arch_coverage", rule_link("binary-compatibility")},
         {"cuda-env",
          "DCGM's list of variables that slow or alter CUDA (injection, profiling, core "
          "dumps) and CUDA_LAUNCH_BLOCKING, CUDA_FORCE_PTX_JIT, CUDA_DISABLE_PTX_JIT",

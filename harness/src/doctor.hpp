@@ -41,6 +41,12 @@ struct diagnosis {
     nlohmann::json to_json() const;
 };
 
+/// The SASS and PTX images embedded in each program of a build (name -> path), as facts a
+/// fingerprint carries ("build_images"): {"<name>": {"images": [{"name": "sm_90a", "kind":
+/// "sass", "arch": 90, "variant": "arch_specific", "version": "1.8", "container": 0}, ...]}}, or
+/// {"error": "..."} for a program that cannot be read. Programs without device code are left out.
+nlohmann::json build_images(const std::vector<std::pair<std::string, std::string>>& programs);
+
 /// The findings for a fingerprint (take_fingerprint's JSON). Never fails: a fact the probe
 /// could not learn is said to be unknown, and a missing or broken probe output is itself a
 /// finding.

@@ -3,6 +3,7 @@
 // the runner's option structs. Only main() decides an exit code.
 #include "doctor.hpp"
 #include "fingerprint.hpp"
+#include "index.hpp"
 #include "locate.hpp"
 #include "report.hpp"
 #include "runner.hpp"
@@ -590,8 +591,17 @@ int do_doctor(command_line& cl) {
     // The probe: beside this program (or the index's paths.probe where an index is found).
     std::string probe = self_executable();
     probe = probe.substr(0, probe.rfind('/') + 1) + "pitfall-probe";
-    if (auto at = locate(cl.index_flag); at.is_ok() && !at->probe.empty())
-        probe = at->probe;
+    // With an index (a build tree or an install), its probe and its programs' kernel images.
+    std::vector<std::pair<std::string, std::string>> programs;
+    if (auto at = locate(cl.index_flag); at.is_ok()) {
+        if (!at->probe.empty())
+            probe = at->probe;
+        if (auto index = load_index(at->index); index.is_ok())
+            for (const auto& s : index->scenarios)
+                programs.emplace_back(s.description.name, s.program);
+    } else if (!cl.index_flag.empty()) {
+        return input_error(at.error());
+    }
     if (::access(probe.c_str(), X_OK) != 0)
         return usage_error("no environment probe to run at " + probe +
                            " (build the pitfall_probe target)");
@@ -599,7 +609,8 @@ int do_doctor(command_line& cl) {
     if (logs.path.empty())
         return usage_error(std::string("cannot make a folder under $TMPDIR: ") +
                            std::strerror(errno));
-    const auto fingerprint = take_fingerprint(probe, logs.path);
+    auto fingerprint = take_fingerprint(probe, logs.path);
+    fingerprint["build_images"] = build_images(programs);
     const diagnosis d = diagnose(fingerprint);
     if (cl.as_json) {
         nlohmann::json out = d.to_json();

@@ -434,6 +434,12 @@ status start_session(run_plan& plan) {
     run_folder& folder = *plan.folder;
     run_header& h = plan.header;
     h.fingerprint = take_fingerprint(plan.options.probe_program, folder.logs_dir());
+    // The build's SASS and PTX beside the machine's facts: the doctor's rules judge them
+    // against the devices, here and in every report rendered from this record.
+    std::vector<std::pair<std::string, std::string>> programs;
+    for (const auto& s : plan.index.scenarios)
+        programs.emplace_back(s.description.name, s.program);
+    h.fingerprint["build_images"] = build_images(programs);
     h.fingerprint_summary = fingerprint_summary(h.fingerprint);
     h.fingerprint_id = fingerprint_id(h.fingerprint_summary);
     PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,

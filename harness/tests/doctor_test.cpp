@@ -334,6 +334,59 @@ TEST(Doctor, VariablesThatAlterCudaAreNamed) {
     EXPECT_NE(f->observed.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
 }
 
+json image(const char* kind, unsigned arch, const char* variant, unsigned major = 0,
+           unsigned minor = 0) {
+    return {{"name", "x"},        {"kind", kind},           {"arch", arch},
+            {"variant", variant}, {"version_major", major}, {"version_minor", minor},
+            {"container", 0}};
+}
+
+json with_device_and_images(const char* cc, json images, long long driver = 13000) {
+    json fp = healthy();
+    fp["libraries"]["cuda"]["devices"][0]["compute_capability"] = cc;
+    fp["libraries"]["cuda"]["driver_version"] = driver;
+    fp["build_images"] = {{"program_a", {{"images", std::move(images)}}}};
+    return fp;
+}
+
+TEST(DoctorKernelImages, ArchSpecificAndFamilyTargets) {
+    // sm_100a on 10.3: an arch-specific image runs on exactly 10.0, so nothing runs here.
+    diagnosis d = diagnose(with_device_and_images("10.3", {image("sass", 100, "arch_specific")}));
+    ASSERT_NE(find(d, "no-kernel-image"), nullptr);
+    EXPECT_NE(find(d, "no-kernel-image")->title.find("cudaErrorNoKernelImageForDevice"),
+              std::string::npos);
+    // compute_90a PTX never JITs to 10.0.
+    d = diagnose(with_device_and_images("10.0", {image("ptx", 90, "arch_specific", 9, 0)}));
+    EXPECT_NE(find(d, "no-kernel-image"), nullptr);
+    // compute_100f stays in 10.x: runs on 10.3 (by JIT), not on 12.0.
+    d = diagnose(with_device_and_images("10.3", {image("ptx", 100, "family", 9, 0)}));
+    EXPECT_NE(find(d, "ptx-jit"), nullptr);
+    d = diagnose(with_device_and_images("12.0", {image("ptx", 100, "family", 9, 0)}));
+    EXPECT_NE(find(d, "no-kernel-image"), nullptr);
+    // Plain SASS sm_90 on 9.0: from SASS, all well.
+    d = diagnose(with_device_and_images("9.0", {image("sass", 90, "plain")}));
+    ASSERT_NE(find(d, "kernel-images"), nullptr);
+    EXPECT_TRUE(d.cuda_usable());
+}
+
+TEST(DoctorKernelImages, PtxNewerThanTheDriverJits) {
+    const diagnosis d =
+        diagnose(with_device_and_images("12.0", {image("ptx", 90, "plain", 9, 0)}, 12040));
+    ASSERT_NE(find(d, "ptx-too-new"), nullptr);
+    EXPECT_NE(find(d, "ptx-too-new")->title.find("cudaErrorUnsupportedPtxVersion"),
+              std::string::npos);
+}
+
+TEST(DoctorKernelImages, WithoutADeviceSaysWhatIsEmbedded) {
+    json fp = with_device_and_images(
+        "9.0", {image("sass", 90, "arch_specific"), image("ptx", 100, "family", 9, 0)});
+    fp["libraries"]["cuda"]["devices"] = json::array();
+    const diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "kernel-images"), nullptr);
+    EXPECT_NE(find(d, "kernel-images")->title.find("sm_90a"), std::string::npos);
+    EXPECT_NE(find(d, "kernel-images")->title.find("compute_100f"), std::string::npos);
+}
+
 TEST(Doctor, BrokenProbeAndGarbageFactsNeverThrow) {
     json fp = healthy();
     fp["libraries"] = {{"probe_error", "exit 127"},
@@ -344,6 +397,7 @@ TEST(Doctor, BrokenProbeAndGarbageFactsNeverThrow) {
     EXPECT_NE(find(d, "probe-failed")->fix.find("libcudart.so.13"), std::string::npos);
     for (const json& garbage : {json(), json(5), json::array({1, 2}),
                                 json{{"libraries", {{"driver", "x"}, {"cuda", {{"devices", 3}}}}}},
+                                json{{"build_images", {{"p", {{"images", {1, {{"arch", -3}}}}}}}}},
                                 json{{"libraries", {{"nvml", {{"devices", {1, "a", nullptr}}}}}},
                                      {"environment", {{"CUDA_VISIBLE_DEVICES", 7}}}}})
         EXPECT_NO_THROW(d = diagnose(garbage)) << garbage.dump();

@@ -172,7 +172,11 @@ class Endings(FixtureTest):
         self.assertEqual(len(causes), len(set(causes)), section)  # each cause once
         self.assertLess(len(lines), len(skipped), section)
         for cause in causes:
-            self.assertRegex(cause, r"cudaErrorInsufficientDriver \(no NVIDIA driver|cudaErrorNoDevice|built without CUDA")
+            # The machine's diagnosis names a cause it explains ("no NVIDIA driver (...); CUDA
+            # 13.0 needs driver >= 580 [cudaErrorInsufficientDriver]"), else the error's gloss.
+            self.assertRegex(cause, r"cudaErrorInsufficientDriver \(no NVIDIA driver|no NVIDIA driver \(libcuda"
+                                    r"\.so\.1 not found\).*\[cudaErrorInsufficientDriver\]$|cudaErrorNoDevice|"
+                                    r"built without CUDA")
 
     def test_fingerprint_is_recorded_once(self):
         out = self.run_dir()
@@ -699,7 +703,9 @@ class Reports(FixtureTest):
         self.assertEqual(rc, 0)
         self.assertEqual(console, [])  # no console errors (nor any other message)
         self.assertIn('id="verdict-grid"', dom)
-        self.assertEqual(dom.count("<details"), 4)
+        # One folded block a case, and one a finding of the machine's diagnosis.
+        self.assertEqual(dom.count("<details") - dom.count('<details class="finding'), 4)
+        self.assertIn('<section id="machine">', dom)
         # Sample times, process times, the declared ratio (ok_over_ok) and memory, each its own chart.
         self.assertEqual(dom.count("<svg"), 4)
         for chart in ("chart-sample-times", "chart-process-times", "chart-ratios", "chart-memory"):
