@@ -224,6 +224,10 @@ def load_matrix(path: Path) -> dict:
         for key in ("stage", "message_contains", "cuda_error"):
             if key in expect and not isinstance(expect[key], str):
                 raise BadInput(f"{cw}.expect.{key}: expected a string")
+        if "doctor" in expect and not (isinstance(expect["doctor"], list) and expect["doctor"]
+                                       and all(isinstance(i, str) and re.fullmatch(r"[a-z][a-z0-9-]*", i)
+                                               for i in expect["doctor"])):
+            raise BadInput(f"{cw}.expect.doctor: expected a non-empty list of finding ids (pitfall doctor --explain all)")
         if "gpu_runner" in cell:
             gw = f"{cw}.gpu_runner"
             runner = _need(cell, "gpu_runner", dict, cw)
@@ -491,6 +495,13 @@ def judge_cell(cell: dict, outcome: dict) -> list[str]:
         problems.append(f"message does not say '{expect['message_contains']}'")
     if "cuda_error" in expect and outcome.get("cuda_error") != expect["cuda_error"]:
         problems.append(f"first CUDA call {outcome.get('cuda_error')}, expected {expect['cuda_error']}")
+    if "doctor" in expect:
+        doctor = outcome.get("doctor") if isinstance(outcome.get("doctor"), dict) else {}
+        errors = doctor.get("errors") if isinstance(doctor.get("errors"), list) else []
+        missing = [i for i in expect["doctor"] if i not in errors]
+        if missing:
+            problems.append(f"pitfall doctor's errors {errors or doctor.get('error', 'none')}, "
+                            f"expected {', '.join(missing)} among them")
     return problems
 
 

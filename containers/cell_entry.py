@@ -241,6 +241,22 @@ def main() -> int:
     search = [cell["cudnn"]["run"], *spec.get("image", {}).get("library_path", [])]
     env["LD_LIBRARY_PATH"] = ":".join(search + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
     pitfall = str(BUILD / "bin" / "pitfall")
+    # doctor: what `pitfall doctor` says of this cell's machine, with the same loader path as
+    # the run (its findings are asserted per cell: expect.doctor in ci/matrix.json)
+    t = time.monotonic()
+    rc, text = run_logged([pitfall, "doctor", "--json"], logs / "doctor.log", env=env)
+    try:
+        diagnosis = json.loads(text[text.index("{"):]) if "{" in text else None
+    except json.JSONDecodeError:
+        diagnosis = None
+    if isinstance(diagnosis, dict) and rc in (0, 1):
+        write_atomically(OUT / "doctor.json", json.dumps(diagnosis, indent=2) + "\n")
+        result["doctor"] = {"exit_code": rc, "headline": diagnosis.get("headline", ""),
+                            "errors": [f.get("id") for f in diagnosis.get("findings", []) if f.get("severity") == "error"],
+                            "warnings": [f.get("id") for f in diagnosis.get("findings", []) if f.get("severity") == "warning"]}
+    else:
+        result["doctor"] = {"exit_code": rc, "error": first_error(text)}
+    stage("doctor", "errors" in result["doctor"], t, exit_code=rc)
     argv = [pitfall, "run", "--out", str(OUT / "run"), "--replace"]
     for s in spec.get("scenarios") or []:
         argv += ["--scenario", s]

@@ -16,6 +16,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+import jsonschema
+
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "ci" / "matrix.py"
 MATRIX = json.loads((ROOT / "ci" / "matrix.json").read_text())
@@ -243,6 +245,12 @@ class Driver(unittest.TestCase):
         cell = {"expect": {"outcome": "ran", "cuda_error": "cudaErrorNoDevice"}}
         self.assertEqual(matrix.judge_cell(cell, {"outcome": "ran", "cuda_error": "cudaErrorInsufficientDriver"}),
                          ["first CUDA call cudaErrorInsufficientDriver, expected cudaErrorNoDevice"])
+        # The doctor's errors in the cell must include each expected finding.
+        cell = {"expect": {"outcome": "ran", "doctor": ["no-device", "cudnn-version"]}}
+        self.assertEqual(matrix.judge_cell(cell, {"outcome": "ran", "doctor": {"errors": ["no-device", "cudnn-version"]}}), [])
+        self.assertEqual(matrix.judge_cell(cell, {"outcome": "ran", "doctor": {"errors": ["no-device"]}}),
+                         ["pitfall doctor's errors ['no-device'], expected cudnn-version among them"])
+        self.assertEqual(len(matrix.judge_cell(cell, {"outcome": "ran", "doctor": "broken"})), 1)
 
     def test_gpu_runner_spec_and_cells(self):
         cells = json.loads(drive("runner-cells").stdout)
@@ -433,6 +441,14 @@ class RealCell(unittest.TestCase):
         self.assertEqual(set(cell["archs_built"]["sass"]), requested)
         summary = json.loads((out / "cells" / cell_id / "run" / "summary.json").read_text())
         self.assertGreater(summary["cases_finished"], 0)
+        # pitfall doctor in the cell: no driver library in the image, so no-driver first, with
+        # the branch the cell's CUDA 13.0 runtime needs.
+        self.assertEqual(cell["doctor"]["exit_code"], 1, cell["doctor"])
+        self.assertEqual(cell["doctor"]["errors"][0], "no-driver", cell["doctor"])
+        self.assertIn("CUDA 13.0 needs driver >= 580", cell["doctor"]["headline"])
+        diagnosis = json.loads((out / "cells" / cell_id / "doctor.json").read_text())
+        with open(ROOT / "reports" / "schema" / "doctor.schema.json") as f:
+            jsonschema.validate(diagnosis, json.load(f))
         md = (out / "matrix.md").read_text()
         self.assertIn(cell_id, md)
         self.assertEqual(r.returncode, 0)
