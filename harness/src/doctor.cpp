@@ -501,13 +501,15 @@ void check_visible_devices(const facts& f, findings& out) {
                       std::to_string(*f.physical_devices) + ")";
         if (problem.empty())
             continue;
+        std::string observed = observed_prefix;
+        observed.append("; ").append(problem);
         out.push_back(make(
             "visible-devices-invalid", i == 0 ? finding_severity::error : finding_severity::warning,
             "CUDA_VISIBLE_DEVICES hides " +
                 std::string(i == 0 ? "every GPU"
                                    : "the GPUs from entry " + std::to_string(i + 1) + " on") +
                 ": " + problem,
-            observed_prefix + "; " + problem,
+            std::move(observed),
             "CUDA reads the list up to the first entry it cannot match and ignores "
             "the rest, so a typo or a stale index silently removes GPUs "
             "(cudaErrorNoDevice when none is left)",
@@ -898,11 +900,12 @@ void check_kernel_images(const facts& f, findings& out) {
         if (checked == 0)
             return;
         const std::string where = device.name + " (" + detail::cc_text(device.cc) + ")";
+        std::string title = "this build has no image " + where;
+        title.append(" can run (").append(error).append(")");
         if (!failing.empty())
             out.push_back(
                 make(error == "cudaErrorUnsupportedPtxVersion" ? "ptx-too-new" : "no-kernel-image",
-                     finding_severity::error,
-                     "this build has no image " + where + " can run (" + error + ")", failing,
+                     finding_severity::error, std::move(title), failing,
                      "the first kernel launch fails with " + error +
                          " (with lazy loading, at the launch, not at start-up)",
                      "rebuild with this architecture in CMAKE_CUDA_ARCHITECTURES (" +

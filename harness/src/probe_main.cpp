@@ -366,7 +366,8 @@ json loader_path_copies() {
         closedir(d);
         std::sort(names.begin(), names.end());
         for (const auto& name : names) {
-            const std::string file = dir + "/" + name;
+            std::string file = dir + "/";
+            file += name;
             char resolved[PATH_MAX];
             if (realpath(file.c_str(), resolved) == nullptr || !seen_files.insert(resolved).second)
                 continue;
@@ -563,7 +564,7 @@ json cudnn_facts() {
 #endif
 } // namespace
 
-int main() {
+int main() try {
     json out = {{"schema", "pitfall.probe/1"}, {"built_with_cuda", PITFALL_HAS_CUDA != 0}};
     // The driver first, by its own API: what the runtime's calls below answer follows from it.
     out["driver"] = driver_facts();
@@ -581,6 +582,9 @@ int main() {
 #endif
     out["loaded_libraries"] = loaded_libraries();
     out["loader_path_copies"] = loader_path_copies();
-    std::cout << out.dump(2) << '\n';
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
     return 0;
+} catch (const std::exception& e) { // a bug or the system (memory): said, and the harness
+    std::cerr << "pitfall-probe: error: " << e.what() << '\n'; // records the probe as failed
+    return 2;
 }

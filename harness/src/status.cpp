@@ -194,8 +194,9 @@ status status::error(pitfall_error code, std::string message, stage where, const
 }
 status status::from_errno(int errnum, std::string message, stage where, const char* file,
                           int line) {
-    return error(library::host, errno_name(errnum), message + ": " + std::strerror(errnum), where,
-                 false, file, line);
+    message += ": ";
+    message += std::strerror(errnum);
+    return error(library::host, errno_name(errnum), std::move(message), where, false, file, line);
 }
 
 status status::unsupported(std::string reason, const char* file, int line) {

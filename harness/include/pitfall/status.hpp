@@ -202,11 +202,14 @@ template <class T> const status& as_status(const status_or<T>& s) {
 /// `PITFALL_ASSIGN_OR_RETURN(auto buf, backend::allocate<float>(n));`
 #define PITFALL_ASSIGN_OR_RETURN(lhs, expr)                                                        \
     PITFALL_ASSIGN_OR_RETURN_IMPL(PITFALL_CONCAT(pitfall_or_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): tmp and lhs name declarations, which parentheses
+// would break ("auto (x) = ..." declares nothing usable; "(auto buf) = ..." does not compile).
 #define PITFALL_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                                              \
     auto tmp = (expr);                                                                             \
     if (!tmp.is_ok())                                                                              \
         return tmp.error();                                                                        \
     lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// An error from host code: `code` is a host_error (`pitfall::host_error::write_failed`).
 #define PITFALL_HOST_ERROR(stage_, code_, message_)                                                \
