@@ -2,7 +2,8 @@
 # cuDNN or BLAS library (it runs, and reports, where none of them loads: the probe and the
 # scenarios answer for them). Read from the binary's dynamic section (DT_NEEDED, and the run
 # path folders the build added for them, which survive --as-needed); and the same check shown
-# able to fail, on the probe, which links the SDK.
+# able to fail, on a scenario program, which links the SDK. (The probe links the CUDA runtime
+# alone and opens the rest by name: it is no longer an example of a forbidden link.)
 function(pitfall_add_link_checks)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(forbidden libcudart libcublas libcublasLt libcudnn libopenblas libblas libnccl)
@@ -19,8 +20,15 @@ function(pitfall_add_link_checks)
   add_test(NAME pitfall.static.cli_links COMMAND ${check} "$<TARGET_FILE:pitfall::pitfall>")
   set_tests_properties(pitfall.static.cli_links PROPERTIES
     LABELS "static;harness" SKIP_RETURN_CODE 77 TIMEOUT 60)
-  add_test(NAME pitfall.static.cli_links_detects_sdk COMMAND ${check} "$<TARGET_FILE:pitfall::probe>")
-  set_tests_properties(pitfall.static.cli_links_detects_sdk PROPERTIES
-    LABELS "static;harness" SKIP_RETURN_CODE 77 TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "FAIL: pitfall-probe: ")
+  # The check shown able to fail: on the first scenario program built, which links the SDK
+  # (OpenBLAS; cuBLAS and the CUDA runtime too in a CUDA build).
+  get_property(scenarios GLOBAL PROPERTY PITFALL_SCENARIOS)
+  if(scenarios)
+    list(GET scenarios 0 first_scenario)
+    add_test(NAME pitfall.static.cli_links_detects_sdk
+             COMMAND ${check} "$<TARGET_FILE:pitfall.scenario.${first_scenario}>")
+    set_tests_properties(pitfall.static.cli_links_detects_sdk PROPERTIES
+      LABELS "static;harness" SKIP_RETURN_CODE 77 TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "FAIL: ${first_scenario}: ")
+  endif()
 endfunction()

@@ -156,10 +156,9 @@ class DoctorInRuns(unittest.TestCase):
     def setUp(self):
         self.assertTrue(BIN and REAL_INDEX, "run through CTest: PITFALL_BIN unset")
         self.tmp = tempfile.mkdtemp(prefix="pitfall-doctor-run-")
-        listed = subprocess.run([BIN, "list", "--json", "--backend", "cuda", "--scenario", "version_mismatch",
-                                 "--index", REAL_INDEX], capture_output=True, text=True, timeout=60)
-        if listed.returncode != 0 or not json.loads(listed.stdout):
-            self.skipTest("this build has no CUDA cases (built without CUDA)")
+        with open(REAL_INDEX) as f:
+            if not json.load(f).get("built_with_cuda"):
+                self.skipTest("this build has no CUDA cases to run (built without CUDA)")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
