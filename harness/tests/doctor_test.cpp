@@ -341,11 +341,13 @@ json image(const char* kind, unsigned arch, const char* variant, unsigned major 
             {"container", 0}};
 }
 
-json with_device_and_images(const char* cc, json images, long long driver = 13000) {
+/// A vector, not a json: `json x = {one}` is a copy of `one` under Clang but an array under GCC.
+json with_device_and_images(const char* cc, const std::vector<json>& images,
+                            long long driver = 13000) {
     json fp = healthy();
     fp["libraries"]["cuda"]["devices"][0]["compute_capability"] = cc;
     fp["libraries"]["cuda"]["driver_version"] = driver;
-    fp["build_images"] = {{"program_a", {{"images", std::move(images)}}}};
+    fp["build_images"] = {{"program_a", {{"images", json(images)}}}};
     return fp;
 }
 
