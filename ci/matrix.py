@@ -235,6 +235,8 @@ def load_matrix(path: Path) -> dict:
                 _need(runner, key, str, gw)
             if runner.get("digest") is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(runner["digest"])):
                 raise BadInput(f"{gw}.digest: expected null or sha256:<64 hex digits> (ci/pin-images.py writes it)")
+        if "stub_driver_on_path" in cell and not isinstance(cell["stub_driver_on_path"], bool):
+            raise BadInput(f"{cw}.stub_driver_on_path: expected true or false")
         for key in ("mounts", "hide_files", "cuda_flags"):
             if not isinstance(cell.get(key, []), list) or not all(isinstance(v, str) and v for v in cell.get(key, [])):
                 raise BadInput(f"{cw}.{key}: expected a list of strings")
@@ -599,7 +601,8 @@ def gpu_runner_cell(cell: dict) -> dict:
     runner = cell.get("gpu_runner")
     if runner is None:
         raise BadInput(f"cell '{cell['id']}' has no gpu_runner entry (it runs only in a local container)")
-    out = {k: v for k, v in cell.items() if k not in ("hide_files", "mounts", "expect")}
+    out = {k: v for k, v in cell.items()
+           if k not in ("hide_files", "mounts", "expect", "stub_driver_on_path")}
     out["host_compiler"] = runner["host_compiler"]
     out["cuda"] = dict(cell["cuda"], nvcc=runner["nvcc"], source=f"{runner['image']} (GPU runner)")
     out["cudnn"] = dict(cell["cudnn"], build=runner["cudnn_build"], run=runner["cudnn_run"])

@@ -240,6 +240,19 @@ def main() -> int:
     env = dict(os.environ)
     search = [cell["cudnn"]["run"], *spec.get("image", {}).get("library_path", [])]
     env["LD_LIBRARY_PATH"] = ":".join(search + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+    if cell.get("stub_driver_on_path"):
+        # The mistake people make: the toolkit's link-time stub put first on the run-time path
+        # under the driver's name. Both doctor and the run see it.
+        stubs = [p for p in (Path(nvcc).resolve().parent.parent / "lib64" / "stubs" / "libcuda.so",
+                             *Path(nvcc).resolve().parent.parent.glob("targets/*/lib/stubs/libcuda.so"))
+                 if p.exists()]
+        if not stubs:
+            return finish("run_failed", "run", f"stub_driver_on_path: no stubs/libcuda.so beside {nvcc}")
+        stub_dir = work / "stub-on-path"
+        stub_dir.mkdir()
+        (stub_dir / "libcuda.so.1").symlink_to(stubs[0])
+        env["LD_LIBRARY_PATH"] = f"{stub_dir}:{env['LD_LIBRARY_PATH']}"
+        result["stub_driver_on_path"] = str(stubs[0])
     pitfall = str(BUILD / "bin" / "pitfall")
     # doctor: what `pitfall doctor` says of this cell's machine, with the same loader path as
     # the run (its findings are asserted per cell: expect.doctor in ci/matrix.json)
