@@ -1088,7 +1088,7 @@ std::string render_diagnosis(const diagnosis& d) {
     const auto plural = [](int n, const char* word) {
         return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
     };
-    out << (d.cuda_usable() ? "CUDA work can run here" : "CUDA work cannot run here") << " ("
+    out << (d.cuda_usable() ? "CUDA work can run here" : "not ready for CUDA work") << " ("
         << plural(counts[finding_severity::error], "error") << ", "
         << plural(counts[finding_severity::warning], "warning") << ", "
         << counts[finding_severity::ok] << " ok)\n";

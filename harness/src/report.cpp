@@ -392,7 +392,7 @@ std::string markdown_machine(const run_data& run) {
     std::ostringstream m;
     m << "### This machine\n\n"
       << (d.cuda_usable() ? "CUDA work can run here."
-                          : "**CUDA cannot run here: " + md_inline(d.headline(), 200) + "**")
+                          : "**Not ready for CUDA work: " + md_inline(d.headline(), 200) + "**")
       << "\n\n";
     std::ostringstream rows;
     for (const auto& f : d.findings)
@@ -1042,7 +1042,7 @@ std::string html_machine(const run_data& run) {
     const diagnosis d = machine_of(run);
     std::ostringstream h;
     h << "<section id=\"machine\"><h2>This machine</h2>\n<p class=\"v "
-      << (d.cuda_usable() ? "pass\">CUDA work can run here" : "fail\">CUDA cannot run here: ")
+      << (d.cuda_usable() ? "pass\">CUDA work can run here" : "fail\">Not ready for CUDA work: ")
       << escape_markup(d.headline()) << "</p>\n";
     for (const auto& f : d.findings) {
         h << "<details class=\"finding " << severity_name(f.severity) << "\""

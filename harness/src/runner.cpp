@@ -485,7 +485,7 @@ status start_session(run_plan& plan) {
     // The machine first: what `pitfall doctor` would say decides how to read every line after.
     std::cout << "machine: "
               << (plan.machine.cuda_usable() ? "CUDA work can run here"
-                                             : "CUDA cannot run here: " + plan.machine.headline())
+                                             : "not ready for CUDA work: " + plan.machine.headline())
               << " (`pitfall doctor` for the evidence and the fix)\n";
     std::cout << "pitfall: " << plan.cases.size() << " cases -> " << folder.dir() << '\n'
               << "profile: " << h.profile.value_or("(none)") << " (" << h.profile_reason << ")\n";

@@ -96,7 +96,7 @@ class Doctor(unittest.TestCase):
         ids = [f["id"] for f in out["findings"]]
         text = self.doctor()
         self.assertRegex(text.stdout.splitlines()[0],
-                         r"^CUDA work (can|cannot) run here \(\d+ errors?, \d+ warnings?, \d+ ok\)$")
+                         r"^(CUDA work can run here|not ready for CUDA work) \(\d+ errors?, \d+ warnings?, \d+ ok\)$")
         if not loads("libcuda.so.1") and not os.path.exists("/proc/driver/nvidia/version"):
             # No driver at all here (seen independently): that is the finding, first, with the
             # loader's own words and, for a CUDA build, the branch the runtime needs.
@@ -174,7 +174,7 @@ class DoctorInRuns(unittest.TestCase):
         folder, env = Doctor.stub_on_path(self)
         p, out = self.run_version_mismatch(env=env)
         self.assertRegex(p.stdout.splitlines()[0],
-                         r"^machine: CUDA cannot run here: the CUDA toolkit's stub libcuda\.so is loaded")
+                         r"^machine: not ready for CUDA work: the CUDA toolkit's stub libcuda\.so is loaded")
         cases = {r["case"]: r for r in records(out)}
         for case in ("cuda.version_mismatch.runtime_vs_driver", "cuda.version_mismatch.arch_coverage"):
             self.assertNotIn(cases[case]["verdict"], ("NUMERIC_MISMATCH", "FAIL"), cases[case]["reason"])
@@ -187,7 +187,7 @@ class DoctorInRuns(unittest.TestCase):
         with open(os.path.join(out, "summary.md")) as f:
             summary = f.read()
         self.assertIn("### This machine", summary)
-        self.assertIn("**CUDA cannot run here: the CUDA toolkit's stub libcuda.so", summary)
+        self.assertIn("**Not ready for CUDA work: the CUDA toolkit's stub libcuda.so", summary)
         self.assertIn("| error | the CUDA toolkit's stub", summary)
         with open(os.path.join(out, "report.html")) as f:
             html = f.read()
@@ -203,7 +203,7 @@ class DoctorInRuns(unittest.TestCase):
     def test_the_run_says_the_machine_first(self):
         p, out = self.run_version_mismatch()
         first = p.stdout.splitlines()[0]
-        self.assertRegex(first, r"^machine: CUDA (work can run here|cannot run here: .+) \(`pitfall doctor`")
+        self.assertRegex(first, r"^machine: (CUDA work can run here|not ready for CUDA work: .+) \(`pitfall doctor`")
         if not loads("libcuda.so.1") and not os.path.exists("/proc/driver/nvidia/version"):
             self.assertIn("no NVIDIA driver (libcuda.so.1 not found)", first)
             skipped = [r for r in records(out) if r["verdict"] == "UNSUPPORTED"]
