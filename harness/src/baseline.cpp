@@ -592,7 +592,9 @@ verdict judge(const observation& observed, const json& expected, const std::stri
             return {verdict_kind::unsupported,
                     "environment: " + context.environment_fault + " (" + *error +
                         "; against the baseline: " + to_string(v.kind) + ", " + v.reason + ")"};
-        if (error && v.kind == verdict_kind::pass) // reproduced, and only because of the machine
+        // Reproduced, and only because of the machine: say so.
+        if (v.kind == verdict_kind::pass &&
+            environment_error_in(observed, context.explained_errors))
             v.reason += " (this machine: " + context.environment_fault + ")";
     }
     if (is_failing(v.kind) && expected.is_object() &&

@@ -91,6 +91,8 @@ struct judge_context {
     /// (a stub libcuda on the path is not the code's regression); another error still fails.
     std::string environment_fault;
     std::vector<std::string> environment_errors;
+    /// Every error the diagnosis explains: a PASS that reproduced one says "(this machine: ...)".
+    std::vector<std::string> explained_errors;
 };
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|

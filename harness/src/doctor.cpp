@@ -1028,6 +1028,13 @@ std::string diagnosis::headline() const {
 }
 
 std::vector<std::string> diagnosis::environment_errors() const {
+    std::vector<std::string> names = explained_errors();
+    names.erase(std::remove(names.begin(), names.end(), "cudaErrorInsufficientDriver"),
+                names.end());
+    return names;
+}
+
+std::vector<std::string> diagnosis::explained_errors() const {
     static const std::map<std::string, std::vector<std::string>> explained = {
         {"no-driver", {"cudaErrorInsufficientDriver"}},
         {"container-without-toolkit", {"cudaErrorInsufficientDriver"}},

@@ -35,8 +35,11 @@ struct diagnosis {
     /// The worst error's title, or empty where there is none.
     std::string headline() const;
     /// The CUDA error names the errors found explain (no driver: cudaErrorInsufficientDriver;
-    /// the stub: cudaErrorStubLibrary; no device: cudaErrorNoDevice): a case failing by one of
-    /// them failed by this machine, not by its code.
+    /// the stub: cudaErrorStubLibrary; no device: cudaErrorNoDevice), for saying so.
+    std::vector<std::string> explained_errors() const;
+    /// Those of them that make a failing CUDA case an environment verdict: all but
+    /// cudaErrorInsufficientDriver, the outcome the baselines for a machine without a GPU are
+    /// written for (a case failing with it there is judged against them, as before).
     std::vector<std::string> environment_errors() const;
     nlohmann::json to_json() const;
 };

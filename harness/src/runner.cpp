@@ -471,6 +471,7 @@ status start_session(run_plan& plan) {
     plan.machine = diagnose(h.fingerprint);
     plan.judging.environment_fault = plan.machine.headline();
     plan.judging.environment_errors = plan.machine.environment_errors();
+    plan.judging.explained_errors = plan.machine.explained_errors();
     if (const auto gpus = h.fingerprint_summary.find("gpu_count");
         gpus != h.fingerprint_summary.end() && gpus->is_number_integer())
         plan.judging.gpu_count = gpus->get<int>();
@@ -484,8 +485,9 @@ status start_session(run_plan& plan) {
 
     // The machine first: what `pitfall doctor` would say decides how to read every line after.
     std::cout << "machine: "
-              << (plan.machine.cuda_usable() ? "CUDA work can run here"
-                                             : "not ready for CUDA work: " + plan.machine.headline())
+              << (plan.machine.cuda_usable()
+                      ? "CUDA work can run here"
+                      : "not ready for CUDA work: " + plan.machine.headline())
               << " (`pitfall doctor` for the evidence and the fix)\n";
     std::cout << "pitfall: " << plan.cases.size() << " cases -> " << folder.dir() << '\n'
               << "profile: " << h.profile.value_or("(none)") << " (" << h.profile_reason << ")\n";
@@ -963,7 +965,7 @@ std::string group_cause(const case_group& g, const diagnosis& machine) {
     if (g.verdict != verdict_kind::unsupported || g.backend != "cuda" || machine.cuda_usable())
         return g.cause;
     const std::string error = g.members.front()->observed.value("error", "");
-    for (const auto& name : machine.environment_errors())
+    for (const auto& name : machine.explained_errors())
         if (!error.empty() && name == error)
             return machine.headline() + " [" + error + "]";
     return g.cause;

@@ -268,3 +268,43 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
 }
 
 } // namespace
+
+namespace {
+using namespace pitfall;
+using namespace pitfall::runner;
+using nlohmann::json;
+
+// The environment rule: an error the diagnosed fault explains turns a failing CUDA verdict into
+// UNSUPPORTED "environment: ...", except cudaErrorInsufficientDriver, which the baselines for a
+// machine without a GPU are written for.
+TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
+    const json expected = {{"outcome", {{"status", "ok"}}}};
+    const json stub = {{"status", "error"},
+                       {"library", "cuda_runtime"},
+                       {"error", "cudaErrorStubLibrary"},
+                       {"stage", "init"}};
+    judge_context stub_machine;
+    stub_machine.environment_fault = "the CUDA toolkit's stub libcuda.so is loaded as the driver";
+    stub_machine.environment_errors = {"cudaErrorStubLibrary"};
+    stub_machine.explained_errors = {"cudaErrorStubLibrary"};
+    const verdict v = judge({stub, json(), std::nullopt}, expected, "cuda", stub_machine);
+    EXPECT_EQ(v.kind, verdict_kind::unsupported);
+    EXPECT_EQ(v.reason.rfind("environment: the CUDA toolkit's stub", 0), 0u) << v.reason;
+    EXPECT_EQ(judge({stub, json(), std::nullopt}, expected, "cpu", stub_machine).kind,
+              verdict_kind::fail)
+        << "a CPU case is never excused by the driver";
+
+    json no_driver = stub;
+    no_driver["error"] = "cudaErrorInsufficientDriver";
+    judge_context host;
+    host.environment_fault = "no NVIDIA driver (libcuda.so.1 not found)";
+    host.explained_errors = {"cudaErrorInsufficientDriver"};
+    EXPECT_EQ(judge({no_driver, json(), std::nullopt}, expected, "cuda", host).kind,
+              verdict_kind::fail);
+    const json expects_it = {{"outcome", no_driver}};
+    const verdict pass = judge({no_driver, json(), std::nullopt}, expects_it, "cuda", host);
+    EXPECT_EQ(pass.kind, verdict_kind::pass);
+    EXPECT_NE(pass.reason.find("(this machine: no NVIDIA driver"), std::string::npos)
+        << pass.reason;
+}
+} // namespace
