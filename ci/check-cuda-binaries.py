@@ -12,6 +12,11 @@ for an sm_100f cubin). `cuobjdump --dump-resource-usage` is written to the repor
 with local memory (register spills, or a local array) fails the check unless its scenario
 source says why, on a line `// pitfall: local-memory-ok <kernel-name-part> -- <reason>`.
 
+Every kernel in the given sources must start with pitfall::count_this_kernel() (the counter the
+harness reads back as evidence of GPU work; `// pitfall: uncounted-kernel <name> -- <reason>`
+exempts one), and with --require-work-counter every binary with kernels must carry that counter in
+its device code.
+
 With --ptxas-logs, the ptxas reports the build kept (-Xptxas=-v, moved out of the build output
 into <build>/logs/ptxas/<target>.log by cmake/ptxas-log.sh) are read too: a missing log fails,
 and a kernel with spill stores or loads fails under the same rule. They need no cuobjdump.
@@ -121,6 +126,39 @@ def check_ptxas_logs(logs, allowed):
     return failures, lines
 
 
+KERNEL_DEFINITION = re.compile(r"__global__\s+void\s+(\w+)\s*\([^)]*\)\s*\{", re.S)
+
+
+def uncounted_kernels(sources):
+    """Kernels whose body does not start by counting itself (pitfall::count_this_kernel()): the
+    harness's evidence that a CUDA case did GPU work comes from that counter, so a kernel that
+    skips it makes a case look idle. A source may exempt a kernel on a line
+    `// pitfall: uncounted-kernel <kernel-name> -- <reason>` (a kernel that must not compile)."""
+    missing = []
+    for path in sources:
+        with open(path, errors="replace") as f:
+            text = f.read()
+        exempt = set(re.findall(r"//\s*pitfall: uncounted-kernel (\w+) -- \S", text))
+        for m in KERNEL_DEFINITION.finditer(text):
+            if m.group(1) in exempt:
+                continue
+            body = text[m.end():]
+            # The first statement, past comments and blank lines.
+            statements = [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("//")]
+            if not statements or "count_this_kernel()" not in statements[0]:
+                missing.append(f"{os.path.basename(path)}: kernel {m.group(1)} does not start with "
+                               f"pitfall::count_this_kernel() (the harness counts GPU work with it)")
+    return missing
+
+
+def carries_work_counter(cuobjdump, binary):
+    """Whether the binary's device code holds the SDK's GPU work counter."""
+    out = subprocess.run([cuobjdump, "-elf", binary], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{binary}: cuobjdump -elf failed: {out.stderr.strip() or out.stdout.strip()}")
+    return "kernels_counted_here" in out.stdout
+
+
 def local_memory_allowances(sources):
     allowed = []
     for path in sources:
@@ -136,6 +174,8 @@ def main():
     ap.add_argument("--report-dir", required=True)
     ap.add_argument("--sources", nargs="*", default=[], help="scenario sources (for allowances)")
     ap.add_argument("--ptxas-logs", nargs="*", default=[], help="ptxas -v logs of the binaries' builds")
+    ap.add_argument("--require-work-counter", action="store_true",
+                    help="every binary with kernels must carry the SDK's GPU work counter (scenario programs)")
     ap.add_argument("binaries", nargs="*")
     args = ap.parse_args()
     try:
@@ -145,6 +185,7 @@ def main():
         return 2
     allowed = local_memory_allowances(args.sources)
     failures, summary = check_ptxas_logs(args.ptxas_logs, allowed)
+    failures += uncounted_kernels(args.sources)
     for line in summary:
         print(line)
     if not args.cuobjdump or not os.access(args.cuobjdump, os.X_OK):
@@ -168,6 +209,10 @@ def main():
             failures.append(f"{name}: embeds SASS {sass_list} PTX {ptx_list}, configured SASS "
                             f"{sorted(want_sass, key=arch_key)} PTX {sorted(want_ptx, key=arch_key)}")
         text, kernels = resource_usage(args.cuobjdump, binary)
+        if args.require_work_counter and kernels and not carries_work_counter(args.cuobjdump, binary):
+            failures.append(f"{name}: its device code has no GPU work counter (kernels_counted_here): "
+                            f"built without pitfall/cuda_backend.cuh's counting, its CUDA cases cannot "
+                            f"show the GPU work they claim")
         with open(os.path.join(args.report_dir, f"{name}.resource-usage.txt"), "w") as f:
             f.write(text)
         for k in kernels:

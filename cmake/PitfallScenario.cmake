@@ -405,7 +405,7 @@ function(pitfall_add_static_cuda_checks)
                    --architectures "${CMAKE_CUDA_ARCHITECTURES}"
                    --report-dir "${PROJECT_BINARY_DIR}/static"
                    --sources ${sources} "${PROJECT_SOURCE_DIR}/harness/include/pitfall/cuda_backend.cuh"
-                   --ptxas-logs ${ptxas_logs}
+                   --ptxas-logs ${ptxas_logs} --require-work-counter
                    -- ${binaries} $<TARGET_FILE:pitfall_fixture>)
   set_tests_properties(pitfall.static.cuda_binaries PROPERTIES
     LABELS "static;gpu-compile" SKIP_RETURN_CODE 77 TIMEOUT 120)
@@ -432,4 +432,12 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.ptxas_spills_detected PROPERTIES
     LABELS "static;gpu-compile" TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: ptxas-spills.log: kernel [^ ]*spill_kernel[^ ]* on sm_90 spills \\(256 bytes stored, 264 loaded\\).*FAIL: no-such-target.log: no ptxas log")
+  # A kernel that does not count itself is named: the fatbin sample's kernel is plain CUDA.
+  add_test(NAME pitfall.static.uncounted_kernel_detected
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   --sources "${PROJECT_SOURCE_DIR}/harness/tests/cuda/fatbin_sample.cu")
+  set_tests_properties(pitfall.static.uncounted_kernel_detected PROPERTIES
+    LABELS "static;gpu-compile" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "FAIL: fatbin_sample.cu: kernel fill_lanes does not start with pitfall::count_this_kernel\\(\\)")
 endfunction()

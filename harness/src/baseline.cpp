@@ -463,8 +463,12 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
         if (!doc.contains("match") || !doc["match"].is_object())
             return bad_input(profile_file, "match", "missing (an object of fingerprint keys)");
         for (const auto& [k, v] : doc.items())
-            if (k != "schema" && k != "name" && k != "description" && k != "match")
-                return bad_input(profile_file, k, "unknown key (schema, name, description, match)");
+            if (k != "schema" && k != "name" && k != "description" && k != "match" &&
+                k != "overlay")
+                return bad_input(profile_file, k,
+                                 "unknown key (schema, name, description, match, overlay)");
+        if (doc.contains("overlay") && !doc["overlay"].is_boolean())
+            return bad_input(profile_file, "overlay", "expected true or false");
         profile p;
         p.name = dir.filename().string();
         if (doc.value("name", p.name) != p.name)
@@ -472,6 +476,10 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
         p.dir = dir.string();
         p.description = doc.value("description", "");
         p.match = doc["match"];
+        p.overlay = doc.value("overlay", false);
+        if (p.overlay && p.match.empty())
+            return bad_input(profile_file, "match",
+                             "an overlay needs a condition (it would apply everywhere)");
         PITFALL_ASSIGN_OR_RETURN(const std::vector<fs::path> in_dir, list_folder(dir));
         std::vector<fs::path> files;
         for (const auto& entry : in_dir)
@@ -517,30 +525,39 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
             library::pitfall, "bad_usage",
             "--profile " + override_name + ": no such profile (known: " + known + ")", stage::init);
     }
+    std::vector<const profile*> regular;
     for (const auto& p : profiles) {
         bool all = true;
         for (const auto& [key, want] : p.match.items())
             all = all && summary.contains(key) && value_matches(want, summary[key]);
         if (all)
-            choice.chain.push_back(&p);
+            (p.overlay ? choice.overlays : regular).push_back(&p);
     }
     // Most keys first; stable, so profiles with as many keys stay in name order.
-    std::stable_sort(
-        choice.chain.begin(), choice.chain.end(),
-        [](const profile* a, const profile* b) { return a->match.size() > b->match.size(); });
-    if (choice.chain.empty()) {
+    const auto most_keys_first = [](const profile* a, const profile* b) {
+        return a->match.size() > b->match.size();
+    };
+    std::stable_sort(regular.begin(), regular.end(), most_keys_first);
+    std::stable_sort(choice.overlays.begin(), choice.overlays.end(), most_keys_first);
+    choice.chain = choice.overlays;
+    choice.chain.insert(choice.chain.end(), regular.begin(), regular.end());
+    if (regular.empty()) {
         choice.reason = "no profile under expected/ matches this environment";
         return choice;
     }
-    choice.chosen = choice.chain.front();
+    choice.chosen = regular.front();
     choice.reason = "matches " + choice.chosen->match.dump();
-    if (choice.chain.size() > 1 && choice.chain[1]->match.size() == choice.chosen->match.size())
-        choice.reason +=
-            "; " + choice.chain[1]->name + " matches as specifically (first by name wins)";
-    if (choice.chain.size() > 1) {
+    if (regular.size() > 1 && regular[1]->match.size() == choice.chosen->match.size())
+        choice.reason += "; " + regular[1]->name + " matches as specifically (first by name wins)";
+    if (!choice.overlays.empty()) {
+        choice.reason += "; overlays first:";
+        for (const profile* o : choice.overlays)
+            choice.reason += " " + o->name;
+    }
+    if (regular.size() > 1) {
         choice.reason += "; then";
-        for (std::size_t i = 1; i < choice.chain.size(); ++i)
-            choice.reason += " " + choice.chain[i]->name;
+        for (std::size_t i = 1; i < regular.size(); ++i)
+            choice.reason += " " + regular[i]->name;
     }
     return choice;
 }
@@ -604,6 +621,37 @@ verdict judge(const observation& observed, const json& expected, const std::stri
 }
 
 namespace {
+/// "cuda:0 NVIDIA H100 ..." names a device; "cuda: no device (...)" does not.
+bool names_a_device(const std::string& ran_on) {
+    return ran_on.size() > 5 && ran_on.rfind("cuda:", 0) == 0 &&
+           std::isdigit(static_cast<unsigned char>(ran_on[5])) != 0;
+}
+
+/// A CUDA case that succeeded and says it ran on a device must show GPU work the SDK counted
+/// (result "gpu_work": kernels counted by the device, cuBLAS calls accepted): ran_on is the
+/// case's own words, the count is the evidence. Only where the SDK counted (a case that needs a
+/// device: "required"); a result without the field was written by no SDK and is judged as before.
+std::optional<std::string> gpu_claim_without_work(const std::string& backend,
+                                                  const std::string& status,
+                                                  const std::string& ran_on, const json& result) {
+    if (backend != "cuda" || status != "ok" || !names_a_device(ran_on) ||
+        !result.contains("gpu_work") || !result["gpu_work"].is_object())
+        return std::nullopt;
+    const json& work = result["gpu_work"];
+    if (!work.value("required", false))
+        return std::nullopt;
+    const auto count = [&](const char* key) {
+        return work.contains(key) && work[key].is_number() ? work[key].get<double>() : 0.0;
+    };
+    if (work.contains("error"))
+        return "claims a GPU (ran_on = " + ran_on + ") but its GPU work could not be counted: " +
+               (work["error"].is_string() ? work["error"].get<std::string>() : "?");
+    if (count("kernels") + count("library_calls") < 1)
+        return "GPU asked for, no GPU work counted: ran_on = " + ran_on +
+               ", but the device counted 0 kernels and no cuBLAS call was made";
+    return std::nullopt;
+}
+
 verdict judge_against(const observation& observed, const json& expected, const std::string& backend,
                       const judge_context& context) {
     const json& o = observed.outcome;
@@ -639,8 +687,7 @@ verdict judge_against(const observation& observed, const json& expected, const s
         // "cuda:0 <name> (sm_90, ...)" is a device; "cuda: no device (...)" is not. A claim the
         // fingerprint contradicts is not a result of this machine.
         if (backend == "cuda" && context.gpu_count && *context.gpu_count == 0 &&
-            ran_on.size() > 5 && ran_on.rfind("cuda:", 0) == 0 &&
-            std::isdigit(static_cast<unsigned char>(ran_on[5])) != 0)
+            names_a_device(ran_on))
             return {verdict_kind::fail, "claims a GPU the machine does not have: ran_on = " +
                                             ran_on + ", but the run's fingerprint has gpu_count 0"};
         // A baseline may expect where a case runs (a silent CPU fallback is the reproduced
@@ -653,6 +700,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
         } else if (backend == "cuda" && ran_on.rfind("cpu", 0) == 0) {
             return {verdict_kind::fail, "GPU asked for, CPU used: ran_on = " + ran_on};
         }
+        if (const auto why = gpu_claim_without_work(backend, st, ran_on, result))
+            return {verdict_kind::fail, *why};
         for (const auto& c : result.value("checks", json::array()))
             if (!c.value("passed", true))
                 return {verdict_kind::numeric_mismatch,

@@ -31,6 +31,9 @@ struct profile {
     std::string dir;
     std::string description;
     nlohmann::json match; ///< key -> value (or array of accepted values) of the fingerprint summary
+    /// An overlay holds only the entries a condition changes (pageable memory access, a compute
+    /// mode): where it matches it is searched before every other profile, but never chosen.
+    bool overlay = false;
     /// scenario name -> its "cases" object, validated against the index.
     std::map<std::string, nlohmann::json> cases;
     /// scenario name -> its "ratios" object ("<backend>.<ratio>" -> {min, max}).
@@ -49,9 +52,11 @@ status validate_expected(const std::string& file, const nlohmann::json& doc,
 
 struct profile_choice {
     const profile* chosen = nullptr; ///< the most specific match; null: none (NO_BASELINE)
-    /// Every matching profile, most specific first: a case without an entry in the chosen one is
-    /// judged by the next that has one (CPU baselines in a profile that matches every host).
+    /// Every matching profile: matching overlays first, then the chosen one, then the rest, most
+    /// specific first: a case without an entry in one is judged by the next that has one (CPU
+    /// baselines in a profile that matches every host).
     std::vector<const profile*> chain;
+    std::vector<const profile*> overlays; ///< the matching overlays (also at the chain's front)
     std::string reason;
 
     /// The entry for "<backend>.<variant>" of a scenario and the profile it came from.

@@ -2,6 +2,7 @@
 #include "pitfall/backend.hpp"
 
 #include <sstream>
+#include <vector>
 
 namespace pitfall {
 
@@ -38,6 +39,43 @@ status cuda_probe() {
         return status::error(library::cuda_runtime, "cudaErrorNoDevice",
                              "cudaGetDeviceCount reported 0 devices", stage::init);
     return status::ok();
+}
+
+namespace {
+// Filled at static initialisation (one reader per .cu file of the program), read at the end of
+// the case: function-local statics, so the order of initialisation across files cannot matter.
+std::vector<detail::kernel_counter_reader>& kernel_counter_readers() {
+    static std::vector<detail::kernel_counter_reader> readers;
+    return readers;
+}
+unsigned long long& library_calls_counted() {
+    static unsigned long long count = 0;
+    return count;
+}
+} // namespace
+
+namespace detail {
+bool register_kernel_counter(kernel_counter_reader reader) {
+    kernel_counter_readers().push_back(reader);
+    return true;
+}
+void count_library_call() {
+    ++library_calls_counted();
+}
+} // namespace detail
+
+status_or<gpu_work_count> count_gpu_work() {
+    // Work still queued on any stream is counted once it has run; a fault it meets is the
+    // answer instead of a count.
+    PITFALL_CUDA_TRY(stage::synchronize, cudaDeviceSynchronize());
+    gpu_work_count work;
+    for (const auto read : kernel_counter_readers()) {
+        unsigned long long here = 0;
+        PITFALL_CUDA_TRY(stage::copy, read(&here));
+        work.kernels += here;
+    }
+    work.library_calls = library_calls_counted();
+    return work;
 }
 
 status_or<void*> cuda_backend::allocate_bytes(std::size_t bytes) {
@@ -94,6 +132,7 @@ status cuda_backend::gemm(transpose ta, transpose tb, int m, int n, int k, float
     PITFALL_ASSIGN_OR_RETURN(cublasHandle_t handle, blas_handle());
     PITFALL_CUBLAS_TRY(cublasSgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda, b,
                                    ldb, &beta, c, ldc));
+    detail::count_library_call();
     return status::ok();
 }
 
@@ -103,6 +142,7 @@ status cuda_backend::gemm(transpose ta, transpose tb, int m, int n, int k, doubl
     PITFALL_ASSIGN_OR_RETURN(cublasHandle_t handle, blas_handle());
     PITFALL_CUBLAS_TRY(cublasDgemm(handle, to_cublas(ta), to_cublas(tb), m, n, k, &alpha, a, lda, b,
                                    ldb, &beta, c, ldc));
+    detail::count_library_call();
     return status::ok();
 }
 

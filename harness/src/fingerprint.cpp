@@ -166,6 +166,39 @@ const json& member(const json& j, const char* key) {
 std::string text_or(const json& v, const std::string& fallback) {
     return v.is_string() ? v.get<std::string>() : fallback;
 }
+
+/// The leading number of "580.65.06", or -1.
+long long leading_number(const json& version) {
+    if (!version.is_string())
+        return -1;
+    const std::string text = version.get<std::string>();
+    long long n = 0;
+    std::size_t i = 0;
+    for (; i < text.size() && i < 6 && text[i] >= '0' && text[i] <= '9'; ++i)
+        n = n * 10 + (text[i] - '0');
+    return i > 0 && (i == text.size() || text[i] == '.') ? n : -1;
+}
+
+/// driver_branch (580 of 580.65.06: NVML's driver version, else the kernel module's) and mig
+/// (NVML's current MIG mode of the first device, else a MIG instance's device name), where
+/// the probe learned them.
+void add_driver_and_mig_facts(const json& lib, json& s) {
+    const json& nvml = member(lib, "nvml");
+    long long branch = leading_number(member(nvml, "driver_version"));
+    if (branch < 0)
+        branch = leading_number(member(member(member(lib, "driver"), "kernel_module"), "version"));
+    if (branch > 0)
+        s["driver_branch"] = branch;
+    const json& nvml_devices = member(nvml, "devices");
+    const json mig_current = nvml_devices.is_array() && !nvml_devices.empty()
+                                 ? member(member(nvml_devices[0], "mig_mode"), "current")
+                                 : json();
+    if (mig_current.is_number_integer())
+        s["mig"] = mig_current.get<long long>() == 1; // NVML_DEVICE_MIG_ENABLE
+    else if (s.contains("device_name") && s["device_name"].is_string())
+        // A MIG instance as CUDA lists it: "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
+        s["mig"] = s["device_name"].get<std::string>().find(" MIG ") != std::string::npos;
+}
 } // namespace
 
 json fingerprint_summary(const json& fp) {
@@ -194,7 +227,15 @@ json fingerprint_summary(const json& fp) {
     if (devices.is_array() && !devices.empty()) {
         s["device_name"] = text_or(member(devices[0], "name"), "");
         s["compute_capability"] = text_or(member(devices[0], "compute_capability"), "");
+        // What changes behaviour on one GPU model: kernels reading pageable host memory
+        // (HMM/ATS), whether a second process may open a context, MIG.
+        if (const json& v = member(devices[0], "pageable_memory_access"); v.is_boolean())
+            s["pageable_memory_access"] = v;
+        if (const json& v = member(devices[0], "compute_mode");
+            v.is_string() && v.get<std::string>() != "unknown")
+            s["compute_mode"] = v;
     }
+    add_driver_and_mig_facts(lib, s);
     if (s.contains("cuda_driver_version") && s["cuda_driver_version"].is_number_integer())
         s["cuda_driver_major"] = s["cuda_driver_version"].get<long long>() / 1000;
     // Host-only: nothing here can run a CUDA case (no CUDA build, no driver, or no device).

@@ -435,6 +435,13 @@ json cuda_facts() {
             }
             int pageable = 0;
             (void)cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, d);
+            // Decides whether a second process (or any) may open a context: cudaComputeMode.
+            int mode = -1;
+            (void)cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, d);
+            const char* mode_name = mode == cudaComputeModeDefault            ? "default"
+                                    : mode == cudaComputeModeProhibited       ? "prohibited"
+                                    : mode == cudaComputeModeExclusiveProcess ? "exclusive_process"
+                                                                              : "unknown";
             char pci[32] = {};
             (void)cudaDeviceGetPCIBusId(pci, sizeof pci, d);
             devices.push_back({{"ordinal", d},
@@ -445,6 +452,7 @@ json cuda_facts() {
                                {"total_memory_bytes", prop.totalGlobalMem},
                                {"ecc", prop.ECCEnabled != 0},
                                {"pageable_memory_access", pageable != 0},
+                               {"compute_mode", mode_name},
                                {"pci_bus_id", pci}});
         }
     }

@@ -1115,6 +1115,15 @@ std::string case_facts_table(const json& r) {
       << "</td></tr>\n";
     h << "<tr><th>ran on</th><td>" << escape_markup(str(obj(r, "result"), "ran_on", "-"))
       << "</td></tr>\n";
+    // The SDK's count behind a GPU claim (CUDA cases that need a device).
+    if (const json work = obj(obj(r, "result"), "gpu_work"); !work.empty())
+        h << "<tr><th>GPU work</th><td>"
+          << escape_markup(work.contains("error")
+                               ? "not counted: " + str(work, "error")
+                               : fmt("%.0f", num(work, "kernels", 0)) +
+                                     " kernels counted by the device, " +
+                                     fmt("%.0f", num(work, "library_calls", 0)) + " cuBLAS calls")
+          << "</td></tr>\n";
     h << "<tr><th>judged by</th><td>"
       << escape_markup(r.contains("baseline") ? str(r["baseline"], "profile", "no baseline")
                                               : "no baseline")

@@ -36,6 +36,7 @@ struct context::impl {
     json info = json::object();
     json checks = json::array();
     std::string ran_on;
+    json gpu_work; // null: not counted (CPU backend, or a case that needs no device)
 };
 
 context::context(std::string scenario, std::string variant, backend_kind backend,
@@ -132,6 +133,9 @@ void context::ran_on(const std::string& where) {
 bool context::has_ran_on() const {
     return !m_impl->ran_on.empty();
 }
+void context::record_gpu_work(const nlohmann::json& evidence) {
+    m_impl->gpu_work = evidence;
+}
 
 std::string context::result_json(const status& outcome) const {
     const auto& mem = memory_tracker::for_backend(m_impl->backend);
@@ -156,6 +160,8 @@ std::string context::result_json(const status& outcome) const {
           {"allocations", mem.allocations()},
           {"failed_allocations", mem.failed()}}},
     };
+    if (!m_impl->gpu_work.is_null())
+        doc["gpu_work"] = m_impl->gpu_work;
     if (!inject::active().empty())
         doc["injected"] = inject::active().applied;
     return doc.dump(2);
@@ -534,6 +540,18 @@ status run_case(const variant_spec& variant, backend_kind backend, case_entry en
     ctx.record("case_wall_seconds", wall, "s");
     if (!ctx.has_ran_on()) // the scenario may know better (a silent fallback); else the backend
         ctx.ran_on(describe_backend_device(backend));
+#if PITFALL_HAS_CUDA
+    // Evidence of GPU work for a case that needs a device (the probe above passed): what the
+    // device counted, not what the case says. The harness holds a GPU claim against it.
+    if (backend == backend_kind::cuda && variant.needs_device) {
+        const auto work = count_gpu_work();
+        ctx.record_gpu_work(work.is_ok()
+                                ? json{{"kernels", work.value().kernels},
+                                       {"library_calls", work.value().library_calls},
+                                       {"required", true}}
+                                : json{{"error", work.error().name()}, {"required", true}});
+    }
+#endif
     if (!inject::active().outcome_error.empty() && !is_bad_parameter(outcome))
         outcome = inject::injected_outcome(outcome, inject::active().outcome_error);
     return outcome;

@@ -275,6 +275,8 @@ class ProfileKinds(Kinds):
             ("match value an object", {"schema": "pitfall.profile/1", "name": "any", "match": {"gpu_count": {}}}),
             ("schema wrong", {"schema": "pitfall.profile/2", "name": "any", "match": {}}),
             ("unknown field", {"schema": "pitfall.profile/1", "name": "any", "match": {}, "x": 1}),
+            ("overlay a string", {"schema": "pitfall.profile/1", "name": "any", "match": {"mig": True}, "overlay": "yes"}),
+            ("overlay without a condition", {"schema": "pitfall.profile/1", "name": "any", "match": {}, "overlay": True}),
         ]:
             self.write_json(self.profile_path(), doc)
             self.assert_refused("profile", kind, self.run_ok(), self.profile_path())

@@ -1,4 +1,5 @@
 #include "baseline.hpp"
+#include "fingerprint.hpp"
 #include "index.hpp"
 
 #include <gtest/gtest.h>
@@ -105,6 +106,51 @@ TEST(Verdict, GpuAskedForCpuUsedFails) {
                             {{"outcome", {{"status", "ok"}}}}, "cuda");
     EXPECT_EQ(v.kind, verdict_kind::fail);
     EXPECT_NE(v.reason.find("GPU asked for, CPU used"), std::string::npos);
+}
+
+// ran_on is the case's own words; the SDK's count of GPU work is the evidence behind them.
+TEST(Verdict, AGpuClaimWithZeroCountedLaunchesFails) {
+    const json ok_baseline = {{"outcome", {{"status", "ok"}}}};
+    const json h100 = {{"ran_on", "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"}};
+    json claimed = ok_result(h100);
+    claimed["gpu_work"] = {{"kernels", 0}, {"library_calls", 0}, {"required", true}};
+    judge_context one_gpu;
+    one_gpu.gpu_count = 1;
+    const verdict v = judge(seen({{"status", "ok"}}, claimed), ok_baseline, "cuda", one_gpu);
+    EXPECT_EQ(v.kind, verdict_kind::fail);
+    EXPECT_NE(v.reason.find("GPU asked for, no GPU work counted"), std::string::npos) << v.reason;
+    // Without a baseline too: the claim is judged before the baseline is looked at.
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, claimed), json(), "cuda", one_gpu).kind,
+              verdict_kind::fail);
+
+    // One counted kernel, or one accepted cuBLAS call, backs the claim.
+    json kernels = claimed, gemm = claimed;
+    kernels["gpu_work"]["kernels"] = 12;
+    gemm["gpu_work"]["library_calls"] = 3;
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, kernels), ok_baseline, "cuda", one_gpu).kind,
+              verdict_kind::pass);
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, gemm), ok_baseline, "cuda", one_gpu).kind,
+              verdict_kind::pass);
+
+    // A count the device could not give (a sticky fault) does not back a success either.
+    json faulted = claimed;
+    faulted["gpu_work"] = {{"error", "cudaErrorIllegalAddress"}, {"required", true}};
+    const verdict f = judge(seen({{"status", "ok"}}, faulted), ok_baseline, "cuda", one_gpu);
+    EXPECT_EQ(f.kind, verdict_kind::fail);
+    EXPECT_NE(f.reason.find("could not be counted: cudaErrorIllegalAddress"), std::string::npos);
+
+    // Not judged: a case that needs no device (version queries), a failing outcome the baseline
+    // expects, a CPU claim, and a result no SDK wrote (no gpu_work).
+    json not_required = claimed;
+    not_required["gpu_work"]["required"] = false;
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, not_required), ok_baseline, "cuda", one_gpu).kind,
+              verdict_kind::pass);
+    json oom_result = claimed;
+    oom_result["outcome"] = oom;
+    EXPECT_EQ(judge(seen(oom, oom_result), {{"outcome", oom}}, "cuda", one_gpu).kind,
+              verdict_kind::pass);
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result(h100)), ok_baseline, "cuda", one_gpu).kind,
+              verdict_kind::pass);
 }
 
 TEST(Verdict, ABaselineCanExpectWhereACaseRan) {
@@ -308,3 +354,101 @@ TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
         << pass.reason;
 }
 } // namespace
+
+// An overlay holds only what one condition changes: searched first where it matches, never the
+// profile a run is said to have chosen (a GPU runner checks that name).
+TEST(Profiles, AnOverlayIsSearchedFirstButNeverChosen) {
+    std::vector<profile> profiles(3);
+    profiles[0].name = "host";
+    profiles[0].match = json::object();
+    profiles[1].name = "hopper";
+    profiles[1].match = {{"compute_capability", "9.0"}, {"gpu_count", {{"min", 1}}}};
+    profiles[1].cases["host_only_custom_op"] = {
+        {"cuda.reproduce_kernel_host_data", {{"outcome", {{"status", "error"}}}}},
+        {"cuda.remedy_device_op", {{"outcome", {{"status", "ok"}}}}}};
+    profiles[2].name = "pageable-memory-access";
+    profiles[2].overlay = true;
+    profiles[2].match = {{"pageable_memory_access", true}};
+    profiles[2].cases["host_only_custom_op"] = {
+        {"cuda.reproduce_kernel_host_data", {{"outcome", {{"status", "ok"}}}}}};
+
+    const json hmm = {
+        {"compute_capability", "9.0"}, {"gpu_count", 1}, {"pageable_memory_access", true}};
+    auto with_hmm = choose_profile(profiles, hmm, "");
+    ASSERT_TRUE(with_hmm.is_ok());
+    EXPECT_EQ(with_hmm->chosen->name, "hopper");
+    ASSERT_EQ(with_hmm->chain.size(), 3u);
+    EXPECT_EQ(with_hmm->chain[0]->name, "pageable-memory-access");
+    EXPECT_NE(with_hmm->reason.find("overlays first: pageable-memory-access"), std::string::npos)
+        << with_hmm->reason;
+    auto [entry, from] =
+        with_hmm->entry_for("host_only_custom_op", "cuda.reproduce_kernel_host_data");
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(from->name, "pageable-memory-access");
+    EXPECT_EQ((*entry)["outcome"]["status"], "ok");
+    // A case the overlay does not hold falls through to the GPU's own profile.
+    EXPECT_EQ(with_hmm->entry_for("host_only_custom_op", "cuda.remedy_device_op").second->name,
+              "hopper");
+
+    json no_hmm = hmm;
+    no_hmm["pageable_memory_access"] = false;
+    auto without = choose_profile(profiles, no_hmm, "");
+    EXPECT_EQ(without->chosen->name, "hopper");
+    EXPECT_EQ(without->chain.size(), 2u);
+    EXPECT_EQ((*without->entry_for("host_only_custom_op", "cuda.reproduce_kernel_host_data")
+                    .first)["outcome"]["status"],
+              "error");
+    // A machine whose probe could not read the attribute (no key) gets no overlay either.
+    json unknown = hmm;
+    unknown.erase("pageable_memory_access");
+    EXPECT_EQ(choose_profile(profiles, unknown, "")->chain.size(), 2u);
+}
+
+// What changes behaviour on one GPU model is a fingerprint key, so profiles can match it and a
+// timing baseline is compared only with a run of the same setting.
+TEST(Fingerprint, BehaviourKeysComeFromTheProbeOnlyWhereItLearnedThem) {
+    const json h100 = {{"libraries",
+                        {{"built_with_cuda", true},
+                         {"cuda",
+                          {{"device_count", 1},
+                           {"driver_version", 13000},
+                           {"runtime_version", 13000},
+                           {"devices",
+                            {{{"name", "NVIDIA H100 80GB HBM3"},
+                              {"compute_capability", "9.0"},
+                              {"pageable_memory_access", false},
+                              {"compute_mode", "exclusive_process"}}}}}},
+                         {"nvml",
+                          {{"driver_version", "580.65.06"},
+                           {"devices", {{{"mig_mode", {{"current", 0}, {"pending", 0}}}}}}}}}}};
+    const json s = fingerprint_summary(h100);
+    EXPECT_EQ(s["pageable_memory_access"], false);
+    EXPECT_EQ(s["compute_mode"], "exclusive_process");
+    EXPECT_EQ(s["driver_branch"], 580);
+    EXPECT_EQ(s["mig"], false);
+
+    // No NVML: the branch from the kernel module, MIG from a MIG instance's device name.
+    json mig = h100;
+    mig["libraries"].erase("nvml");
+    mig["libraries"]["driver"] = {{"kernel_module", {{"loaded", true}, {"version", "535.183.01"}}}};
+    mig["libraries"]["cuda"]["devices"][0]["name"] = "NVIDIA A100-SXM4-40GB MIG 1g.5gb";
+    mig["libraries"]["cuda"]["devices"][0]["pageable_memory_access"] = true;
+    const json m = fingerprint_summary(mig);
+    EXPECT_EQ(m["driver_branch"], 535);
+    EXPECT_EQ(m["mig"], true);
+    EXPECT_EQ(m["pageable_memory_access"], true);
+
+    // Not learned (no driver here, or facts of the wrong type): absent, never guessed.
+    json garbage = h100;
+    garbage["libraries"]["nvml"] = {{"driver_version", "five hundred"}, {"devices", "x"}};
+    garbage["libraries"]["cuda"]["devices"][0]["pageable_memory_access"] = "yes";
+    garbage["libraries"]["cuda"]["devices"][0]["compute_mode"] = "unknown";
+    const json g = fingerprint_summary(garbage);
+    EXPECT_FALSE(g.contains("driver_branch"));
+    EXPECT_FALSE(g.contains("pageable_memory_access"));
+    EXPECT_FALSE(g.contains("compute_mode"));
+    EXPECT_EQ(g["mig"], false); // from the device name, which is there
+    const json none = fingerprint_summary({{"libraries", {{"cuda", {{"device_count", 0}}}}}});
+    for (const char* key : {"driver_branch", "pageable_memory_access", "compute_mode", "mig"})
+        EXPECT_FALSE(none.contains(key)) << key;
+}

@@ -396,6 +396,7 @@ eager_seconds_per_sample(Exec& exec, const config& cfg, int batch, const dataset
 /// The grid-stride loop of cuda_backend::for_each, as a kernel of this scenario so that its
 /// register report and occupancy are this scenario's. One instantiation per functor.
 template <class F> __global__ void mlp_kernel(std::size_t n, F f) {
+    pitfall::count_this_kernel(); // the harness's evidence of GPU work (also in graph replays)
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
         f(i);

@@ -23,6 +23,7 @@ inline float host_only_square(float x) {
 }
 
 /// The custom layer as a kernel: one thread per element, calling the host-only op.
+// pitfall: uncounted-kernel square_layer_kernel -- it must not compile, so it never runs
 __global__ void square_layer_kernel(const float* in, float* out, int n) {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n)

@@ -802,6 +802,7 @@ status x86_levels(context& ctx) {
 /// Writes the __CUDA_ARCH__ of the image the device actually runs: 860 from sm_86 SASS, 900
 /// from compute_90 PTX JIT-compiled for a newer GPU.
 __global__ void arch_probe_kernel(int* d_arch) {
+    pitfall::count_this_kernel(); // the harness's evidence of GPU work
 #if defined(__CUDA_ARCH__)
     d_arch[threadIdx.x] = __CUDA_ARCH__;
 #endif

@@ -95,9 +95,59 @@ struct cuda_backend {
 /// Without a driver it answers cudaErrorInsufficientDriver; with no device, cudaErrorNoDevice.
 status cuda_probe();
 
+/// Evidence that a case's work ran on the GPU, independent of what the case says (its ran_on):
+/// `kernels` is counted by the device itself (every SDK kernel and every scenario kernel that
+/// calls pitfall::count_this_kernel() adds one from its first thread, also when a CUDA Graph
+/// replays it) and read back from device memory at the end of the case; `library_calls` are
+/// cuBLAS calls the library accepted (counted on the host: their kernels are the library's).
+/// Counted on the case's current device: a multi-GPU case is counted where it ends.
+struct gpu_work_count {
+    unsigned long long kernels = 0;
+    unsigned long long library_calls = 0;
+};
+
+/// Synchronises the device and reads every counter; an error (a sticky fault, no driver) when
+/// the device cannot answer.
+status_or<gpu_work_count> count_gpu_work();
+
+namespace detail {
+/// Reads one translation unit's device counter (cudaMemcpyFromSymbol of its own variable).
+using kernel_counter_reader = cudaError_t (*)(unsigned long long* count);
+/// Adds a translation unit's counter to those count_gpu_work() reads; true, for a static
+/// initialiser.
+bool register_kernel_counter(kernel_counter_reader reader);
+/// A library call that returned success (cuda_backend::gemm).
+void count_library_call();
+} // namespace detail
+
 #if defined(__CUDACC__)
+// One counter per translation unit: a __device__ variable lives in its own module (there is no
+// device linking across files without relocatable device code), so each .cu file that includes
+// this header gets its own counter and registers a reader for it at static initialisation.
+namespace { // NOLINT(cert-dcl59-cpp,google-build-namespaces): one copy per translation unit is the
+            // point
+__device__ unsigned long long kernels_counted_here = 0;
+
+cudaError_t read_kernels_counted_here(unsigned long long* count) {
+    return cudaMemcpyFromSymbol(count, kernels_counted_here, sizeof *count);
+}
+
+[[maybe_unused]] const bool kernels_counted_here_registered =
+    ::pitfall::detail::register_kernel_counter(&read_kernels_counted_here);
+
+/// First statement of a kernel: its first thread adds one to this file's device counter, so the
+/// harness can tell work that ran on the GPU from a case that only says so. Costs one atomic per
+/// launch.
+__device__ __forceinline__ void count_this_kernel() {
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 && blockIdx.x == 0 &&
+        blockIdx.y == 0 && blockIdx.z == 0)
+        atomicAdd(&kernels_counted_here, 1ULL);
+}
+} // namespace
+
 namespace detail {
 template <class F> __global__ void for_each_kernel(std::size_t n, F f) {
+    count_this_kernel();
     // Grid-stride loop: any n fits a grid of bounded size.
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<std::size_t>(blockDim.x) * gridDim.x)

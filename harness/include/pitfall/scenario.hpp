@@ -77,6 +77,10 @@ public:
     /// backend that was asked for.
     void ran_on(const std::string& where);
     bool has_ran_on() const;
+    /// The SDK's count of the GPU work the case did (pitfall::count_gpu_work), written as the
+    /// result's "gpu_work": {kernels, library_calls, required} or {error, required}. Set by the
+    /// SDK after the case returns, never by a case.
+    void record_gpu_work(const nlohmann::json& evidence);
 
     /// The result document (JSON text) for this case with the given outcome.
     std::string result_json(const status& outcome) const;
