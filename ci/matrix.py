@@ -37,6 +37,12 @@ CONTAINERFILE = SOURCE_DIR / "containers" / "cell.Containerfile"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 OUTCOMES = ("ran", "image_build_failed", "compile_failed", "run_failed", "container_failed", "skipped")
 EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# A GPU runner's label (its GPU model, lower case: h100, l4) and a baseline profile's name.
+RUNNER_LABEL = r"[a-z0-9][a-z0-9._-]*"
+PROFILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+# What `pitfall run`'s exit status says (pitfall help run), for a judgement's text.
+RUN_EXIT_MEANING = {0: "every case met its baseline", 1: "some case did not meet its baseline",
+                    2: "bad usage or bad input", 130: "interrupted"}
 
 USAGE = """\
 usage: pitfall matrix <command> [options]
@@ -46,14 +52,21 @@ The CUDA/cuDNN matrix of ci/matrix.json, each cell in its own container (podman 
 commands:
   list [--json]                 the cells: toolkit, cuDNN, host compiler, architectures, image
   images [--cells A,B]          build (or reuse) the cells' images only
-  spec --cells ID --out DIR [--gpu-runner] [--scenarios S]
+  spec --cells ID --out DIR [--gpu-runner --gpu LABEL] [--scenarios S]
                                 write DIR/cell-spec.json for containers/cell_entry.py; with
-                                --gpu-runner, the cell as a GPU runner's nvidia/cuda image has it
+                                --gpu-runner, the cell as a GPU runner's nvidia/cuda image has it,
+                                on the runner labelled LABEL (a key of its gpu_runner.gpus)
                                 (--install-wheels: pip-installs the cell's cuDNN wheels there)
-  runner-cells                  the GPU-runner cells as one line of JSON (the CI matrix)
-  judge --cells ID --cell-dir DIR
-                                a cell folder made by a GPU runner's job, judged against its
-                                cell-spec.json's expectation (exit 1 when it differs)
+  runner-cells [--gpus A,B]     the GPU-runner matrix as one line of JSON, one entry per cell
+                                and GPU: {"id", "image", "gpu", "model", "profile"} (--gpus:
+                                only the runners with these labels)
+  judge --cells ID --gpu LABEL --cell-dir DIR
+                                a cell folder made by a GPU runner's job, judged against what
+                                ci/matrix.json declares for that cell on that GPU: pitfall run
+                                exited 0, a GPU answered, its name contains the model and the
+                                run chose the profile (exit 1 when not; the printed line and
+                                cell.json's expectation_problems say why, with pitfall doctor's
+                                finding); without --gpu, against its cell-spec.json
   run [--out DIR] [options]     build or reuse each cell's image, run the cell, merge the report
 
 run options:
@@ -224,6 +237,11 @@ def load_matrix(path: Path) -> dict:
         for key in ("stage", "message_contains", "cuda_error"):
             if key in expect and not isinstance(expect[key], str):
                 raise BadInput(f"{cw}.expect.{key}: expected a string")
+        for key in ("model", "profile"):
+            if key in expect and not (isinstance(expect[key], str) and expect[key]):
+                raise BadInput(f"{cw}.expect.{key}: expected a non-empty string")
+        if "run_exit_code" in expect and (not isinstance(expect["run_exit_code"], int) or isinstance(expect["run_exit_code"], bool)):
+            raise BadInput(f"{cw}.expect.run_exit_code: expected an integer")
         if "doctor" in expect and not (isinstance(expect["doctor"], list) and expect["doctor"]
                                        and all(isinstance(i, str) and re.fullmatch(r"[a-z][a-z0-9-]*", i)
                                                for i in expect["doctor"])):
@@ -235,6 +253,18 @@ def load_matrix(path: Path) -> dict:
                 _need(runner, key, str, gw)
             if runner.get("digest") is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(runner["digest"])):
                 raise BadInput(f"{gw}.digest: expected null or sha256:<64 hex digits> (ci/pin-images.py writes it)")
+            gpus = _need(runner, "gpus", dict, gw)
+            if not gpus:
+                raise BadInput(f"{gw}.gpus: expected at least one runner label, e.g. "
+                               "{\"h100\": {\"model\": \"H100\", \"profile\": \"hopper-cuda13\"}}")
+            for label, gpu in gpus.items():
+                if not re.fullmatch(RUNNER_LABEL, label):
+                    raise BadInput(f"{gw}.gpus.{label}: a runner label is lower-case letters, digits, '.', '_' and '-'")
+                if not isinstance(gpu, dict):
+                    raise BadInput(f"{gw}.gpus.{label}: expected an object with 'model' and 'profile'")
+                _need(gpu, "model", str, f"{gw}.gpus.{label}")
+                if not re.fullmatch(PROFILE_NAME, _need(gpu, "profile", str, f"{gw}.gpus.{label}")):
+                    raise BadInput(f"{gw}.gpus.{label}.profile: expected a profile name (a folder of expected/)")
         if "stub_driver_on_path" in cell and not isinstance(cell["stub_driver_on_path"], bool):
             raise BadInput(f"{cw}.stub_driver_on_path: expected true or false")
         for key in ("mounts", "hide_files", "cuda_flags"):
@@ -504,7 +534,61 @@ def judge_cell(cell: dict, outcome: dict) -> list[str]:
         if missing:
             problems.append(f"pitfall doctor's errors {errors or doctor.get('error', 'none')}, "
                             f"expected {', '.join(missing)} among them")
+    if "model" in expect or "profile" in expect or "run_exit_code" in expect:
+        problems += judge_gpu_run(expect, outcome)
+        if problems:
+            problems += doctor_says(outcome)
     return problems
+
+
+def judge_gpu_run(expect: dict, outcome: dict) -> list[str]:
+    """A GPU runner's cell: `pitfall run` ran and exited as expected, a GPU answered, it is the
+    declared model, and the run chose the declared profile. A broken driver ends in profile
+    no-gpu with every CUDA case UNSUPPORTED and `pitfall run` exiting 0: that is red here."""
+    if "run_exit_code" not in outcome:
+        return ["no run: pitfall run never started, so no GPU answered"]
+    problems = []
+    code = outcome.get("run_exit_code")
+    if "run_exit_code" in expect and code != expect["run_exit_code"]:
+        meaning = RUN_EXIT_MEANING.get(code) or (f"killed by signal {-code}" if isinstance(code, int) and code < 0 else "")
+        problems.append(f"pitfall run exited {code}" + (f" ({meaning})" if meaning else "") + f", expected {expect['run_exit_code']}")
+    facts = outcome.get("fingerprint")
+    if not isinstance(facts, dict):
+        return problems + ["no fingerprint: the run left no summary.json, so no GPU answered"]
+    gpu_count, cuda_error = facts.get("gpu_count"), facts.get("cuda_error")
+    answered = isinstance(gpu_count, int) and not isinstance(gpu_count, bool) and gpu_count > 0 and not cuda_error
+    if not answered:
+        problems.append(f"no GPU answered (gpu_count {gpu_count if gpu_count is not None else 'unknown'}"
+                        + (f", first CUDA call {cuda_error}" if cuda_error else "") + ")")
+    if "model" in expect and answered:
+        name = facts.get("device_name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"no device name in the run's fingerprint, expected one containing '{expect['model']}'")
+        elif expect["model"] not in name:
+            problems.append(f"device '{name}', expected one containing '{expect['model']}'")
+    if "profile" in expect:
+        profile = outcome.get("profile") if isinstance(outcome.get("profile"), dict) else {}
+        chosen = profile.get("name")
+        if chosen != expect["profile"]:
+            reason = profile.get("reason")
+            problems.append(f"profile {chosen or 'none recorded'}" + (f" ({reason})" if reason else "")
+                            + f", expected {expect['profile']}")
+    return problems
+
+
+def doctor_says(outcome: dict) -> list[str]:
+    """What `pitfall doctor` found in the cell (cell_entry.py records it before the run), for a
+    judgement that failed: why no GPU answered, in the doctor's words."""
+    doctor = outcome.get("doctor")
+    if not isinstance(doctor, dict):
+        return []
+    if doctor.get("error"):
+        return [f"pitfall doctor gave no diagnosis (exit {doctor.get('exit_code')}): {doctor['error']}"]
+    errors = [e for e in doctor.get("errors", []) if isinstance(e, str)] if isinstance(doctor.get("errors"), list) else []
+    headline = doctor.get("headline") if isinstance(doctor.get("headline"), str) else ""
+    if not headline and not errors:
+        return []
+    return ["pitfall doctor: " + (headline or "errors") + (f" [{', '.join(errors)}]" if errors else "")]
 
 
 def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str | None, args, out: Path) -> dict:
@@ -552,7 +636,9 @@ def describe(outcome: dict) -> str:
     if outcome.get("stage") and outcome.get("outcome") != "ran":
         text += f" at {outcome['stage']}"
     if outcome.get("outcome") == "ran":
-        text += f" (first CUDA call: {outcome.get('cuda_error', '?')}; {outcome.get('verdicts_text', '')})"
+        # A run where a device answered records no CUDA error (null): "none", not "None".
+        cuda_error = outcome.get("cuda_error", "?") or "none"
+        text += f" (first CUDA call: {cuda_error}; {outcome.get('verdicts_text', '')})"
     elif outcome.get("message"):
         text += f": {outcome['message'][:160]}"
     return text
@@ -595,18 +681,25 @@ def cell_spec(doc: dict, cell: dict, scenarios: list[str], jobs: int, ref: str, 
             "probe_architectures": doc.get("probe_architectures", []), "scenarios": scenarios, "jobs": jobs}
 
 
-def gpu_runner_cell(cell: dict) -> dict:
-    """The cell as a GPU runner runs it: in its nvidia/cuda image, with that image's toolkit,
-    compiler and cuDNN (or the cell's cuDNN wheel), the GPU attached; nothing hidden or mounted."""
+def gpu_runner_cell(cell: dict, gpu: str) -> dict:
+    """The cell as a GPU runner labelled `gpu` runs it: in its nvidia/cuda image, with that
+    image's toolkit, compiler and cuDNN (or the cell's cuDNN wheel), the GPU attached; nothing
+    hidden or mounted. It is expected to see that GPU: `pitfall run` exits 0, a device of the
+    declared model answers and the run chooses the declared profile (judge_cell)."""
     runner = cell.get("gpu_runner")
     if runner is None:
         raise BadInput(f"cell '{cell['id']}' has no gpu_runner entry (it runs only in a local container)")
+    if gpu not in runner["gpus"]:
+        raise BadInput(f"--gpu {gpu}: cell '{cell['id']}' declares no GPU runner labelled '{gpu}' "
+                       f"(its gpu_runner.gpus: {', '.join(runner['gpus'])})")
     out = {k: v for k, v in cell.items()
            if k not in ("hide_files", "mounts", "expect", "stub_driver_on_path")}
     out["host_compiler"] = runner["host_compiler"]
     out["cuda"] = dict(cell["cuda"], nvcc=runner["nvcc"], source=f"{runner['image']} (GPU runner)")
     out["cudnn"] = dict(cell["cudnn"], build=runner["cudnn_build"], run=runner["cudnn_run"])
-    out["expect"] = {"outcome": "ran"}
+    declared = runner["gpus"][gpu]
+    out["expect"] = {"outcome": "ran", "run_exit_code": 0, "gpu": gpu, "model": declared["model"],
+                     "profile": declared["profile"]}
     return out
 
 
@@ -615,16 +708,33 @@ def runner_image(cell: dict) -> str:
     return runner["image"] + (f"@{runner['digest']}" if runner.get("digest") else "")
 
 
-def command_runner_cells(doc: dict) -> int:
-    """The GPU-runner matrix for CI, one line of JSON: [{"id", "image"}], images by digest once pinned."""
-    print(json.dumps([{"id": c["id"], "image": runner_image(c)} for c in doc["cells"] if "gpu_runner" in c]))
+def runner_cells(doc: dict) -> list[dict]:
+    """One entry per (cell, GPU runner label): what a CI job needs to run and judge it."""
+    return [{"id": c["id"], "image": runner_image(c), "gpu": label, "model": gpu["model"], "profile": gpu["profile"]}
+            for c in doc["cells"] if "gpu_runner" in c for label, gpu in c["gpu_runner"]["gpus"].items()]
+
+
+def command_runner_cells(doc: dict, gpus: list[str]) -> int:
+    """The GPU-runner matrix for CI, one line of JSON: [{"id", "image", "gpu", "model",
+    "profile"}], images by digest once pinned; with --gpus, only the runners with those labels."""
+    entries = runner_cells(doc)
+    unknown = [g for g in gpus if g not in {e["gpu"] for e in entries}]
+    if unknown:
+        raise BadInput(f"--gpus: no cell declares a GPU runner labelled {', '.join(unknown)} "
+                       f"(labels: {', '.join(sorted({e['gpu'] for e in entries}))})")
+    print(json.dumps([e for e in entries if not gpus or e["gpu"] in gpus]))
     return EXIT_OK
 
 
 def command_spec(doc: dict, cells: list[dict], args) -> int:
     if len(cells) != 1:
         raise BadInput("spec needs exactly one cell: --cells ID")
-    cell = gpu_runner_cell(cells[0]) if args.gpu_runner else cells[0]
+    if args.gpu_runner and not args.gpu:
+        labels = ", ".join(cells[0].get("gpu_runner", {}).get("gpus", {})) or "none"
+        raise BadInput(f"spec --gpu-runner needs --gpu LABEL, the runner's GPU label (cell '{cells[0]['id']}': {labels})")
+    if args.gpu and not args.gpu_runner:
+        raise BadInput("--gpu LABEL is for a GPU runner's cell: add --gpu-runner")
+    cell = gpu_runner_cell(cells[0], args.gpu) if args.gpu_runner else cells[0]
     image = runner_image(cells[0]) if args.gpu_runner else cell["image"]
     if args.install_wheels:
         # On a GPU runner (whose pip reaches the package index): the cell's cuDNN wheels, each
@@ -643,16 +753,28 @@ def command_spec(doc: dict, cells: list[dict], args) -> int:
 
 def command_judge(cells: list[dict], args) -> int:
     """A cell folder made outside `matrix run` (a GPU runner's job): its cell.json judged
-    against the expectation in its cell-spec.json; exit 1 when it differs."""
+    against the expectation for that cell on that GPU in the matrix file (--gpu LABEL), else
+    against the one in its cell-spec.json; exit 1 when it differs."""
     if len(cells) != 1 or not args.cell_dir:
-        raise BadInput("judge needs one cell and its folder: judge --cells ID --cell-dir DIR")
+        raise BadInput("judge needs one cell and its folder: judge --cells ID --gpu LABEL --cell-dir DIR")
     folder = Path(args.cell_dir)
     try:
         spec = read_json(folder / "cell-spec.json")
     except BadInput as e:
         raise BadInput(f"--cell-dir {folder}: no readable cell-spec.json ({e})") from e
-    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not isinstance(spec.get("cell"), dict):
+    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not isinstance(spec.get("cell"), dict) \
+            or not isinstance(spec["cell"].get("expect", {}), dict):
         raise BadInput(f"{folder / 'cell-spec.json'}: expected an object with 'id' (a string) and 'cell' (an object)")
+    if spec["id"] != cells[0]["id"]:
+        raise BadInput(f"{folder / 'cell-spec.json'}: written for cell '{spec['id']}', judged as --cells {cells[0]['id']}")
+    expected_cell = spec["cell"]
+    if args.gpu:
+        # The matrix file is the expectation, not what the job wrote; a spec written for
+        # another GPU is a mistake in the job, not a result.
+        expected_cell = gpu_runner_cell(cells[0], args.gpu)
+        written_for = spec["cell"].get("expect", {}).get("gpu")
+        if written_for is not None and written_for != args.gpu:
+            raise BadInput(f"{folder / 'cell-spec.json'}: written for GPU '{written_for}', judged as --gpu {args.gpu}")
     try:
         outcome = read_json(folder / "cell.json")
         if not isinstance(outcome, dict):
@@ -661,10 +783,13 @@ def command_judge(cells: list[dict], args) -> int:
         outcome = {"id": spec["id"], "outcome": "container_failed", "stage": "container",
                    "message": f"the cell wrote no readable cell.json ({e})"}
     outcome.setdefault("cell", spec["cell"])
-    outcome["expectation_problems"] = judge_cell(spec["cell"], outcome)
+    if args.gpu:
+        outcome["gpu"] = args.gpu
+    outcome["expectation_problems"] = judge_cell(expected_cell, outcome)
     _write_atomically(folder / "cell.json", json.dumps(outcome, indent=2) + "\n")
-    print(f"{spec['id']}: {describe(outcome)}; " + ("as expected" if not outcome["expectation_problems"]
-          else "NOT AS EXPECTED: " + "; ".join(outcome["expectation_problems"])))
+    print(f"{spec['id']}{f' on {args.gpu}' if args.gpu else ''}: {describe(outcome)}; "
+          + ("as expected" if not outcome["expectation_problems"]
+             else "NOT AS EXPECTED: " + "; ".join(outcome["expectation_problems"])))
     return EXIT_DIFFERS if outcome["expectation_problems"] else EXIT_OK
 
 
@@ -754,6 +879,10 @@ def main(argv: list[str]) -> int:
         p.add_argument("--json", action="store_true")
     if command == "judge":
         p.add_argument("--cell-dir")
+    if command in ("judge", "spec"):
+        p.add_argument("--gpu", default="", help="the GPU runner's label")
+    if command == "runner-cells":
+        p.add_argument("--gpus", default="")
     if command == "spec":
         p.add_argument("--gpu-runner", action="store_true")
         p.add_argument("--install-wheels", action="store_true")
@@ -780,7 +909,7 @@ def main(argv: list[str]) -> int:
     if command == "list":
         return command_list(doc, args.json)
     if command == "runner-cells":
-        return command_runner_cells(doc)
+        return command_runner_cells(doc, [g.strip() for g in args.gpus.split(",") if g.strip()])
     if command == "judge":
         return command_judge(cells, args)
     if command == "images":

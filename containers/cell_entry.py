@@ -282,7 +282,10 @@ def main() -> int:
         return finish("run_failed", "run", f"pitfall run exited {rc} and left no summary.json ({e}): {first_error(text)}")
     facts = summary.get("fingerprint_summary", {})
     result["cuda_error"] = facts.get("cuda_error")
+    # The machine as the run saw it (gpu_count, device_name, compute_capability, ...) and the
+    # baseline profile it chose: a GPU runner's cell is judged on both (ci/matrix.py judge --gpu).
     result["fingerprint"] = facts
+    result["profile"] = summary.get("profile", {})
     result["verdicts"] = summary.get("counts", {})
     result["verdicts_text"] = ", ".join(f"{n} {v}" for v, n in sorted(result["verdicts"].items()))
     if rc not in (0, 1):

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ import jsonschema
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "ci" / "matrix.py"
 MATRIX = json.loads((ROOT / "ci" / "matrix.json").read_text())
+RUNNER_FIXTURES = ROOT / "ci" / "tests" / "fixtures" / "gpu-runner"
 
 spec = importlib.util.spec_from_file_location("matrix", DRIVER)
 matrix = importlib.util.module_from_spec(spec)
@@ -93,6 +95,22 @@ class MatrixFile(unittest.TestCase):
         broken = copy.deepcopy(MATRIX)
         broken["cells"][0]["gpu_runner"]["digest"] = "sha256:123"
         self.assert_refused(broken, "gpu_runner.digest")
+        # A GPU runner declares, per runner label, the GPU model and the profile it must match.
+        broken = copy.deepcopy(MATRIX)
+        del broken["cells"][0]["gpu_runner"]["gpus"]
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner", "missing field 'gpus'")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][0]["gpu_runner"]["gpus"] = {}
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner.gpus", "at least one runner label")
+        broken = copy.deepcopy(MATRIX)
+        del broken["cells"][0]["gpu_runner"]["gpus"]["h100"]["model"]
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner.gpus.h100", "missing field 'model'")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][0]["gpu_runner"]["gpus"]["h100"]["profile"] = "../no-gpu"
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner.gpus.h100.profile", "profile name")
+        broken = copy.deepcopy(MATRIX)
+        broken["cells"][0]["gpu_runner"]["gpus"]["H100 PCIe"] = {"model": "H100", "profile": "hopper-cuda11-12"}
+        self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner.gpus.H100 PCIe", "runner label")
 
     def test_bad_flags_and_unknown_cells_exit_2(self):
         r = drive("run", "--out", "/tmp/x", "--cells", "cuda99")
@@ -213,14 +231,20 @@ class Driver(unittest.TestCase):
 
     def test_judge_marks_a_gpu_runner_cell_and_fails_when_it_differs(self):
         with tempfile.TemporaryDirectory() as tmp:
-            self.assertEqual(drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--out", tmp).returncode, 0)
-            r = drive("judge", "--cells", "cuda12.4-gcc13", "--cell-dir", tmp)
+            r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--gpu", "l4", "--out", tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = drive("judge", "--cells", "cuda12.4-gcc13", "--gpu", "l4", "--cell-dir", tmp)
             self.assertEqual(r.returncode, 1)  # no cell.json: the job died before writing it
-            self.assertEqual(json.loads((Path(tmp) / "cell.json").read_text())["outcome"], "container_failed")
+            judged = json.loads((Path(tmp) / "cell.json").read_text())
+            self.assertEqual(judged["outcome"], "container_failed")
+            self.assertIn("no run: pitfall run never started, so no GPU answered", judged["expectation_problems"])
+            # "ran" alone no longer makes a GPU runner's cell green: without a run that saw the
+            # GPU (here none was recorded) it is red, with or without --gpu (the spec has it).
             (Path(tmp) / "cell.json").write_text(json.dumps({"id": "cuda12.4-gcc13", "outcome": "ran", "cuda_error": None}))
-            r = drive("judge", "--cells", "cuda12.4-gcc13", "--cell-dir", tmp)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertEqual(json.loads((Path(tmp) / "cell.json").read_text())["expectation_problems"], [])
+            for gpu in (["--gpu", "l4"], []):
+                r = drive("judge", "--cells", "cuda12.4-gcc13", *gpu, "--cell-dir", tmp)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn("NOT AS EXPECTED: no run", r.stdout)
 
     def test_cells_that_build_alike_share_a_build_folder(self):
         by_id = {c["id"]: c for c in MATRIX["cells"]}
@@ -253,19 +277,174 @@ class Driver(unittest.TestCase):
         self.assertEqual(len(matrix.judge_cell(cell, {"outcome": "ran", "doctor": "broken"})), 1)
 
     def test_gpu_runner_spec_and_cells(self):
-        cells = json.loads(drive("runner-cells").stdout)
-        self.assertEqual({c["id"] for c in cells}, {c["id"] for c in MATRIX["cells"] if "gpu_runner" in c})
+        r = drive("runner-cells")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.strip().splitlines()), 1)  # one line: a GitHub step output
+        cells = json.loads(r.stdout)
+        declared = [(c["id"], label, gpu["model"], gpu["profile"])
+                    for c in MATRIX["cells"] if "gpu_runner" in c for label, gpu in c["gpu_runner"]["gpus"].items()]
+        self.assertEqual([(c["id"], c["gpu"], c["model"], c["profile"]) for c in cells], declared)
+        self.assertTrue(all(set(c) == {"id", "image", "gpu", "model", "profile"} for c in cells))
         self.assertTrue(all(c["image"].startswith("nvidia/cuda:") and "cudnn" in c["image"] for c in cells))
+        # The pairs the issue names.
+        self.assertLessEqual({("cuda13.0-host", "h100", "H100", "hopper-cuda13"),
+                              ("cuda12.4-gcc13", "h100", "H100", "hopper-cuda11-12"),
+                              ("cuda12.4-gcc13", "l4", "L4", "ada-ampere-cuda12"),
+                              ("cuda11.8-gcc11", "h100", "H100", "hopper-cuda11-12")}, set(declared))
+        only_l4 = json.loads(drive("runner-cells", "--gpus", "l4").stdout)
+        self.assertEqual([(c["id"], c["gpu"]) for c in only_l4], [("cuda12.4-gcc13", "l4")])
+        r = drive("runner-cells", "--gpus", "a100")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpus: no cell declares a GPU runner labelled a100", r.stderr)
         with tempfile.TemporaryDirectory() as tmp:
-            r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--out", tmp)
+            r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--gpu", "h100", "--out", tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             s = json.loads((Path(tmp) / "cell-spec.json").read_text())
         self.assertEqual(s["cell"]["cuda"]["nvcc"], "/usr/local/cuda/bin/nvcc")
         self.assertNotIn("hide_files", s["cell"])
         self.assertEqual(s["probe_architectures"], MATRIX["probe_architectures"])
-        r = drive("spec", "--cells", "cuda12.4-gcc14", "--gpu-runner", "--out", "/tmp/none")
+        self.assertEqual(s["cell"]["expect"], {"outcome": "ran", "run_exit_code": 0, "gpu": "h100", "model": "H100",
+                                               "profile": "hopper-cuda11-12"})
+        r = drive("spec", "--cells", "cuda12.4-gcc14", "--gpu-runner", "--gpu", "h100", "--out", "/tmp/none")
         self.assertEqual(r.returncode, 2)
         self.assertIn("no gpu_runner", r.stderr)
+        # A runner's spec names its GPU: without one there would be nothing to judge it on.
+        r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--out", "/tmp/none")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpu-runner needs --gpu LABEL", r.stderr)
+        self.assertIn("h100, l4", r.stderr)
+        r = drive("spec", "--cells", "cuda12.4-gcc13", "--gpu-runner", "--gpu", "a100", "--out", "/tmp/none")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpu a100: cell 'cuda12.4-gcc13' declares no GPU runner labelled 'a100'", r.stderr)
+
+
+class RunnerJudgement(unittest.TestCase):
+    """GPU-runner cell folders (ci/tests/fixtures/gpu-runner/: cell-spec.json as `matrix.py spec
+    --gpu-runner --gpu` writes it, cell.json as containers/cell_entry.py writes it, run/summary.json
+    as `pitfall run` writes it) judged through the real command line. broken-driver is a real
+    cell run on a machine without a driver; the others carry the H100 fingerprint the hopper-cuda13
+    baselines were observed on, changed where the case needs it."""
+
+    def judge(self, fixture: str, cell: str = "cuda13.0-host", gpu: str = "h100"):
+        tmp = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, tmp)
+        folder = tmp / fixture
+        shutil.copytree(RUNNER_FIXTURES / fixture, folder)
+        r = drive("judge", "--cells", cell, "--gpu", gpu, "--cell-dir", str(folder))
+        print(r.stdout, end="")
+        self.assertEqual(r.stderr, "")
+        judged = json.loads((folder / "cell.json").read_text())
+        line = r.stdout.strip()
+        # The printed line and cell.json say the same problems.
+        if judged["expectation_problems"]:
+            self.assertTrue(line.endswith("NOT AS EXPECTED: " + "; ".join(judged["expectation_problems"])), line)
+        else:
+            self.assertTrue(line.endswith("; as expected"), line)
+        return r.returncode, line, judged["expectation_problems"], folder
+
+    def test_fixtures_are_in_the_shapes_their_writers_write(self):
+        summary_keys = {"schema", "at", "complete", "cases_selected", "cases_finished", "counts", "profile",
+                        "fingerprint_summary", "ratios", "cases", "exit_code"}  # runner.cpp write_summary
+        with open(ROOT / "reports" / "schema" / "cell.schema.json") as f:
+            cell_schema = json.load(f)
+        fixtures = sorted(p.name for p in RUNNER_FIXTURES.iterdir() if p.is_dir())
+        self.assertEqual(fixtures, ["all-good", "another-model", "another-profile", "broken-driver", "exited-1", "no-device"])
+        for name in fixtures:
+            with self.subTest(fixture=name):
+                folder = RUNNER_FIXTURES / name
+                spec = json.loads((folder / "cell-spec.json").read_text())
+                cell = json.loads((folder / "cell.json").read_text())
+                summary = json.loads((folder / "run" / "summary.json").read_text())
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = drive("spec", "--cells", spec["id"], "--gpu-runner", "--gpu", spec["cell"]["expect"]["gpu"],
+                              "--scenarios", ",".join(spec["scenarios"]), "--out", tmp)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    written = json.loads((Path(tmp) / "cell-spec.json").read_text())
+                self.assertEqual(set(spec), set(written))
+                self.assertEqual(spec["cell"]["expect"], written["cell"]["expect"])
+                self.assertEqual(set(summary), summary_keys)
+                self.assertEqual(summary["schema"], "pitfall.summary/1")
+                jsonschema.validate(cell, cell_schema)
+                self.assertEqual(cell["schema"], "pitfall.cell/1")
+                self.assertNotIn("expectation_problems", cell)  # the judge adds it
+                # What cell_entry.py copies from summary.json.
+                self.assertEqual(cell["fingerprint"], summary["fingerprint_summary"])
+                self.assertEqual(cell["profile"], summary["profile"])
+                self.assertEqual(cell["run_exit_code"], summary["exit_code"])
+                self.assertEqual(cell["verdicts"], summary["counts"])
+                self.assertEqual(cell["cuda_error"], summary["fingerprint_summary"].get("cuda_error"))
+                self.assertEqual(sum(summary["counts"].values()), summary["cases_finished"])
+
+    def test_a_run_that_exited_1_is_red(self):
+        code, line, problems, _ = self.judge("exited-1")
+        self.assertEqual(code, 1)
+        # A GPU answered and the profile is right: the exit status alone makes it red.
+        self.assertEqual(problems, ["pitfall run exited 1 (some case did not meet its baseline), expected 0"])
+        self.assertIn("cuda13.0-host on h100: ran (first CUDA call: none; 1 FAIL, 3 PASS)", line)
+
+    def test_a_broken_driver_is_red_with_the_doctors_finding(self):
+        code, line, problems, folder = self.judge("broken-driver")
+        self.assertEqual(code, 1)
+        self.assertEqual(problems[:2], [
+            "no GPU answered (gpu_count 0, first CUDA call cudaErrorInsufficientDriver)",
+            'profile no-gpu (matches {"gpu_count":0}; then host), expected hopper-cuda13'])
+        self.assertEqual(problems[2:], ["pitfall doctor: no NVIDIA driver (libcuda.so.1 not found); "
+                                        "CUDA 13.0 needs driver >= 580 [no-driver]"])
+        self.assertIn("no NVIDIA driver (libcuda.so.1 not found)", line)
+        judged = json.loads((folder / "cell.json").read_text())
+        self.assertEqual(judged["gpu"], "h100")
+        self.assertEqual(judged["cell"]["expect"]["profile"], "hopper-cuda13")
+
+    def test_no_device_is_red(self):
+        code, _, problems, _ = self.judge("no-device")
+        self.assertEqual(code, 1)
+        self.assertIn("no GPU answered (gpu_count 0, first CUDA call cudaErrorNoDevice)", problems)
+        self.assertTrue(any(p.startswith("profile driver-no-device") for p in problems), problems)
+        self.assertEqual(problems[-1], "pitfall doctor: the NVIDIA driver library is here but no GPU is "
+                                       "(cudaErrorNoDevice) [no-device]")
+
+    def test_another_gpu_model_is_red(self):
+        # An H200 matches hopper-cuda13 as an H100 does: only the declared model tells them apart.
+        code, _, problems, _ = self.judge("another-model")
+        self.assertEqual(code, 1)
+        self.assertEqual(problems, ["device 'NVIDIA H200', expected one containing 'H100'"])
+
+    def test_another_profile_is_red(self):
+        # CUDA 12.4 on an H100 where no profile describes that pair: only `host` matches.
+        code, _, problems, _ = self.judge("another-profile", cell="cuda12.4-gcc13")
+        self.assertEqual(code, 1)
+        self.assertEqual(problems, ["profile host (matches {}), expected hopper-cuda11-12"])
+
+    def test_all_good_is_green(self):
+        code, line, problems, _ = self.judge("all-good")
+        self.assertEqual(code, 0, line)
+        self.assertEqual(problems, [])
+        self.assertEqual(line, "cuda13.0-host on h100: ran (first CUDA call: none; 4 PASS); as expected")
+
+    def test_judge_refuses_a_folder_that_is_not_for_this_cell_or_gpu(self):
+        # Bad input (exit 2), never a judgement; the fixture folders are left as they are.
+        before = {p: p.read_bytes() for p in RUNNER_FIXTURES.rglob("*.json")}
+        r = drive("judge", "--cells", "cuda12.4-gcc13", "--gpu", "l4", "--cell-dir", str(RUNNER_FIXTURES / "another-profile"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cell-spec.json: written for GPU 'h100', judged as --gpu l4", r.stderr)
+        r = drive("judge", "--cells", "cuda11.8-gcc11", "--gpu", "h100", "--cell-dir", str(RUNNER_FIXTURES / "all-good"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("written for cell 'cuda13.0-host', judged as --cells cuda11.8-gcc11", r.stderr)
+        r = drive("judge", "--cells", "cuda13.0-host", "--gpu", "a100", "--cell-dir", str(RUNNER_FIXTURES / "all-good"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpu a100: cell 'cuda13.0-host' declares no GPU runner labelled 'a100'", r.stderr)
+        self.assertEqual(before, {p: p.read_bytes() for p in RUNNER_FIXTURES.rglob("*.json")})
+
+    def test_judged_runner_cells_merge_into_the_report(self):
+        pitfall = os.environ.get("PITFALL_BIN")
+        if not pitfall:
+            self.fail("PITFALL_BIN is not set (run through ctest)")
+        folders = [self.judge(name)[3] for name in ("broken-driver", "all-good")]
+        r = subprocess.run([pitfall, "report", "--merge", "--format", "markdown", *map(str, folders)],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no GPU answered (gpu\\_count 0, first CUDA call cudaErrorInsufficientDriver)", r.stdout)
+        self.assertRegex(r.stdout, r"\| yes \|")
 
 
 def run_folder(dir: Path, cuda_error: str, cudnn: int, verdict: str) -> None:
@@ -361,9 +540,20 @@ class CiFiles(unittest.TestCase):
 
     def test_gitlab_runs_the_same_gpu_cells_as_the_matrix(self):
         text = (ROOT / "ci" / "gitlab-ci.yml").read_text()
-        pairs = re.findall(r"- CELL: (\S+)\n\s+IMAGE: (\S+)", text)
-        expected = [(c["id"], matrix.runner_image(c)) for c in MATRIX["cells"] if "gpu_runner" in c]
-        self.assertEqual(sorted(pairs), sorted(expected))
+        jobs = re.findall(r"- CELL: (\S+)\n\s+IMAGE: (\S+)\n\s+GPU: (\S+)", text)
+        self.assertEqual(len(jobs), text.count("- CELL: "), "a parallel matrix entry without IMAGE and GPU")
+        expected = [(c["id"], c["image"], c["gpu"]) for c in matrix.runner_cells(MATRIX)]
+        self.assertEqual(sorted(jobs), sorted(expected))
+        # Each job hands its GPU label to the spec and to the judge.
+        self.assertIn('spec --cells "$CELL" --gpu-runner --gpu "$GPU"', text)
+        self.assertIn('judge --cells "$CELL" --gpu "$GPU"', text)
+
+    def test_github_runs_one_job_per_cell_and_gpu(self):
+        text = (ROOT / ".github" / "workflows" / "gpu-matrix.yml").read_text()
+        self.assertIn("ci/matrix.py runner-cells", text)
+        self.assertIn("include: ${{ fromJSON(needs.cells.outputs.cells) }}", text)
+        self.assertIn('judge --cells "${{ matrix.id }}" --gpu "${{ matrix.gpu }}"', text)
+        self.assertIn('--gpu-runner --gpu "${{ matrix.gpu }}"', text)
 
 
 class PinImages(unittest.TestCase):
@@ -405,7 +595,7 @@ class PinImages(unittest.TestCase):
             before, after = unpinned_text.splitlines(), Path(path).read_text().splitlines()
             self.assertEqual(len(before), len(after))
             changed = [a for a, b in zip(before, after) if a != b]
-            self.assertEqual(len(changed), len(pinned))
+            self.assertEqual(len(changed), len({c["id"] for c in pinned}))  # a digest line per cell, not per GPU
             self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
             r = subprocess.run(pin + ["--registry", "http://127.0.0.1:9"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
