@@ -1066,15 +1066,21 @@ int list_cases(const common_options& options, bool as_json) {
         return report_error(cases.error());
     if (as_json) {
         json out = json::array();
-        for (const auto& c : cases.value())
-            out.push_back({{"test", c.test_name()},
-                           {"scenario", c.scenario->description.name},
-                           {"backend", c.backend},
-                           {"variant", c.variant->name},
-                           {"kind", c.variant->kind},
-                           {"labels", c.labels()},
-                           {"timeout_seconds", c.scenario->description.timeout_seconds},
-                           {"doc", c.variant->doc}});
+        for (const auto& c : cases.value()) {
+            json row = {{"test", c.test_name()},
+                        {"scenario", c.scenario->description.name},
+                        {"backend", c.backend},
+                        {"variant", c.variant->name},
+                        {"kind", c.variant->kind},
+                        {"labels", c.labels()},
+                        {"timeout_seconds", c.scenario->description.timeout_seconds},
+                        {"doc", c.variant->doc}};
+            if (!c.variant->params.empty()) // a named parameter set: what it runs with
+                row["params"] = c.variant->params;
+            if (!c.variant->param_set.empty())
+                row["param_set"] = c.variant->param_set;
+            out.push_back(std::move(row));
+        }
         std::cout << out.dump(2) << '\n';
         return exit_ok;
     }
