@@ -144,6 +144,79 @@ status check_timings(const std::string& file, const std::string& field, const js
     return status::ok();
 }
 
+// A ratio entry: a bound ({min, max}, {equals} or {value, rel_tol | abs_tol}), with where its
+// numbers come from: provenance documented (a source) or observed (blessed from a run: date,
+// fingerprint, fingerprint_id, pitfall_version, and the measured ratio as "observed").
+const std::set<std::string> ratio_bound_keys{"min", "max", "equals", "value", "rel_tol", "abs_tol"};
+
+status check_ratio_provenance(const std::string& file, const std::string& entry_field,
+                              const json& entry) {
+    const std::string field = entry_field + ".provenance";
+    const bool has_observed = entry.contains("observed");
+    if (!entry.contains("provenance"))
+        return has_observed ? bad_input(file, field,
+                                        "an observed ratio needs its provenance (kind observed)")
+                            : status::ok();
+    const json& prov = entry["provenance"];
+    if (!prov.is_object())
+        return bad_input(file, field, "expected an object {kind, ...}");
+    static const std::set<std::string> keys{"kind",        "source",         "date",
+                                            "fingerprint", "fingerprint_id", "pitfall_version"};
+    for (const auto& [k, v] : prov.items())
+        if (keys.count(k) == 0)
+            return bad_input(file, dotted(field, k),
+                             "unknown key (kind, source, date, fingerprint, fingerprint_id, "
+                             "pitfall_version)");
+    for (const char* k : {"kind", "source", "date", "fingerprint_id", "pitfall_version"})
+        if (prov.contains(k) && !prov[k].is_string())
+            return bad_input(file, dotted(field, k), "expected a string");
+    const std::string kind = prov.value("kind", "");
+    if (kind == "documented") {
+        if (prov.value("source", "").empty())
+            return bad_input(file, field + ".source",
+                             "a documented ratio bound names its source (a document, and why "
+                             "this number)");
+        if (has_observed)
+            return bad_input(file, entry_field + ".observed",
+                             "a documented bound has no measured ratio (observed entries do)");
+        return status::ok();
+    }
+    if (kind != "observed")
+        return bad_input(file, field + ".kind", "expected \"observed\" or \"documented\"");
+    for (const char* k : {"date", "fingerprint_id", "pitfall_version"})
+        if (!prov.contains(k))
+            return bad_input(file, dotted(field, k),
+                             "an observed ratio bound says when, where and by which pitfall it "
+                             "was blessed (date, fingerprint, fingerprint_id, pitfall_version)");
+    if (!prov.contains("fingerprint") || !prov["fingerprint"].is_object())
+        return bad_input(file, field + ".fingerprint",
+                         "expected the run's fingerprint summary (an object)");
+    if (!has_observed)
+        return bad_input(file, entry_field + ".observed",
+                         "an observed ratio bound records the ratio it was blessed from");
+    return status::ok();
+}
+
+status check_ratio_entry(const std::string& file, const std::string& field, const json& entry) {
+    if (!entry.is_object())
+        return bad_input(file, field, "expected {min, max, provenance, ...}");
+    json bound = json::object();
+    for (const auto& [k, v] : entry.items()) {
+        if (ratio_bound_keys.count(k) != 0)
+            bound[k] = v;
+        else if (k == "observed" && !v.is_number())
+            return bad_input(file, field + ".observed", "expected a number (the measured ratio)");
+        else if (k == "note" && !v.is_string())
+            return bad_input(file, field + ".note", "expected a string");
+        else if (k != "observed" && k != "note" && k != "provenance")
+            return bad_input(file, dotted(field, k),
+                             "unknown key (min, max, equals, value, rel_tol, abs_tol, observed, "
+                             "note, provenance)");
+    }
+    PITFALL_TRY(check_bound(file, field, bound));
+    return check_ratio_provenance(file, field, entry);
+}
+
 status check_outcome(const std::string& file, const std::string& field, const json& outcome) {
     if (!outcome.is_object() || !outcome.contains("status") || !outcome["status"].is_string())
         return bad_input(file, field, "expected an object with a 'status'");
@@ -247,7 +320,7 @@ status check_expected_file(const std::string& file, const json& doc,
                 return bad_input(file, "ratios." + key,
                                  "no such ratio (expected <backend>.<ratio> of " +
                                      scenario.description.name + ")");
-            PITFALL_TRY(check_bound(file, "ratios." + key, b));
+            PITFALL_TRY(check_ratio_entry(file, "ratios." + key, b));
         }
     }
     for (const auto& [k, v] : doc.items())
@@ -425,6 +498,77 @@ std::optional<std::string> bound_violation(const std::string& name, const json& 
             name + " = " + format_number(x) + " above max " + format_number(b["max"].get<double>());
     }
     return why.empty() ? std::nullopt : std::optional<std::string>(why);
+}
+
+json judge_ratio(const std::string& name, double ratio, const json& entry,
+                 const std::string& fingerprint_id) {
+    json bound = json::object();
+    for (const auto& [k, v] : entry.items())
+        if (ratio_bound_keys.count(k) != 0)
+            bound[k] = v;
+    const json prov = entry.value("provenance", json::object());
+    json out = {{"bound", bound}};
+    if (!prov.empty())
+        out["provenance"] = prov;
+    const std::string blessed_under = prov.value("fingerprint_id", "");
+    if (prov.value("kind", "") == "observed" && blessed_under != fingerprint_id) {
+        out["verdict"] = "NOT_COMPARED";
+        out["failing"] = false;
+        out["reason"] = "an observed bound is judged only under the fingerprint it was blessed "
+                        "under (" +
+                        blessed_under + "; this run " +
+                        (fingerprint_id.empty() ? std::string("none") : fingerprint_id) + ")";
+        return out;
+    }
+    const auto why = bound_violation(name, bound, ratio);
+    const verdict_kind v = why ? verdict_kind::perf_regression : verdict_kind::pass;
+    out["verdict"] = to_string(v);
+    out["failing"] = is_failing(v);
+    if (why)
+        out["reason"] = *why + (prov.value("kind", "") == "documented"
+                                    ? " (documented bound: " + prov.value("source", "") + ")"
+                                    : std::string());
+    return out;
+}
+
+namespace {
+/// x to `digits` significant digits: what a reader of the file needs, not 17.
+double to_digits(double x, int digits) {
+    std::ostringstream text;
+    text << std::setprecision(digits) << x;
+    return std::stod(text.str());
+}
+/// x to 3 significant digits, rounded down (`up` false) or up: a blessed range is never
+/// narrower than the tolerance makes it.
+double round_outwards(double x, bool up) {
+    if (!(x > 0) || !std::isfinite(x))
+        return x;
+    const double scale = std::pow(10.0, std::floor(std::log10(x)) - 2);
+    const double steps = x / scale;
+    // A quotient a hair off a whole number (0.615 / 0.001 = 614.9999...) is that number.
+    const double whole = std::round(steps);
+    const double rounded =
+        std::fabs(steps - whole) < 1e-9 ? whole : (up ? std::ceil(steps) : std::floor(steps));
+    return to_digits(rounded * scale, 3);
+}
+} // namespace
+
+nlohmann::ordered_json
+ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_json& previous,
+                     const json& fingerprint_summary, const std::string& fingerprint_id,
+                     const std::string& pitfall_version, const std::string& date) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["min"] = round_outwards(ratio / tolerance, false);
+    entry["max"] = round_outwards(ratio * tolerance, true);
+    entry["observed"] = to_digits(ratio, 4);
+    if (previous.is_object() && previous.contains("note"))
+        entry["note"] = previous["note"];
+    entry["provenance"] = {{"kind", "observed"},
+                           {"date", date},
+                           {"fingerprint", fingerprint_summary},
+                           {"fingerprint_id", fingerprint_id},
+                           {"pitfall_version", pitfall_version}};
+    return keep_key_order(previous, entry);
 }
 
 status validate_expected(const std::string& file, const json& doc, const scenario_entry& scenario) {

@@ -6,7 +6,8 @@
 //   expected/<profile>/<scenario>.json   {"schema": "pitfall.expected/1", "scenario",
 //                                         "cases": {"cpu.reproduce": {outcome, events,
 //                                         measurements, memory, timings, provenance}},
-//                                         "ratios": {"cpu.<ratio>": {min, max}}}
+//                                         "ratios": {"cpu.<ratio>": {min, max, observed,
+//                                         note, provenance}}}
 // The format is documented by reports/schema/expected.schema.json and profile.schema.json;
 // load_profiles() enforces it, naming file and field.
 #pragma once
@@ -36,7 +37,7 @@ struct profile {
     bool overlay = false;
     /// scenario name -> its "cases" object, validated against the index.
     std::map<std::string, nlohmann::json> cases;
-    /// scenario name -> its "ratios" object ("<backend>.<ratio>" -> {min, max}).
+    /// scenario name -> its "ratios" object ("<backend>.<ratio>" -> {min, max, provenance}).
     std::map<std::string, nlohmann::json> ratios;
 };
 
@@ -119,6 +120,23 @@ verdict judge(const observation& observed, const nlohmann::json& expected,
 /// Returns why not ("x = 5 above max 4"), or nullopt.
 std::optional<std::string> bound_violation(const std::string& name, const nlohmann::json& bound,
                                            double x);
+
+/// A ratio a run measured against its entry in a profile's "ratios": {"bound" (the bound
+/// alone), "provenance", "verdict" (PASS, PERF_REGRESSION or NOT_COMPARED), "failing",
+/// "reason"}. A documented bound is judged wherever the profile matches; an observed one only
+/// under the fingerprint id it was blessed under, since a ratio measured on one machine (two
+/// busy cores) says little of another (sixteen idle ones): elsewhere NOT_COMPARED, not failing.
+nlohmann::json judge_ratio(const std::string& name, double ratio, const nlohmann::json& entry,
+                           const std::string& fingerprint_id);
+
+/// An observed ratio entry from a measured ratio: {min: ratio / tolerance, max: ratio *
+/// tolerance} (3 significant digits, rounded outwards), "observed", and provenance {observed,
+/// date, fingerprint, fingerprint_id, pitfall_version}. A "note" of `previous` is kept, and
+/// its key order.
+nlohmann::ordered_json
+ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_json& previous,
+                     const nlohmann::json& fingerprint_summary, const std::string& fingerprint_id,
+                     const std::string& pitfall_version, const std::string& date);
 
 /// A case's baseline entry made from a judged run record: outcome, events, ran_on where a
 /// baseline already pinned it, tracked device bytes exactly, peak RSS within `rss_tolerance`,

@@ -354,7 +354,81 @@ select_for_bless(const bless_options& options, const std::vector<const case_reco
 struct pending_write {
     std::string path;
     std::string text;
+    std::vector<std::string> notes; ///< said before the diff (a documented ratio bound kept)
 };
+
+/// The median of a record's series `name`; NaN when it has none.
+double record_median(const case_record& record, const std::string& name) {
+    const json& res = record.result;
+    if (!res.is_object() || !res.contains("samples") || !res["samples"].contains(name) ||
+        !res["samples"][name].contains("values") || !res["samples"][name]["values"].is_array() ||
+        res["samples"][name]["values"].empty())
+        return std::nan("");
+    return median(res["samples"][name]["values"].get<std::vector<double>>());
+}
+
+/// A declared ratio as the runs measured it: each run's own ratio of medians (both cases of one
+/// run, as `pitfall run` computes it), then the median over the runs, which one disturbed run
+/// cannot move far. NaN when no run has both series.
+double ratio_over_runs(const std::vector<loaded_run>& runs, const std::string& backend,
+                       const std::string& scenario, const ratio_spec& r) {
+    std::vector<double> per_run;
+    const std::string prefix = backend + "." + scenario + ".";
+    for (const auto& run : runs) {
+        const case_record* num = run.log.find(prefix + r.numerator);
+        const case_record* den = run.log.find(prefix + r.denominator);
+        if (num == nullptr || den == nullptr)
+            continue;
+        const double a = record_median(*num, r.samples);
+        const double b = record_median(*den, r.samples);
+        if (std::isfinite(a) && std::isfinite(b) && a > 0 && b > 0)
+            per_run.push_back(a / b);
+    }
+    return per_run.empty() ? std::nan("") : median(per_run);
+}
+
+/// The scenario's declared ratios whose two cases are both among `records` (those blessed into
+/// this file), as observed entries of doc["ratios"]. A documented bound is a claim about every
+/// machine of the profile, not one run's: it stays, and the note says what the runs measured.
+void bless_ratios(const bless_options& options, const std::string& profile_name,
+                  const scenario_entry& scenario, const std::vector<const case_record*>& records,
+                  const std::vector<loaded_run>& runs, const std::string& date, ordered_json& doc,
+                  std::vector<std::string>& notes) {
+    const auto blessed = [&](const std::string& backend, const std::string& variant) {
+        return std::any_of(records.begin(), records.end(), [&](const case_record* r) {
+            return r->key.backend == backend && r->key.variant == variant;
+        });
+    };
+    const loaded_run& run = runs.back(); // its header stands for all (one fingerprint)
+    for (const auto& r : scenario.description.ratios) {
+        for (const std::string backend : {"cpu", "cuda"}) {
+            if (!blessed(backend, r.numerator) || !blessed(backend, r.denominator))
+                continue;
+            const double ratio = ratio_over_runs(runs, backend, scenario.description.name, r);
+            if (!std::isfinite(ratio))
+                continue;
+            std::string key = backend;
+            key += '.';
+            key += r.name;
+            const ordered_json& ratios =
+                doc.contains("ratios") ? doc["ratios"] : ordered_json::object();
+            const ordered_json previous = ratios.contains(key) ? ratios[key] : ordered_json();
+            if (previous.is_object() && previous.contains("provenance") &&
+                previous["provenance"].value("kind", "") == "documented") {
+                std::string note = "ratio " + key;
+                note += " of " + scenario.description.name;
+                note += " = " + fixed(ratio, 3);
+                note += ": its documented bound in " + profile_name;
+                note += " is kept (edit it by hand to replace it)";
+                notes.push_back(std::move(note));
+                continue;
+            }
+            doc["ratios"][key] = ratio_entry_from_run(
+                ratio, options.ratio_tolerance, previous, run.fingerprint_summary(),
+                run.fingerprint_id(), run.log.latest.pitfall_version, date);
+        }
+    }
+}
 
 /// expected/<profile>/<scenario>.json with the records blessed into it, in the file's own key
 /// order (a new file: schema, scenario, cases), validated as load_profiles would.
@@ -362,7 +436,9 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
                                       const std::string& profile_name,
                                       const std::string& scenario_name,
                                       const std::vector<const case_record*>& records,
-                                      const loaded_run& run, const std::string& date) {
+                                      const std::vector<loaded_run>& runs,
+                                      const std::string& date) {
+    const loaded_run& run = runs.back();
     const fs::path profile_dir = fs::path(options.common.expected_dir) / profile_name;
     std::error_code ec;
     if (!fs::is_regular_file(profile_dir / "profile.json", ec))
@@ -394,15 +470,19 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_object())
         return bad_run_input(path + ": field 'cases': expected an object: fix it before blessing");
     for (const case_record* r : records) {
+        if (options.ratios_only)
+            break;
         ordered_json& cases = doc["cases"];
         const std::string key = r->key.entry_key();
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         cases[key] =
             entry_from_record(*r, previous, run.fingerprint_summary(), run.fingerprint_id(), date);
     }
+    std::vector<std::string> notes;
+    bless_ratios(options, profile_name, *it, records, runs, date, doc, notes);
     if (auto valid = validate_expected(path, json(doc), *it); !valid.is_ok())
         return bad_run_input("the blessed file would not be valid: " + valid.message());
-    return pending_write{path, doc.dump(2) + "\n"};
+    return pending_write{path, doc.dump(2) + "\n", std::move(notes)};
 }
 
 /// Prints `diff -u` between each file and what it becomes; writes the changed ones unless
@@ -414,6 +494,8 @@ status_or<int> show_and_write(const std::vector<pending_write>& writes, bool dry
     fs::create_directories(scratch, ec);
     int changed = 0;
     for (std::size_t i = 0; i < writes.size(); ++i) {
+        for (const auto& note : writes[i].notes)
+            std::cout << note << '\n';
         const std::string proposed = scratch + "/" + std::to_string(i) + ".json";
         PITFALL_TRY(write_file_atomically(proposed, writes[i].text));
         const bool exists = fs::exists(writes[i].path, ec);
@@ -449,7 +531,9 @@ status_or<int> show_and_write(const std::vector<pending_write>& writes, bool dry
 /// Groups the records by target file, expected/<profile>/<scenario>.json, and makes each.
 status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
                                                    const std::vector<const case_record*>& chosen,
-                                                   const loaded_run& run, const std::string& date) {
+                                                   const std::vector<loaded_run>& runs,
+                                                   const std::string& date) {
+    const loaded_run& run = runs.back();
     PITFALL_ASSIGN_OR_RETURN(const scenario_index index, load_index(options.common.index_path));
     std::map<std::pair<std::string, std::string>, std::vector<const case_record*>> by_file;
     for (const case_record* r : chosen) {
@@ -464,7 +548,7 @@ status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
     std::vector<pending_write> writes;
     for (const auto& [target, records] : by_file) {
         PITFALL_ASSIGN_OR_RETURN(pending_write w, blessed_file(options, index, target.first,
-                                                               target.second, records, run, date));
+                                                               target.second, records, runs, date));
         writes.push_back(std::move(w));
     }
     return writes;
@@ -485,13 +569,14 @@ int bless_run(const bless_options& options) {
     if (!chosen.is_ok())
         return report_error(chosen.error().message());
     const std::string date = utc_now("%Y-%m-%d");
-    auto writes = bless_writes(options, chosen.value(), run, date);
+    auto writes = bless_writes(options, chosen.value(), runs.value(), date);
     if (!writes.is_ok())
         return report_error(writes.error().message());
     auto changed = show_and_write(writes.value(), options.dry_run);
     if (!changed.is_ok())
         return report_error(changed.error().message());
-    std::cout << "bless: " << chosen.value().size() << " case(s), " << changed.value()
+    std::cout << "bless: " << chosen.value().size() << " case(s)"
+              << (options.ratios_only ? " (their ratios only), " : ", ") << changed.value()
               << " file(s) "
               << (options.dry_run ? "would change (dry run: nothing written)" : "changed")
               << "; fingerprint " << run.fingerprint_id() << ", " << date << '\n';

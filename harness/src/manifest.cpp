@@ -53,8 +53,8 @@ const std::vector<std::string> known_top_keys{
     "name",  "summary", "failure_class", "seeds",  "labels",        "backends", "timeout_seconds",
     "links", "params",  "variants",      "ratios", "compile_checks"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices"};
-const std::vector<std::string> known_variant_keys{"name",     "kind",         "doc",   "labels",
-                                                  "backends", "needs_device", "helper"};
+const std::vector<std::string> known_variant_keys{
+    "name", "kind", "doc", "labels", "backends", "needs_device", "helper", "params", "param_set"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -143,6 +143,43 @@ status read_params(const reader& r, const json& doc, manifest& m) {
     return status::ok();
 }
 
+// A variant's "params": values of the scenario's own parameters (declared above it), each of the
+// default's type and within its bounds, so that a bad set is refused when scenario.json is read,
+// not when its case runs. The built-in ones (samples, warmup) belong to a run, not a variant.
+status read_variant_params(const reader& r, const json& v, const std::string& path,
+                           const manifest& m, variant_spec& spec) {
+    if (v.contains("params")) {
+        const json& params = v["params"];
+        if (!params.is_object() || params.empty())
+            return r.fail(path + "params",
+                          "expected a non-empty object of {parameter: value} (the parameter set)");
+        for (const auto& [key, value] : params.items()) {
+            std::string field = path;
+            field += "params.";
+            field += key;
+            const param_spec* p = m.find_param(key);
+            if (p == nullptr)
+                return r.fail(field, "'" + key + "' is not a parameter of this scenario (see " +
+                                         "'params'; samples and warmup are set per run)");
+            if (!same_kind(p->default_value, value))
+                return r.fail(field, std::string("expected ") +
+                                         (p->default_value.is_number_integer() ? "an integer"
+                                          : p->default_value.is_number()       ? "a number"
+                                                                               : "a string") +
+                                         ", the type of params." + key + ".default");
+            if (auto ok = check_param_value(*p, value); !ok.is_ok())
+                return r.fail(field, ok.message());
+        }
+        spec.params = params;
+    }
+    PITFALL_TRY(r.string(v, path, "param_set", spec.param_set, false));
+    if (v.contains("param_set") && !is_identifier(spec.param_set))
+        return r.fail(path + "param_set", "'" + spec.param_set + "' must match [a-z][a-z0-9_]*");
+    if (v.contains("param_set") && spec.params.empty())
+        return r.fail(path + "param_set", "names a parameter set, but the variant has no 'params'");
+    return status::ok();
+}
+
 status read_variant(const reader& r, const json& v, const std::string& path, manifest& m) {
     if (!v.is_object())
         return r.fail(path.substr(0, path.size() - 1), "expected an object");
@@ -174,6 +211,7 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
             return r.fail(path + key, "expected true or false");
         *flag = v[key].get<bool>();
     }
+    PITFALL_TRY(read_variant_params(r, v, path, m, spec));
     m.variants.push_back(std::move(spec));
     return status::ok();
 }

@@ -176,6 +176,13 @@ bool parse_scale(const std::string& text, double& out) {
     out = x;
     return true;
 }
+bool parse_ratio_tolerance(const std::string& text, double& out) {
+    double x = 0;
+    if (!parse_whole(text, x) || !std::isfinite(x) || !(x > 1 && x <= 1000))
+        return false;
+    out = x;
+    return true;
+}
 bool parse_pause(const std::string& text, double& out) {
     double x = 0;
     if (!parse_whole(text, x) || !(x >= 0 && x <= 600))
@@ -320,16 +327,27 @@ void add_bless(CLI::App& app, command_line& cl) {
     sub->add_option("--profile", b.profile,
                     "write into expected/P (default: the profile that judged each case)")
         ->type_name("P");
+    add_checked(*sub, "--ratio-tolerance", b.ratio_tolerance, parse_ratio_tolerance,
+                "a factor in (1, 1000]",
+                "each ratio whose two cases are blessed gets the bound [r / F, r x F]\n"
+                "around the measured r (default 2)")
+        ->type_name("F");
+    sub->add_flag("--ratios-only", b.ratios_only,
+                  "write only the ratios the selected cases measure; each case's\n"
+                  "entry stays as it is");
     sub->add_flag("--dry-run", b.dry_run, "print the diff, write nothing");
     add_locations(*sub, cl, true);
     sub->footer(
         R"(Each entry is marked observed with the run's fingerprint and today's date; files are written
-whole and renamed into place. A run made with PITFALL_INJECT is refused.
+whole and renamed into place. A run made with PITFALL_INJECT is refused. A ratio of
+scenario.json whose two cases are both blessed is written as an observed bound (judged only
+under this fingerprint); a documented ratio bound is kept, and the measured ratio printed.
 
 examples:
   pitfall bless runs/a --dry-run
   pitfall bless runs/a runs/b runs/c
-  pitfall bless runs/x --case cpu.float64_inputs.reproduce --profile host)");
+  pitfall bless runs/x --case cpu.float64_inputs.reproduce --profile host
+  pitfall bless runs/a --ratios-only --ratio-tolerance 3)");
 }
 
 void add_report(CLI::App& app, command_line& cl) {

@@ -249,11 +249,11 @@ double series_median(const case_record& record, const std::string& name) {
 }
 
 // Ratios between variants declared in scenario.json, from the medians measured in this run.
-// A ratio the chosen profiles bound ("ratios" in expected/<profile>/<scenario>.json) is judged:
-// PASS inside the bounds, PERF_REGRESSION outside (it fails the run); unbounded ones are
-// reported only.
+// A ratio the chosen profiles bound ("ratios" in expected/<profile>/<scenario>.json) is judged
+// (judge_ratio): PASS inside the bounds, PERF_REGRESSION outside (it fails the run), and an
+// observed bound of another machine NOT_COMPARED; unbounded ones are reported only.
 json compute_ratios(const scenario_index& index, const std::map<std::string, case_record>& finished,
-                    const profile_choice& choice) {
+                    const profile_choice& choice, const std::string& fingerprint_id) {
     json out = json::array();
     for (const auto& s : index.scenarios) {
         const std::string& scenario = s.description.name;
@@ -283,14 +283,8 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, cas
                 const auto [bound, from] =
                     choice.ratio_bounds_for(scenario, backend + "." + r.name);
                 if (bound != nullptr) {
-                    const auto why = bound_violation(r.name, *bound, a / b);
-                    const verdict_kind v = why ? verdict_kind::perf_regression : verdict_kind::pass;
-                    ratio["bound"] = *bound;
+                    ratio.update(judge_ratio(r.name, a / b, *bound, fingerprint_id));
                     ratio["profile"] = from->name;
-                    ratio["verdict"] = to_string(v);
-                    ratio["failing"] = is_failing(v);
-                    if (why)
-                        ratio["reason"] = *why;
                 }
                 out.push_back(std::move(ratio));
             }
@@ -849,7 +843,7 @@ run_totals tally(const run_plan& plan) {
         t.any_failing = t.any_failing || r.failing();
         t.all_unsupported = t.all_unsupported && r.verdict == verdict_kind::unsupported;
     }
-    t.ratios = compute_ratios(plan.index, plan.finished, plan.choice);
+    t.ratios = compute_ratios(plan.index, plan.finished, plan.choice, plan.judging.fingerprint_id);
     for (const auto& r : t.ratios)
         t.any_failing = t.any_failing || r.value("failing", false);
     return t;
@@ -1066,15 +1060,21 @@ int list_cases(const common_options& options, bool as_json) {
         return report_error(cases.error());
     if (as_json) {
         json out = json::array();
-        for (const auto& c : cases.value())
-            out.push_back({{"test", c.test_name()},
-                           {"scenario", c.scenario->description.name},
-                           {"backend", c.backend},
-                           {"variant", c.variant->name},
-                           {"kind", c.variant->kind},
-                           {"labels", c.labels()},
-                           {"timeout_seconds", c.scenario->description.timeout_seconds},
-                           {"doc", c.variant->doc}});
+        for (const auto& c : cases.value()) {
+            json row = {{"test", c.test_name()},
+                        {"scenario", c.scenario->description.name},
+                        {"backend", c.backend},
+                        {"variant", c.variant->name},
+                        {"kind", c.variant->kind},
+                        {"labels", c.labels()},
+                        {"timeout_seconds", c.scenario->description.timeout_seconds},
+                        {"doc", c.variant->doc}};
+            if (!c.variant->params.empty()) // a named parameter set: what it runs with
+                row["params"] = c.variant->params;
+            if (!c.variant->param_set.empty())
+                row["param_set"] = c.variant->param_set;
+            out.push_back(std::move(row));
+        }
         std::cout << out.dump(2) << '\n';
         return exit_ok;
     }

@@ -66,6 +66,12 @@ struct bless_options {
     std::vector<std::string> cases; ///< named cases: only these, and crashed/timed-out ones allowed
     std::string profile;            ///< empty: the profile that judged each case
     bool dry_run = false;           ///< print the diff, write nothing
+    /// A blessed ratio r gets the bound [r / tolerance, r x tolerance]: wide, since separate
+    /// processes on a shared machine differ by 10% or more with nothing changed.
+    double ratio_tolerance = 2.0;
+    /// Write the measured ratios alone, each case's entry left as it is (re-bless ratio bounds
+    /// without touching outcomes, numerics and times that were reviewed).
+    bool ratios_only = false;
 };
 
 int list_cases(const common_options& options, bool as_json);

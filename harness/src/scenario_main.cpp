@@ -348,6 +348,9 @@ void print_list(const manifest& m) {
         std::cout << "  " << v.name << " [" << v.kind << "] backends:";
         for (const auto& b : m.backends_of(v))
             std::cout << ' ' << b;
+        if (!v.params.empty())
+            std::cout << "\n      parameter set" << (v.param_set.empty() ? "" : " " + v.param_set)
+                      << ": " << v.params.dump();
         std::cout << "\n      " << v.doc << '\n';
     }
     std::cout << "\nparameters (--param key=value):\n";
@@ -427,14 +430,18 @@ status_or<json> typed_value(const param_spec& spec, const std::string& text) {
     return value;
 }
 
-// Defaults from scenario.json, then the --param overrides, each typed and bounded.
-status_or<json> resolve_params(const manifest& m, const std::map<std::string, std::string>& raw) {
+// Defaults from scenario.json, then the variant's parameter set (checked when the manifest was
+// read), then the --param overrides, each typed and bounded: the command line wins.
+status_or<json> resolve_params(const manifest& m, const variant_spec& variant,
+                               const std::map<std::string, std::string>& raw) {
     const std::vector<param_spec> built_in = built_in_params();
     json params = json::object();
     for (const auto& p : built_in)
         params[p.name] = p.default_value;
     for (const auto& p : m.params)
         params[p.name] = p.default_value;
+    for (const auto& [key, value] : variant.params.items())
+        params[key] = value;
     for (const auto& [key, text] : raw) {
         const param_spec* spec = m.find_param(key);
         for (const auto& b : built_in)
@@ -627,12 +634,15 @@ int scenario_main(int argc, char** argv, const char* manifest_json,
     if (!backend)
         return usage_error("unknown backend '" + inv.backend + "' (cpu, cuda)");
     PITFALL_ASSIGN_OR_USAGE_ERROR(const case_entry entry, select_entry(m, inv, *backend, variants));
-    PITFALL_ASSIGN_OR_USAGE_ERROR(const json params, resolve_params(m, inv.params));
+    const variant_spec& variant = *m.find_variant(inv.variant); // select_entry found it
+    PITFALL_ASSIGN_OR_USAGE_ERROR(const json params, resolve_params(m, variant, inv.params));
     if (auto env = apply_environment(m, inv); !env.is_ok())
         return usage_error(env.message());
 
     context ctx(m.name, inv.variant, *backend, params.dump());
-    const status outcome = run_case(*m.find_variant(inv.variant), *backend, entry, ctx);
+    if (!variant.param_set.empty()) // which named set the params came from, for reports
+        ctx.record_info("param_set", variant.param_set);
+    const status outcome = run_case(variant, *backend, entry, ctx);
     if (is_bad_parameter(outcome)) // a rule between parameters: bad usage, no result
         return usage_error(outcome.message());
     return write_result(ctx, inv.out, outcome);

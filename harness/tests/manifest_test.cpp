@@ -107,4 +107,66 @@ TEST(Manifest, BadBoundsNameTheField) {
         std::string::npos);
     EXPECT_NE(error_of(with_param(R"({"default": 1e999})")).find("f.json: "), std::string::npos);
 }
+
+// A scenario with an integer n in [1, 64], a number lr and a string dtype, whose one variant
+// carries `variant_fields` (the parameter set under test).
+std::string with_variant(const std::string& variant_fields) {
+    return R"({"name":"d","summary":"s","failure_class":"c","backends":["cpu"],
+        "params":{"n":{"default":8,"min":1,"max":64},"lr":{"default":0.5,"min":0.0,"max":1.0},
+                  "dtype":{"default":"fp16","choices":["fp16","bf16"]}},
+        "variants":[{"name":"a","kind":"probe")" +
+           variant_fields + R"(}]})";
+}
+
+TEST(Manifest, VariantParameterSets) {
+    auto m = parse_manifest(
+        with_variant(R"(,"param_set":"big_n","params":{"n":64,"lr":1,"dtype":"bf16"})"), "f.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    const variant_spec& a = m->variants[0];
+    EXPECT_EQ(a.param_set, "big_n");
+    EXPECT_EQ(a.params, (nlohmann::json{{"n", 64}, {"lr", 1}, {"dtype", "bf16"}}));
+    auto plain = parse_manifest(with_variant(""), "f.json");
+    ASSERT_TRUE(plain.is_ok()) << plain.error().message();
+    EXPECT_TRUE(plain->variants[0].params.empty());
+    EXPECT_EQ(plain->variants[0].param_set, "");
+}
+
+TEST(Manifest, BadVariantParameterSetsNameTheField) {
+    const auto error = [](const std::string& fields) { return error_of(with_variant(fields)); };
+    EXPECT_EQ(error(R"(,"params":{"m":3})"),
+              "f.json: field 'variants[0].params.m': 'm' is not a parameter of this scenario "
+              "(see 'params'; samples and warmup are set per run)");
+    EXPECT_NE(error(R"(,"params":{"samples":3})").find("'variants[0].params.samples'"),
+              std::string::npos);
+    EXPECT_EQ(error(R"(,"params":{"n":65})"),
+              "f.json: field 'variants[0].params.n': must be <= 64, got 65");
+    EXPECT_EQ(error(R"(,"params":{"n":0})"),
+              "f.json: field 'variants[0].params.n': must be >= 1, got 0");
+    EXPECT_EQ(error(R"(,"params":{"n":2.5})"),
+              "f.json: field 'variants[0].params.n': expected an integer, the type of "
+              "params.n.default");
+    EXPECT_NE(error(R"(,"params":{"n":"8"})").find("'variants[0].params.n': expected an integer"),
+              std::string::npos);
+    EXPECT_NE(
+        error(R"(,"params":{"lr":"fast"})").find("'variants[0].params.lr': expected a number"),
+        std::string::npos);
+    EXPECT_NE(
+        error(R"(,"params":{"dtype":"fp8"})").find("'variants[0].params.dtype': must be one of"),
+        std::string::npos);
+    EXPECT_NE(
+        error(R"(,"params":{"dtype":16})").find("'variants[0].params.dtype': expected a string"),
+        std::string::npos);
+    EXPECT_NE(error(R"(,"params":[1])").find("'variants[0].params': expected a non-empty object"),
+              std::string::npos);
+    EXPECT_NE(error(R"(,"params":{})").find("'variants[0].params'"), std::string::npos);
+    EXPECT_NE(error(R"(,"param_set":"big")")
+                  .find("'variants[0].param_set': names a parameter set, "
+                        "but the variant has no 'params'"),
+              std::string::npos);
+    EXPECT_NE(error(R"(,"param_set":"Big N","params":{"n":2})")
+                  .find("'variants[0].param_set': 'Big N' must match"),
+              std::string::npos);
+    EXPECT_NE(error(R"(,"param_set":7,"params":{"n":2})").find("'variants[0].param_set'"),
+              std::string::npos);
+}
 } // namespace

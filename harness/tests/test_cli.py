@@ -321,7 +321,9 @@ class Verdicts(FixtureTest):
         d = self.bless("a", "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertEqual(read_text(path), before)  # a dry run writes nothing
-        changed = [line for line in d.stdout.splitlines()
+        # The ratio the run measured (ok_over_ok) is appended after the cases: a new block.
+        cases_diff = d.stdout.split('+  "ratios": {')[0]
+        changed = [line for line in cases_diff.splitlines()
                    if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         removed = [line[1:].strip() for line in changed if line.startswith("-")]
         # Only what changed: the provenance's date and fingerprint, and a brace that gains a
@@ -334,7 +336,7 @@ class Verdicts(FixtureTest):
         self.assertEqual(b.returncode, 0, b.stderr)
         with open(path) as f:
             written = json.load(f)
-        self.assertEqual(list(written), ["schema", "scenario", "cases"])
+        self.assertEqual(list(written), ["schema", "scenario", "cases", "ratios"])
         self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "memory", "provenance", "timings"])
         self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:3], ["kind", "fingerprint", "date"])
 
@@ -438,6 +440,89 @@ class Verdicts(FixtureTest):
         with open(os.path.join(self.run_dir("a"), "summary.json")) as f:
             ratio = json.load(f)["ratios"][0]
         self.assertEqual((ratio["verdict"], ratio["failing"]), ("PERF_REGRESSION", True))
+        # A documented bound with its source: judged on any machine, the source in the reason.
+        doc["ratios"]["cpu.ok_over_ok"] = {
+            "min": 2, "note": "the fixture's ratio is 1: this bound must fail",
+            "provenance": {"kind": "documented", "source": "a guide, section 2"}}
+        self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+        p, rec = self.run_ok("b")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        with open(os.path.join(self.run_dir("b"), "summary.json")) as f:
+            ratio = json.load(f)["ratios"][0]
+        self.assertEqual((ratio["verdict"], ratio["failing"]), ("PERF_REGRESSION", True))
+        self.assertEqual(ratio["bound"], {"min": 2})  # the bound alone; its source beside it
+        self.assertEqual(ratio["provenance"]["source"], "a guide, section 2")
+        self.assertIn("ok_over_ok = 1 below min 2 (documented bound: a guide, section 2)", ratio["reason"])
+        self.assertIn("ratio cpu.harness_fixture.ok_over_ok", p.stdout)
+
+    def blessed_ratio(self):
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f).get("ratios", {}).get("cpu.ok_over_ok")
+
+    def summary_ratio(self, run):
+        with open(os.path.join(self.run_dir(run), "summary.json")) as f:
+            return json.load(f)["ratios"][0]
+
+    def test_bless_writes_observed_ratio_bounds_judged_under_their_fingerprint(self):
+        self.run_ok("a")
+        b = self.bless("a", "--ratio-tolerance", "3")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        ratio = self.blessed_ratio()
+        # ok_over_ok divides the ok case's median by itself: exactly 1, so [1/3, 3].
+        self.assertEqual({k: ratio[k] for k in ("min", "max", "observed")}, {"min": 0.333, "max": 3, "observed": 1})
+        prov = ratio["provenance"]
+        self.assertEqual(prov["kind"], "observed")
+        self.assertRegex(prov["date"], r"^\d{4}-\d{2}-\d{2}$")
+        self.assertRegex(prov["fingerprint_id"], r"^[0-9a-f]{16}$")
+        self.assertIn("cpu_model", prov["fingerprint"])  # the summary object, not words
+        with open(os.path.join(self.run_dir("a"), "results.jsonl")) as f:
+            header = json.loads(f.readline())
+        self.assertEqual(prov["pitfall_version"], header["pitfall_version"])
+        v = subprocess.run([os.environ["PITFALL_VALIDATE"], "--schema", "expected",
+                            os.path.join(self.expected, "any", "harness_fixture.json")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # The next run of this machine is judged by it, and passes.
+        p, rec = self.run_ok("b")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertEqual(self.summary_ratio("b")["verdict"], "PASS")
+        # Under another fingerprint the bound is not compared: one machine's ratio is no claim
+        # about another's.
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        with open(path) as f:
+            doc = json.load(f)
+        doc["ratios"]["cpu.ok_over_ok"].update(min=2, max=3)  # would fail here
+        doc["ratios"]["cpu.ok_over_ok"]["provenance"]["fingerprint_id"] = "00000000000000ff"
+        self.write_json(path, doc)
+        p, rec = self.run_ok("c")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        ratio = self.summary_ratio("c")
+        self.assertEqual((ratio["verdict"], ratio["failing"]), ("NOT_COMPARED", False))
+        self.assertIn("00000000000000ff", ratio["reason"])
+
+    def test_bless_keeps_a_documented_ratio_bound(self):
+        documented = {"max": 4, "note": "hand-written",
+                      "provenance": {"kind": "documented", "source": "docs/cuda-rules.md#numbers"}}
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {},
+               "ratios": {"cpu.ok_over_ok": documented}}
+        self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+        self.run_ok("a")
+        b = self.bless("a")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertIn("ratio cpu.ok_over_ok of harness_fixture = 1.000: its documented bound in any is kept", b.stdout)
+        self.assertEqual(self.blessed_ratio(), documented)
+        self.assertEqual(self.blessed_entry()["provenance"]["kind"], "observed")  # the case was blessed
+
+    def test_ratio_tolerance_must_widen(self):
+        self.run_ok("a")
+        for bad in ("1", "0.5", "nan", "wide"):
+            b = self.bless("a", "--ratio-tolerance", bad)
+            self.assertEqual(b.returncode, 2, bad)
+            self.assertIn("--ratio-tolerance", b.stderr)
+        self.assertIsNone(self.blessed_ratio())
 
     def test_compare_two_runs(self):
         self.run_ok("a", extra=("--samples", "15"))
@@ -502,6 +587,42 @@ class Schema(FixtureTest):
             self.assertEqual(p.returncode, 2, field)
             self.assertIn("harness_fixture.json", p.stderr)
             self.assertIn(field, p.stderr)  # the JSON pointer of the field
+
+    def test_ratio_entries_need_a_source_and_are_refused_by_both(self):
+        expected = self.validator("expected.schema.json")
+        observed = {"kind": "observed", "date": "2026-11-25", "fingerprint": {"gpu_count": 0},
+                    "fingerprint_id": "0123456789abcdef", "pitfall_version": "0.1.0"}
+        good = {
+            "documented": {"min": 2, "note": "why", "provenance": {"kind": "documented", "source": "a guide"}},
+            "observed": {"min": 0.5, "max": 2, "observed": 1.0, "provenance": observed},
+        }
+        broken = {
+            "/ratios/cpu.ok_over_ok/provenance: missing required property 'source'":
+                {"min": 2, "provenance": {"kind": "documented"}},
+            "/ratios/cpu.ok_over_ok/provenance/source":
+                {"min": 2, "provenance": {"kind": "documented", "source": ""}},
+            "/ratios/cpu.ok_over_ok: missing required property 'observed'":
+                {"min": 0.5, "provenance": observed},
+            "/ratios/cpu.ok_over_ok/provenance: missing required property 'fingerprint_id'":
+                {"min": 0.5, "observed": 1.0, "provenance": {k: v for k, v in observed.items() if k != "fingerprint_id"}},
+            "/ratios/cpu.ok_over_ok/provenance/kind":
+                {"min": 2, "observed": 2.5, "provenance": {"kind": "documented", "source": "a guide"}},
+            "/ratios/cpu.ok_over_ok/colour": {"min": 2, "colour": "red"},
+        }
+        for name, entry in list(good.items()) + list(broken.items()):
+            doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {},
+                   "ratios": {"cpu.ok_over_ok": entry}}
+            errors = list(expected.iter_errors(doc))
+            self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+            p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--samples", "1",
+                             "--out", self.run_dir(), "--replace")
+            if name in good:
+                self.assertEqual(errors, [], name)
+                self.assertNotEqual(p.returncode, 2, p.stderr)
+                continue
+            self.assertTrue(errors, f"the schema accepts a broken {name}")
+            self.assertEqual(p.returncode, 2, name)
+            self.assertIn(name, p.stderr)  # the JSON pointer of the field
 
 
 class Reports(FixtureTest):

@@ -313,6 +313,118 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
     EXPECT_EQ(e["provenance"]["source"], "guide");
 }
 
+// ---- ratio entries: bounds with their provenance ---------------------------------------------
+
+const json documented_min_2 = {
+    {"min", 2},
+    {"note", "why 2"},
+    {"provenance", {{"kind", "documented"}, {"source", "docs/cuda-rules.md#numbers"}}}};
+
+json observed_around_1(const std::string& fingerprint_id) {
+    return {{"min", 0.5},
+            {"max", 2},
+            {"observed", 1.0},
+            {"provenance",
+             {{"kind", "observed"},
+              {"date", "2026-11-25"},
+              {"fingerprint", {{"gpu_count", 0}}},
+              {"fingerprint_id", fingerprint_id},
+              {"pitfall_version", "0.1.0"}}}};
+}
+
+TEST(Ratios, DocumentedBoundsAreJudgedOnEveryMachineOfTheProfile) {
+    const json pass = judge_ratio("r", 2.5, documented_min_2, "00000000000000aa");
+    EXPECT_EQ(pass["verdict"], "PASS");
+    EXPECT_EQ(pass["failing"], false);
+    EXPECT_EQ(pass["bound"], (json{{"min", 2}})); // the bound alone, for reports and charts
+    EXPECT_EQ(pass["provenance"]["kind"], "documented");
+    const json slow = judge_ratio("r", 1.5, documented_min_2, "");
+    EXPECT_EQ(slow["verdict"], "PERF_REGRESSION");
+    EXPECT_EQ(slow["failing"], true);
+    EXPECT_EQ(slow["reason"], "r = 1.5 below min 2 (documented bound: docs/cuda-rules.md#numbers)");
+    // A bound written before provenance existed still gates.
+    EXPECT_EQ(judge_ratio("r", 1.5, {{"min", 2}}, "")["verdict"], "PERF_REGRESSION");
+}
+
+TEST(Ratios, ObservedBoundsAreJudgedOnlyUnderTheirFingerprint) {
+    const json bound = observed_around_1("00000000000000aa");
+    EXPECT_EQ(judge_ratio("r", 1.2, bound, "00000000000000aa")["verdict"], "PASS");
+    const json out = judge_ratio("r", 3.0, bound, "00000000000000aa");
+    EXPECT_EQ(out["verdict"], "PERF_REGRESSION");
+    EXPECT_EQ(out["reason"], "r = 3 above max 2");
+    const json elsewhere = judge_ratio("r", 3.0, bound, "00000000000000bb");
+    EXPECT_EQ(elsewhere["verdict"], "NOT_COMPARED");
+    EXPECT_EQ(elsewhere["failing"], false);
+    EXPECT_NE(elsewhere["reason"].get<std::string>().find("00000000000000aa"), std::string::npos);
+}
+
+TEST(Ratios, BlessedEntryIsAWideObservedBoundRoundedOutwards) {
+    const nlohmann::ordered_json previous = {{"note", "kept"}, {"min", 9}};
+    const json e(ratio_entry_from_run(1.23456, 2.0, previous, {{"gpu_count", 0}},
+                                      "0123456789abcdef", "0.1.0", "2026-11-25"));
+    EXPECT_EQ(e["min"], 0.617); // 0.61728 rounded down to 3 digits
+    EXPECT_EQ(e["max"], 2.47);  // 2.46912 rounded up
+    EXPECT_EQ(e["observed"], 1.235);
+    EXPECT_EQ(e["note"], "kept");
+    EXPECT_EQ(e["provenance"], (json{{"kind", "observed"},
+                                     {"date", "2026-11-25"},
+                                     {"fingerprint", {{"gpu_count", 0}}},
+                                     {"fingerprint_id", "0123456789abcdef"},
+                                     {"pitfall_version", "0.1.0"}}));
+    // A value already on 3 digits stays itself (0.615 / 0.001 is 614.999... in binary).
+    const json exact(ratio_entry_from_run(1.23, 2.0, nullptr, json::object(), "0123456789abcdef",
+                                          "0.1.0", "2026-11-25"));
+    EXPECT_EQ(exact["min"], 0.615);
+    EXPECT_EQ(exact["max"], 2.46);
+}
+
+scenario_entry ratio_scenario() {
+    auto m = parse_manifest(R"({"name": "s", "summary": "s", "failure_class": "c",
+        "backends": ["cpu", "cuda"], "variants": [{"name": "a", "kind": "reproduce"},
+        {"name": "b", "kind": "remedy"}],
+        "ratios": [{"name": "a_over_b", "numerator": "a", "denominator": "b", "samples": "t"}]})",
+                            "s.json");
+    EXPECT_TRUE(m.is_ok()) << m.error().message();
+    return {"", "s.json", m.is_ok() ? m.value() : manifest{}};
+}
+
+/// The loader's verdict on a file bounding cuda.a_over_b with `entry`: "" when accepted.
+std::string ratio_file_error(const json& entry) {
+    const json doc = {{"schema", "pitfall.expected/1"},
+                      {"scenario", "s"},
+                      {"cases", json::object()},
+                      {"ratios", {{"cuda.a_over_b", entry}}}};
+    const status s = validate_expected("expected/p/s.json", doc, ratio_scenario());
+    return s.is_ok() ? "" : s.message();
+}
+
+TEST(Ratios, TheLoaderAcceptsBoundsWithProvenanceAndRefusesOnesWithoutASource) {
+    EXPECT_EQ(ratio_file_error(documented_min_2), "");
+    EXPECT_EQ(ratio_file_error(observed_around_1("0123456789abcdef")), "");
+    EXPECT_EQ(ratio_file_error({{"max", 4}}), ""); // no provenance: allowed, as before
+    json no_source = documented_min_2;
+    no_source["provenance"].erase("source");
+    EXPECT_NE(ratio_file_error(no_source).find("/ratios/cuda.a_over_b/provenance"),
+              std::string::npos)
+        << ratio_file_error(no_source);
+    json empty_source = documented_min_2;
+    empty_source["provenance"]["source"] = "";
+    EXPECT_NE(ratio_file_error(empty_source).find("/ratios/cuda.a_over_b/provenance/source"),
+              std::string::npos)
+        << ratio_file_error(empty_source);
+    json unmeasured = observed_around_1("0123456789abcdef");
+    unmeasured.erase("observed");
+    EXPECT_NE(ratio_file_error(unmeasured).find("/ratios/cuda.a_over_b"), std::string::npos);
+    json documented_with_value = documented_min_2;
+    documented_with_value["observed"] = 2.5;
+    EXPECT_NE(ratio_file_error(documented_with_value), "");
+    json anonymous = observed_around_1("0123456789abcdef");
+    anonymous["provenance"].erase("fingerprint_id");
+    EXPECT_NE(ratio_file_error(anonymous).find("fingerprint_id"), std::string::npos);
+    EXPECT_NE(ratio_file_error({{"min", 2}, {"colour", "red"}}).find("colour"), std::string::npos);
+    EXPECT_NE(ratio_file_error({{"note", "a note is no bound"}}), "");
+}
+
 } // namespace
 
 namespace {

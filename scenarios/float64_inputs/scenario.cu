@@ -4,6 +4,9 @@
 //   Adam, fitted on a numpy array that is float64 because numpy made it so. `reproduce` keeps
 //   float64 everywhere (OpenBLAS dgemm / cuBLAS DGEMM and float64 kernels); `remedy` casts the
 //   inputs to float32 at the boundary and trains in float32 (sgemm / SGEMM, float32 kernels).
+//   `reproduce_seed_size` and `remedy_seed_size` are the same two with the parameter set
+//   seed_1000_features of scenario.json (features=1000 and Dense(1024) as in the seed's 2nd
+//   example, batch 1024, 16384 rows): the size at which the GPU's FP64 rate shows. CUDA only.
 // Why it fails: nothing crashes on the CPU, where float64 costs at most about twice float32
 //   (half the SIMD lanes, twice the bytes). On a GPU float64 is a different machine: consumer parts
 //   (sm_75, 86, 89) run FP64 at 1/32..1/64 of FP32, data-center parts (sm_80, 90) at about 1/2;
@@ -16,13 +19,22 @@
 //        (tolerance 1e-9), float32 to ~1e-6 (tolerance 1e-3). fp64/fp32 epoch time 1.1..1.5 at
 //        the defaults (2 cores, OpenBLAS): GEMMs only 10 rows tall are bound by memory and
 //        overhead, not by arithmetic; it grows with wider layers (~1.4 at hidden=128).
-//   cuda (GPU, documented, not yet observed) both variants ok. At the defaults a step is a
-//        dozen small launches, so the ratio is launch-bound and may sit near 1; at the seed's
-//        sizes (features=1000, rows=1e6, or hidden=1024 of its 2nd example) DGEMM dominates and
-//        the ratio heads for the FP64:FP32 throughput ratio: 32..64 on sm_75/86/89, 1..2 on
-//        sm_80/90 (their DGEMM runs on FP64 tensor cores at about the rate of a non-TF32
-//        SGEMM; the elementwise kernels still move twice the bytes). The cuDNN float64 sigmoid
-//        is recorded as an event (ok, or the cuDNN status name).
+//   cuda (GPU, documented, not yet observed) every variant ok. At the defaults a step is a
+//        dozen small launches, so fp64_over_fp32_epoch_time is launch-bound, may sit near 1 and
+//        is not bounded. The seed_size variants make each step two 1024 x 1024 x 1000 GEMMs
+//        (4.2 GFLOP) plus an Adam update of 1.03 M parameters, and the ratio
+//        fp64_over_fp32_epoch_time_seed_size heads for the device's FP64:FP32 throughput ratio
+//        (docs/cuda-rules.md#fp64-vs-fp32-throughput-by-architecture):
+//          sm_86/89 (1:64; A10, L4, RTX 30xx/40xx): DGEMM ~9 ms a step on an L4 (0.47 TFLOPS
+//            FP64), SGEMM ~0.2 ms; Adam (memory-bound, twice the bytes in float64) and the
+//            launches cost both variants alike, so the ratio lands near 20..35, not 64. Bounded
+//            below at 8 (ada-ampere-cuda12): a margin of 2.5x or more under that estimate,
+//            and still 4x above anything a 1:2 part or a CPU can show.
+//          sm_90 (H100/H200): DGEMM runs on the FP64 tensor cores (67 TFLOPS SXM, 51 PCIe),
+//            SGEMM without TF32 on the FP32 cores at the same rate, so the ratio sits near
+//            1..1.5 (float64 still moves twice the bytes). Bounded above at 4 (hopper-cuda13).
+//        An epoch is 16 steps: ~150 ms in float64 on an L4, a few ms on an H100. The cuDNN
+//        float64 sigmoid is recorded as an event (ok, or the cuDNN status name).
 //        Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init, before any of this.
 // Remedy: cast once at the input boundary (x.astype(np.float32)): half the input bytes, float32
 //   math throughout; the price is float32 rounding, measured against the float64 reference.
@@ -484,4 +496,8 @@ template <class Backend> pitfall::status remedy(pitfall::context& ctx) {
 
 } // namespace
 
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy))
+// The seed_size variants are reproduce and remedy themselves: only their parameter set
+// (scenario.json, "params" of each variant) differs, and the SDK applies it before the case.
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce), PITFALL_VARIANT(remedy),
+                 PITFALL_NAMED_VARIANT("reproduce_seed_size", reproduce),
+                 PITFALL_NAMED_VARIANT("remedy_seed_size", remedy))

@@ -52,7 +52,8 @@
 //                                        not on the GPU model: the measurement tells.
 //         fallback_copy_to_host          ok; 3.3 MB each way over PCIe (~0.1-0.5 ms per
 //                                        direction from pageable memory) plus the host loop:
-//                                        far slower than the kernel (ratio recorded, not gated).
+//                                        far slower than the kernel (the GPU profiles bound
+//                                        fallback_over_device_op_layer_time at >= 2).
 //         remedy_device_op               ok; one kernel of a few microseconds.
 //         Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init, before any of it.
 //

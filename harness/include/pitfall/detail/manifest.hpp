@@ -30,6 +30,7 @@ struct param_spec {
     nlohmann::json choices; ///< null, or an array: the only values allowed
 };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct variant_spec {
     std::string name;
     std::string kind; ///< "reproduce" | "remedy" | "probe"
@@ -38,6 +39,10 @@ struct variant_spec {
     std::vector<std::string> backends; ///< subset of the scenario's; empty = all
     bool needs_device = true;          ///< false: the CUDA case runs even where no GPU answers
     bool helper = false; ///< a role another case starts with run_self(): no case of its own
+    /// A named parameter set: values this variant runs with instead of the scenario's defaults
+    /// (each a declared parameter, of its type, within its bounds); `--param` still wins.
+    nlohmann::json params = nlohmann::json::object();
+    std::string param_set; ///< the set's name for reports ("seed_1000_features"); "" without one
 };
 
 /// A source that must NOT compile, and the compiler diagnostic that proves why (a CTest test).
