@@ -105,7 +105,8 @@ struct observation {
 };
 
 /// Compares an observation with the case's baseline entry (null: none): outcome, events,
-/// checks, measurements, memory, then timings. A failing verdict against a documented entry
+/// checks, measurements, memory, then timings; an observed entry's peak RSS and times only
+/// under the fingerprint id it was blessed under. A failing verdict against a documented entry
 /// says so ("documented, not observed: bless it if the hardware is right").
 verdict judge(const observation& observed, const nlohmann::json& expected,
               const std::string& backend, const judge_context& context = {});

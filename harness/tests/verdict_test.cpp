@@ -209,6 +209,27 @@ TEST(Verdict, PeakRssIsJudgedFromTheProcess) {
     EXPECT_NE(v.reason.find("peak_rss_bytes"), std::string::npos) << v.reason;
 }
 
+// A peak RSS an observed entry carries was measured on one machine and build: another one
+// (a CPU-only build maps none of the CUDA libraries) is not held to it; its tracked bytes are.
+TEST(Verdict, BlessedPeakRssOnlyUnderTheSameFingerprint) {
+    const json expected = {
+        {"outcome", {{"status", "ok"}}},
+        {"memory",
+         {{"peak_rss_bytes", {{"value", 2e8}, {"rel_tol", 0.25}}},
+          {"tracked_peak_bytes", {{"equals", 1000}}}}},
+        {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
+    observation o = seen({{"status", "ok"}}, ok_result());
+    o.peak_rss_bytes = 1e7;
+    judge_context same;
+    same.fingerprint_id = "00000000000000aa";
+    EXPECT_EQ(judge(o, expected, "cpu", same).kind, verdict_kind::mem_regression);
+    judge_context elsewhere;
+    elsewhere.fingerprint_id = "00000000000000bb";
+    EXPECT_EQ(judge(o, expected, "cpu", elsewhere).kind, verdict_kind::pass);
+    o.result["memory"]["tracked_peak_bytes"] = 1001;
+    EXPECT_EQ(judge(o, expected, "cpu", elsewhere).kind, verdict_kind::mem_regression);
+}
+
 std::vector<double> around(double centre, std::size_t n) {
     std::vector<double> v;
     for (std::size_t i = 0; i < n; ++i) // +-1% spread, deterministic
