@@ -16,7 +16,8 @@
 //        (tolerance 1e-9), float32 to ~1e-6 (tolerance 1e-3). fp64/fp32 epoch time 1.1..1.5 at
 //        the defaults (2 cores, OpenBLAS): GEMMs only 10 rows tall are bound by memory and
 //        overhead, not by arithmetic; it grows with wider layers (~1.4 at hidden=128).
-//   cuda (GPU, documented, not yet observed) both variants ok. At the defaults a step is a
+//   cuda (GPU; documented, seen once on an H100 (2026-11-22), not yet blessed) both variants
+//        ok. At the defaults a step is a
 //        dozen small launches, so the ratio is launch-bound and may sit near 1; at the seed's
 //        sizes (features=1000, rows=1e6, or hidden=1024 of its 2nd example) DGEMM dominates and
 //        the ratio heads for the FP64:FP32 throughput ratio: 32..64 on sm_75/86/89, 1..2 on
