@@ -321,10 +321,14 @@ void add_bless(CLI::App& app, command_line& cl) {
                     "write into expected/P (default: the profile that judged each case)")
         ->type_name("P");
     sub->add_flag("--dry-run", b.dry_run, "print the diff, write nothing");
+    sub->add_flag("--no-timings", b.no_timings,
+                  "write no timed series (and drop the entries' old ones): times\n"
+                  "measured here must not gate later runs here (a shared, loaded host)");
     add_locations(*sub, cl, true);
     sub->footer(
-        R"(Each entry is marked observed with the run's fingerprint and today's date; files are written
-whole and renamed into place. A run made with PITFALL_INJECT is refused.
+        R"(Each entry is marked observed with the evidence of its run: today's date, the run's
+fingerprint summary and id, the pitfall version that ran it and the case's run; files are
+written whole and renamed into place. A run made with PITFALL_INJECT is refused.
 
 examples:
   pitfall bless runs/a --dry-run

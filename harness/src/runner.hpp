@@ -66,6 +66,9 @@ struct bless_options {
     std::vector<std::string> cases; ///< named cases: only these, and crashed/timed-out ones allowed
     std::string profile;            ///< empty: the profile that judged each case
     bool dry_run = false;           ///< print the diff, write nothing
+    /// Write no timed series (and drop an entry's old ones): for a machine whose absolute
+    /// times must not gate later runs under its fingerprint (a shared, loaded CI host).
+    bool no_timings = false;
 };
 
 int list_cases(const common_options& options, bool as_json);
