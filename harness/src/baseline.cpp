@@ -231,6 +231,67 @@ status check_outcome(const std::string& file, const std::string& field, const js
     return status::ok();
 }
 
+const char* const checkable_source_rule =
+    "a documented baseline names a source a reader can check: a URL (https://...), a document "
+    "and its anchor (docs/cuda-rules.md#stub-libcuda), or a document and a quoted section title "
+    "or the word 'section' (CUDA C++ Programming Guide, 'Arithmetic Instructions'); at least 16 "
+    "characters";
+
+// The rule of expected.schema.json's provenance.source pattern, said in code so that the
+// message can explain it: "://", "#" and a letter or digit, a title in quotes ('...' or "..."
+// of 3 or more characters), or "section"/"Section".
+bool checkable_source(const std::string& source) {
+    const auto points =
+        std::count_if(source.begin(), source.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    if (points < 16)
+        return false;
+    for (const char* mark : {"://", "section", "Section"})
+        if (source.find(mark) != std::string::npos)
+            return true;
+    for (std::size_t at = source.find('#'); at != std::string::npos; at = source.find('#', at + 1))
+        if (at + 1 < source.size() && std::isalnum(static_cast<unsigned char>(source[at + 1])) != 0)
+            return true;
+    for (const char quote : {'\'', '"'}) {
+        // An opening quote, then 3 or more characters that are not the quote, then the quote.
+        std::size_t open = source.find(quote);
+        while (open != std::string::npos) {
+            const std::size_t close = source.find(quote, open + 1);
+            if (close == std::string::npos)
+                break;
+            if (close - open - 1 >= 3)
+                return true;
+            open = close;
+        }
+    }
+    return false;
+}
+
+// An observed entry carries the evidence of the run it was blessed from (what `pitfall bless`
+// writes), never prose: when, the fingerprint summary and its id, the pitfall that ran it, and
+// for a success where it ran.
+status check_observed_evidence(const std::string& file, const std::string& field, const json& entry,
+                               const json& prov) {
+    if (!prov.contains("date") || !prov["date"].is_string())
+        return bad_input(file, field + ".provenance.date",
+                         "an observed baseline says when it was blessed (YYYY-MM-DD)");
+    if (!prov.contains("fingerprint") || !prov["fingerprint"].is_object() ||
+        prov["fingerprint"].empty())
+        return bad_input(file, field + ".provenance.fingerprint",
+                         "an observed baseline carries the run's fingerprint summary (an object, "
+                         "as bless writes it), not a description");
+    if (!prov.contains("fingerprint_id") || !prov["fingerprint_id"].is_string())
+        return bad_input(file, field + ".provenance.fingerprint_id",
+                         "an observed baseline carries the run's fingerprint id");
+    if (!prov.contains("pitfall_version") || !prov["pitfall_version"].is_string())
+        return bad_input(file, field + ".provenance.pitfall_version",
+                         "an observed baseline names the pitfall version that ran the case");
+    if (entry["outcome"].value("status", "") == "ok" && !entry.contains("ran_on"))
+        return bad_input(file, field + ".ran_on",
+                         "an observed success says where it ran (bless writes it from the case's "
+                         "proof: \"cpu\", \"cuda\")");
+    return status::ok();
+}
+
 status check_expected_file(const std::string& file, const json& doc,
                            const scenario_entry& scenario) {
     // The schema first (reports/schema/expected.schema.json: the one definition of the
@@ -287,18 +348,14 @@ status check_expected_file(const std::string& file, const json& doc,
         if (kind != "observed" && kind != "documented")
             return bad_input(file, field + ".provenance.kind",
                              "expected \"observed\" or \"documented\"");
-        if (kind == "documented" && !prov.contains("source"))
-            return bad_input(file, field + ".provenance.source",
-                             "a documented baseline names its source");
-        if (kind == "observed") {
-            if (!prov.contains("date") || !prov["date"].is_string())
-                return bad_input(file, field + ".provenance.date",
-                                 "an observed baseline says when (YYYY-MM-DD)");
-            if (!prov.contains("fingerprint") ||
-                !(prov["fingerprint"].is_string() || prov["fingerprint"].is_object()))
-                return bad_input(file, field + ".provenance.fingerprint",
-                                 "an observed baseline says where (the run's fingerprint summary)");
-        }
+        // Required of a documented entry; an observed one may keep the source it had.
+        const bool has_source = prov.contains("source");
+        if ((kind == "documented" || has_source) &&
+            (!has_source || !prov["source"].is_string() ||
+             !checkable_source(prov["source"].get<std::string>())))
+            return bad_input(file, field + ".provenance.source", checkable_source_rule);
+        if (kind == "observed")
+            PITFALL_TRY(check_observed_evidence(file, field, entry, prov));
         if (prov.contains("fingerprint_id") && !prov["fingerprint_id"].is_string())
             return bad_input(file, field + ".provenance.fingerprint_id", "expected a string");
         if (entry.contains("timings") && !prov.contains("fingerprint_id"))
@@ -890,7 +947,17 @@ verdict judge_against(const observation& observed, const json& expected, const s
             json memory = result.value("memory", json::object());
             if (observed.peak_rss_bytes)
                 memory["peak_rss_bytes"] = *observed.peak_rss_bytes;
-            if (const auto why = bounds_violation(expected["memory"], memory, nullptr))
+            // A blessed peak RSS is a fact of the machine and build it was measured on, like a
+            // time (the libraries the process maps: a CPU case of a CUDA build holds ~200 MB
+            // that the same case of a CPU-only build never maps): judged only under the
+            // fingerprint it was blessed under. The tracked device bytes are the program's
+            // own and are judged everywhere.
+            json bounds = expected["memory"];
+            const json prov = expected.value("provenance", json::object());
+            if (prov.value("kind", "") == "observed" &&
+                prov.value("fingerprint_id", "") != context.fingerprint_id)
+                bounds.erase("peak_rss_bytes");
+            if (const auto why = bounds_violation(bounds, memory, nullptr))
                 return {verdict_kind::mem_regression, *why};
         }
     }
@@ -940,6 +1007,19 @@ ordered_json expected_memory(const case_record& record, double rss_tolerance) {
     return memory;
 }
 
+/// Where the case ran, as a baseline expects it: the start of its proof ("cpu" of "cpu: 2
+/// threads", "cuda" of "cuda:0 NVIDIA H100 ..."), or the previous entry's ran_on while the proof
+/// still starts with it (a hand-pinned "cpu: silent fallback after ..." stays). Empty: no proof.
+ordered_json expected_ran_on(const json& result, const std::string& previous) {
+    const std::string seen = result.value("ran_on", "");
+    if (seen.empty())
+        return ordered_json();
+    if (!previous.empty() && seen.rfind(previous, 0) == 0)
+        return previous;
+    const std::string start = seen.substr(0, seen.find(':'));
+    return start.empty() ? ordered_json() : ordered_json(start);
+}
+
 /// Sets entry[key] to `value`, or removes the key when `value` is empty.
 void set_or_erase(ordered_json& entry, const char* key, const ordered_json& value) {
     if (value.empty())
@@ -950,8 +1030,7 @@ void set_or_erase(ordered_json& entry, const char* key, const ordered_json& valu
 } // namespace
 
 ordered_json entry_from_record(const case_record& record, const ordered_json& previous,
-                               const json& fingerprint_summary, const std::string& fingerprint_id,
-                               const std::string& date, double rss_tolerance) {
+                               const observation_origin& origin) {
     ordered_json entry = previous.is_object() ? previous : ordered_json::object();
     ordered_json outcome = ordered_json::object();
     for (const char* field :
@@ -964,13 +1043,27 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     const bool have_result = record.result.is_object();
     set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
     set_or_erase(entry, "memory",
-                 have_result ? expected_memory(record, rss_tolerance) : ordered_json());
-    set_or_erase(entry, "timings", have_result ? expected_timings(record.result) : ordered_json());
+                 have_result ? expected_memory(record, origin.rss_tolerance) : ordered_json());
+    set_or_erase(entry, "timings",
+                 have_result && origin.with_timings ? expected_timings(record.result)
+                                                    : ordered_json());
+    const std::string previous_ran_on =
+        previous.is_object() && previous.contains("ran_on") && previous["ran_on"].is_string()
+            ? previous["ran_on"].get<std::string>()
+            : "";
+    set_or_erase(entry, "ran_on",
+                 have_result ? expected_ran_on(record.result, previous_ran_on) : ordered_json());
+    ordered_json run = {{"case", record.key.str()}};
+    if (!origin.run_folder.empty())
+        run["folder"] = origin.run_folder;
+    if (!origin.run_started.empty())
+        run["started"] = origin.run_started;
     ordered_json provenance = {{"kind", "observed"},
-                               {"date", date},
-                               {"fingerprint", fingerprint_summary},
-                               {"fingerprint_id", fingerprint_id},
-                               {"run", record.key.str()}};
+                               {"date", origin.date},
+                               {"fingerprint", origin.fingerprint_summary},
+                               {"fingerprint_id", origin.fingerprint_id},
+                               {"pitfall_version", origin.pitfall_version},
+                               {"run", run}};
     if (previous.is_object() && previous.contains("provenance") &&
         previous["provenance"].contains("source"))
         provenance["source"] = previous["provenance"]["source"];

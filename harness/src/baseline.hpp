@@ -111,7 +111,8 @@ struct observation {
 };
 
 /// Compares an observation with the case's baseline entry (null: none): outcome, events,
-/// checks, measurements, memory, then timings. A failing verdict against a documented entry
+/// checks, measurements, memory, then timings; an observed entry's peak RSS and times only
+/// under the fingerprint id it was blessed under. A failing verdict against a documented entry
 /// says so ("documented, not observed: bless it if the hardware is right").
 verdict judge(const observation& observed, const nlohmann::json& expected,
               const std::string& backend, const judge_context& context = {});
@@ -138,16 +139,29 @@ ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_jso
                      const nlohmann::json& fingerprint_summary, const std::string& fingerprint_id,
                      const std::string& pitfall_version, const std::string& date);
 
-/// A case's baseline entry made from a judged run record: outcome, events, ran_on where a
-/// baseline already pinned it, tracked device bytes exactly, peak RSS within `rss_tolerance`,
-/// the timed series, and provenance {observed, date, fingerprint summary, fingerprint_id}.
-/// Fields of `previous` it does not produce (hand-written measurement bounds, ran_on) are kept,
-/// and so is the order of its keys, at every level: a blessed file's diff shows what changed.
+/// Where, when and by what an observation was made: the evidence an observed entry carries.
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
+struct observation_origin {
+    nlohmann::json fingerprint_summary; ///< the run's (its latest resume's, for a resumed run)
+    std::string fingerprint_id;
+    std::string date;            ///< YYYY-MM-DD, the day it is blessed
+    std::string pitfall_version; ///< the version of the pitfall that ran the case
+    std::string run_folder;      ///< the run folder's name ("" when there is none)
+    std::string run_started;     ///< when the run began (its header's "at"; "" when unknown)
+    double rss_tolerance = 0.25; ///< of the peak RSS bound
+    bool with_timings = true;    ///< false: no timed series (bless --no-timings)
+};
+
+/// A case's baseline entry made from a judged run record: outcome, events, where it ran (ran_on:
+/// the part of the case's proof before ':', or the entry's own longer ran_on while the proof
+/// still starts with it), tracked device bytes exactly, peak RSS within the tolerance, the timed
+/// series, and provenance {observed, date, fingerprint summary, fingerprint_id, pitfall_version,
+/// run {case, folder, started}}. Fields of `previous` it does not produce (hand-written
+/// measurement bounds, a note, a source) are kept, and so is the order of its keys, at every
+/// level: a blessed file's diff shows what changed.
 nlohmann::ordered_json entry_from_record(const case_record& record,
                                          const nlohmann::ordered_json& previous,
-                                         const nlohmann::json& fingerprint_summary,
-                                         const std::string& fingerprint_id, const std::string& date,
-                                         double rss_tolerance = 0.25);
+                                         const observation_origin& origin);
 
 /// `fresh` with the keys of `previous` first, in its order (objects at every level), then the
 /// keys only `fresh` has, in its order; values are `fresh`'s.

@@ -42,6 +42,24 @@ struct loaded_run {
     /// The last session's: a resumed run was fingerprinted again.
     const std::string& fingerprint_id() const { return log.latest.fingerprint_id; }
     const json& fingerprint_summary() const { return log.latest.fingerprint_summary; }
+
+    /// The evidence an entry blessed from this run carries (`date`: the day it is blessed).
+    observation_origin origin(const std::string& date) const {
+        observation_origin o;
+        o.fingerprint_summary = fingerprint_summary();
+        o.fingerprint_id = fingerprint_id();
+        o.date = date;
+        o.pitfall_version = log.latest.pitfall_version;
+        // The folder's own name ("20261125-173408" under reports/runs/), not the path
+        // to it, which says nothing on another machine.
+        std::error_code ec;
+        fs::path folder = fs::absolute(dir, ec).lexically_normal();
+        if (folder.filename().empty()) // "/x/runs/a/" (and "." made absolute): its name is "a"
+            folder = folder.parent_path();
+        o.run_folder = ec ? std::string() : folder.filename().string();
+        o.run_started = log.header.at;
+        return o;
+    }
 };
 
 status_or<loaded_run> load_run_folder(const std::string& dir) {
@@ -94,15 +112,9 @@ json samples_of(const json& result) {
 json entry_from_a(const case_record& ra, const loaded_run& a) {
     const ordered_json previous =
         ra.baseline_entry.is_object() ? ordered_json(ra.baseline_entry) : ordered_json();
-    json entry = json(entry_from_record(ra, previous, a.fingerprint_summary(), a.fingerprint_id(),
-                                        utc_now("%Y-%m-%d")));
-    // Where A ran is part of what B must match ("cpu" for a reproduced silent fallback).
-    const std::string ran_on_a = ra.result.is_object() ? ra.result.value("ran_on", "") : "";
-    if (const auto colon = ran_on_a.find(':'); colon != std::string::npos)
-        entry["ran_on"] = ran_on_a.substr(0, colon);
-    else
-        entry.erase("ran_on");
-    return entry;
+    // Where A ran is part of what B must match ("cpu" for a reproduced silent fallback):
+    // entry_from_record writes it from A's proof.
+    return json(entry_from_record(ra, previous, a.origin(utc_now("%Y-%m-%d"))));
 }
 
 /// The row of a case both runs finished.
@@ -268,6 +280,9 @@ status_or<std::vector<loaded_run>> load_bless_runs(const std::vector<std::string
         if (runs.back().fingerprint_id().empty())
             return bad_run_input(dir + ": the run records no fingerprint id (made by an older "
                                        "pitfall): run it again");
+        if (runs.back().log.latest.pitfall_version.empty())
+            return bad_run_input(dir + ": the run records no pitfall version, which an observed "
+                                       "baseline must name: run it again");
         if (runs.back().fingerprint_id() != first.fingerprint_id())
             return bad_run_input(dir + ": another machine or stack than " + first.dir +
                                  " (fingerprint " + runs.back().fingerprint_id() + " vs " +
@@ -276,34 +291,40 @@ status_or<std::vector<loaded_run>> load_bless_runs(const std::vector<std::string
     return runs;
 }
 
+/// A record to bless and the run it comes from (its folder and start are the entry's evidence).
+struct blessed_record {
+    const case_record* record;
+    const loaded_run* run;
+};
+
 /// The record each case is blessed from, in the last run's order: the one with the lowest
 /// median time. On a shared machine interference only ever adds time, so the fastest of
 /// several runs is the least disturbed one, not a lucky one. An injected or crashed record
 /// among them taints the choice (and is then refused or blessed by name).
-std::vector<const case_record*> least_disturbed(const std::vector<loaded_run>& runs) {
-    std::vector<const case_record*> chosen;
+std::vector<blessed_record> least_disturbed(const std::vector<loaded_run>& runs) {
+    std::vector<blessed_record> chosen;
     for (const auto& last : runs.back().log.cases) {
-        std::vector<const case_record*> seen;
+        std::vector<blessed_record> seen;
         for (const auto& r : runs)
             if (const case_record* rec = r.log.find(last.key.str()))
-                seen.push_back(rec);
-        const case_record* pick = &last;
+                seen.push_back({rec, &r});
+        blessed_record pick{&last, &runs.back()};
         double best = std::numeric_limits<double>::infinity();
         bool all_timed = seen.size() > 1;
-        for (const case_record* rec : seen) {
-            const double m = first_time_median(rec->result);
+        for (const blessed_record& seen_one : seen) {
+            const double m = first_time_median(seen_one.record->result);
             all_timed = all_timed && std::isfinite(m);
             if (std::isfinite(m) && m < best) {
                 best = m;
-                pick = rec;
+                pick = seen_one;
             }
         }
         if (!all_timed)
-            pick = &last;
-        for (const case_record* rec : seen)
-            if (rec->injected() || rec->verdict == verdict_kind::crash ||
-                rec->verdict == verdict_kind::timeout)
-                pick = rec;
+            pick = {&last, &runs.back()};
+        for (const blessed_record& seen_one : seen)
+            if (seen_one.record->injected() || seen_one.record->verdict == verdict_kind::crash ||
+                seen_one.record->verdict == verdict_kind::timeout)
+                pick = seen_one;
         chosen.push_back(pick);
     }
     return chosen;
@@ -318,18 +339,19 @@ bool broken(const case_record& r) {
 }
 
 /// The records the filters select; refused: crashed or timed-out ones not named with --case.
-status_or<std::vector<const case_record*>>
-select_for_bless(const bless_options& options, const std::vector<const case_record*>& records,
-                 const std::string& run_name) {
+status_or<std::vector<blessed_record>> select_for_bless(const bless_options& options,
+                                                        const std::vector<blessed_record>& records,
+                                                        const std::string& run_name) {
     const std::set<std::string> named(options.cases.begin(), options.cases.end());
     const std::set<std::string> scenarios(options.scenarios.begin(), options.scenarios.end());
     for (const auto& key : named)
         if (std::none_of(records.begin(), records.end(),
-                         [&](const case_record* r) { return r->key.str() == key; }))
+                         [&](const blessed_record& r) { return r.record->key.str() == key; }))
             return bad_run_input("--case " + key + (": not in " + run_name));
-    std::vector<const case_record*> chosen;
+    std::vector<blessed_record> chosen;
     std::string refused;
-    for (const case_record* r : records) {
+    for (const blessed_record& blessed : records) {
+        const case_record* r = blessed.record;
         const std::string key = r->key.str();
         if ((!named.empty() && named.count(key) == 0) ||
             (!scenarios.empty() && scenarios.count(r->key.scenario) == 0))
@@ -340,7 +362,7 @@ select_for_bless(const bless_options& options, const std::vector<const case_reco
         if (broken(*r) && named.count(key) == 0)
             refused += "\n  " + key + " (" + to_string(r->verdict) + ": " + r->reason + ")";
         else
-            chosen.push_back(r);
+            chosen.push_back(blessed);
     }
     if (!refused.empty())
         return bad_run_input("refusing to bless a run whose cases crashed or timed out:" + refused +
@@ -391,12 +413,12 @@ double ratio_over_runs(const std::vector<loaded_run>& runs, const std::string& b
 /// this file), as observed entries of doc["ratios"]. A documented bound is a claim about every
 /// machine of the profile, not one run's: it stays, and the note says what the runs measured.
 void bless_ratios(const bless_options& options, const std::string& profile_name,
-                  const scenario_entry& scenario, const std::vector<const case_record*>& records,
+                  const scenario_entry& scenario, const std::vector<blessed_record>& records,
                   const std::vector<loaded_run>& runs, const std::string& date, ordered_json& doc,
                   std::vector<std::string>& notes) {
     const auto blessed = [&](const std::string& backend, const std::string& variant) {
-        return std::any_of(records.begin(), records.end(), [&](const case_record* r) {
-            return r->key.backend == backend && r->key.variant == variant;
+        return std::any_of(records.begin(), records.end(), [&](const blessed_record& r) {
+            return r.record->key.backend == backend && r.record->key.variant == variant;
         });
     };
     const loaded_run& run = runs.back(); // its header stands for all (one fingerprint)
@@ -430,15 +452,23 @@ void bless_ratios(const bless_options& options, const std::string& profile_name,
     }
 }
 
+/// An expected/ document without the entries of `records` (those a bless replaces).
+json without_entries(const ordered_json& doc, const std::vector<blessed_record>& records) {
+    json rest(doc);
+    if (rest.is_object() && rest.contains("cases") && rest["cases"].is_object())
+        for (const blessed_record& r : records)
+            rest["cases"].erase(r.record->key.entry_key());
+    return rest;
+}
+
 /// expected/<profile>/<scenario>.json with the records blessed into it, in the file's own key
 /// order (a new file: schema, scenario, cases), validated as load_profiles would.
 status_or<pending_write> blessed_file(const bless_options& options, const scenario_index& index,
                                       const std::string& profile_name,
                                       const std::string& scenario_name,
-                                      const std::vector<const case_record*>& records,
+                                      const std::vector<blessed_record>& records,
                                       const std::vector<loaded_run>& runs,
                                       const std::string& date) {
-    const loaded_run& run = runs.back();
     const fs::path profile_dir = fs::path(options.common.expected_dir) / profile_name;
     std::error_code ec;
     if (!fs::is_regular_file(profile_dir / "profile.json", ec))
@@ -456,27 +486,34 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
                         {"cases", ordered_json::object()}};
     if (fs::exists(fs::symlink_status(path, ec))) {
         // Read as load_profiles reads it, by the same schema: bless writes only into a file
-        // that is already right (its output is checked again before it is written).
+        // that is already right (its output is checked again before it is written), or one
+        // that is right but for the entries this bless replaces: an observed entry of an older
+        // pitfall, without the evidence the format now asks for, is re-blessed, not refused.
         auto text = detail::read_regular_file(path);
         auto parsed = text.is_ok() ? detail::parse_ordered_json(text.value(), path)
                                    : status_or<ordered_json>(text.error());
-        const status valid = parsed.is_ok()
-                                 ? detail::validate_document("expected", json(parsed.value()), path)
-                                 : parsed.error();
-        if (!valid.is_ok())
-            return bad_run_input(valid.message() + ": fix it before blessing into it");
+        if (!parsed.is_ok())
+            return bad_run_input(parsed.error().message() + ": fix it before blessing into it");
+        if (!detail::validate_document("expected", json(parsed.value()), path).is_ok()) {
+            // What is wrong besides the entries being replaced is what to fix.
+            const status rest = detail::validate_document(
+                "expected", without_entries(parsed.value(), records), path);
+            if (!rest.is_ok())
+                return bad_run_input(rest.message() + ": fix it before blessing into it");
+        }
         doc = std::move(parsed).value();
     }
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_object())
         return bad_run_input(path + ": field 'cases': expected an object: fix it before blessing");
-    for (const case_record* r : records) {
+    for (const blessed_record& r : records) {
         if (options.ratios_only)
             break;
         ordered_json& cases = doc["cases"];
-        const std::string key = r->key.entry_key();
+        const std::string key = r.record->key.entry_key();
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
-        cases[key] =
-            entry_from_record(*r, previous, run.fingerprint_summary(), run.fingerprint_id(), date);
+        observation_origin origin = r.run->origin(date);
+        origin.with_timings = !options.no_timings;
+        cases[key] = entry_from_record(*r.record, previous, origin);
     }
     std::vector<std::string> notes;
     bless_ratios(options, profile_name, *it, records, runs, date, doc, notes);
@@ -530,20 +567,21 @@ status_or<int> show_and_write(const std::vector<pending_write>& writes, bool dry
 
 /// Groups the records by target file, expected/<profile>/<scenario>.json, and makes each.
 status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
-                                                   const std::vector<const case_record*>& chosen,
+                                                   const std::vector<blessed_record>& chosen,
                                                    const std::vector<loaded_run>& runs,
                                                    const std::string& date) {
     const loaded_run& run = runs.back();
     PITFALL_ASSIGN_OR_RETURN(const scenario_index index, load_index(options.common.index_path));
-    std::map<std::pair<std::string, std::string>, std::vector<const case_record*>> by_file;
-    for (const case_record* r : chosen) {
+    std::map<std::pair<std::string, std::string>, std::vector<blessed_record>> by_file;
+    for (const blessed_record& blessed : chosen) {
+        const case_record* r = blessed.record;
         std::string target = options.profile;
         if (target.empty())
             target = r->baseline_profile.value_or(run.log.latest.profile.value_or(""));
         if (target.empty())
             return bad_run_input(r->key.str() + ": no profile judged it and the run matched "
                                                 "none: name one with --profile");
-        by_file[{target, r->key.scenario}].push_back(r);
+        by_file[{target, r->key.scenario}].push_back(blessed);
     }
     std::vector<pending_write> writes;
     for (const auto& [target, records] : by_file) {
@@ -579,7 +617,8 @@ int bless_run(const bless_options& options) {
               << (options.ratios_only ? " (their ratios only), " : ", ") << changed.value()
               << " file(s) "
               << (options.dry_run ? "would change (dry run: nothing written)" : "changed")
-              << "; fingerprint " << run.fingerprint_id() << ", " << date << '\n';
+              << "; fingerprint " << run.fingerprint_id() << ", pitfall "
+              << run.log.latest.pitfall_version << ", " << date << '\n';
     return exit_ok;
 }
 

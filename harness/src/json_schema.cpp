@@ -249,6 +249,12 @@ private:
 
     static std::string place(const std::string& at) { return at.empty() ? "/" : at; }
 
+    /// " (the schema's description)" where it has one: a pattern alone rarely says what it wants.
+    static std::string described(const json& s) {
+        const auto d = s.find("description");
+        return d != s.end() && d->is_string() ? " (" + d->get<std::string>() + ")" : "";
+    }
+
     result type_of(const json& s, const json& v, const std::string& at, int) const {
         const auto it = s.find("type");
         if (it == s.end())
@@ -288,9 +294,11 @@ private:
             const auto points = static_cast<std::size_t>(
                 std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
             if (const auto m = s.find("minLength"); m != s.end() && points < m->get<std::size_t>())
-                return place(at) + ": expected at least " + dump_safe(*m) + " characters";
+                return place(at) + ": expected at least " + dump_safe(*m) + " characters" +
+                       described(s);
             if (const auto m = s.find("maxLength"); m != s.end() && points > m->get<std::size_t>())
-                return place(at) + ": expected at most " + dump_safe(*m) + " characters";
+                return place(at) + ": expected at most " + dump_safe(*m) + " characters" +
+                       described(s);
         }
         if (const auto p = s.find("pattern"); p != s.end() && v.is_string()) {
             const std::string& text = v.get_ref<const std::string&>();
@@ -300,7 +308,8 @@ private:
             // REG_STARTEND: the whole string, a NUL inside it too.
             const auto& re = m_patterns.at(p->get<std::string>())->re;
             if (::regexec(&re, text.c_str(), 1, range, REG_STARTEND) != 0)
-                return place(at) + ": " + shown(v) + " does not match " + p->get<std::string>();
+                return place(at) + ": " + shown(v) + " does not match " + p->get<std::string>() +
+                       described(s);
         }
         return std::nullopt;
     }

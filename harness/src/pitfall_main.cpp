@@ -336,10 +336,14 @@ void add_bless(CLI::App& app, command_line& cl) {
                   "write only the ratios the selected cases measure; each case's\n"
                   "entry stays as it is");
     sub->add_flag("--dry-run", b.dry_run, "print the diff, write nothing");
+    sub->add_flag("--no-timings", b.no_timings,
+                  "write no timed series (and drop the entries' old ones): times\n"
+                  "measured here must not gate later runs here (a shared, loaded host)");
     add_locations(*sub, cl, true);
     sub->footer(
-        R"(Each entry is marked observed with the run's fingerprint and today's date; files are written
-whole and renamed into place. A run made with PITFALL_INJECT is refused. A ratio of
+        R"(Each entry is marked observed with the evidence of its run: today's date, the run's
+fingerprint summary and id, the pitfall version that ran it and the case's run; files are
+written whole and renamed into place. A run made with PITFALL_INJECT is refused. A ratio of
 scenario.json whose two cases are both blessed is written as an observed bound (judged only
 under this fingerprint); a documented ratio bound is kept, and the measured ratio printed.
 

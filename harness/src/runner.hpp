@@ -72,6 +72,9 @@ struct bless_options {
     /// Write the measured ratios alone, each case's entry left as it is (re-bless ratio bounds
     /// without touching outcomes, numerics and times that were reviewed).
     bool ratios_only = false;
+    /// Write no timed series (and drop an entry's old ones): for a machine whose absolute
+    /// times must not gate later runs under its fingerprint (a shared, loaded CI host).
+    bool no_timings = false;
 };
 
 int list_cases(const common_options& options, bool as_json);

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import unittest
 
-from test_cli import BIN, FixtureTest, INDEX, MANIFEST, PROGRAM, by_case
+from test_cli import BIN, FixtureTest, INDEX, MANIFEST, OBSERVED, PROGRAM, by_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASH_MARKS = ("terminate called", "Traceback", "AddressSanitizer", "runtime error:",
@@ -192,8 +192,7 @@ class ManifestKinds(Kinds):
 
 
 class BaselineKinds(Kinds):
-    ENTRY = {"outcome": {"status": "ok"},
-             "provenance": {"kind": "observed", "date": "2026-11-22", "fingerprint": "test"}}
+    ENTRY = {"outcome": {"status": "ok"}, "ran_on": "cpu", "provenance": OBSERVED}
 
     def baseline_path(self):
         return os.path.join(self.expected, "any", "harness_fixture.json")

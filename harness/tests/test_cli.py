@@ -46,6 +46,35 @@ def cases_running(run_dir):
     return found
 
 
+# The evidence an observed baseline entry carries (what `pitfall bless` writes; the harness
+# refuses an observed entry without it). The id matches no machine: timings are never compared.
+OBSERVED = {"kind": "observed", "date": "2026-11-22", "fingerprint": {"os": "test"},
+            "fingerprint_id": "0000000000000000", "pitfall_version": "0.1.0"}
+# A documented entry's provenance: a source a reader can check (a document and its anchor).
+DOCUMENTED = {"kind": "documented", "source": "docs/cuda-rules.md#runtime-error-names"}
+
+
+def observed_entry(key, entry):
+    """`entry` for case `key` as an observed baseline: OBSERVED provenance and, for a success,
+    where it ran (the case key's backend), as an observed success must say."""
+    out = dict(entry, provenance=OBSERVED)
+    if out["outcome"].get("status") == "ok":
+        out.setdefault("ran_on", key.split(".")[0])
+    return out
+
+
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
+
+
+def schema_validator(name):
+    """Python's jsonschema for reports/schema/<name>: the second validator the harness agrees with."""
+    import jsonschema  # python3-jsonschema, installed by ci/setup.sh
+    with open(os.path.join(SCHEMA_DIR, name)) as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
 def read_text(path):
     with open(path) as f:
         return f.read()
@@ -79,9 +108,8 @@ class FixtureTest(unittest.TestCase):
             json.dump(doc, f)
 
     def write_baseline(self, cases):
-        prov = {"kind": "observed", "date": "2026-11-22", "fingerprint": "test"}
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
-               "cases": {k: dict(v, provenance=prov) for k, v in cases.items()}}
+               "cases": {k: observed_entry(k, v) for k, v in cases.items()}}
         self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
 
     def pitfall(self, *args, index=None, expected=None, **kw):
@@ -307,11 +335,92 @@ class Verdicts(FixtureTest):
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("dry run: nothing written", d.stdout)
 
+    def test_bless_writes_the_evidence_of_the_run(self):
+        env = dict(os.environ, **self.STEP)
+        out = self.run_dir("evidence")
+        p = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu", "--out", out,
+                         "--samples", "3", env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        header = records(out, "run")[0]
+        b = self.pitfall("bless", out)
+        self.assertEqual(b.returncode, 0, b.stderr)
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        with open(path) as f:
+            doc = json.load(f)
+        self.assertEqual(list(schema_validator("expected.schema.json").iter_errors(doc)), [])
+        version = subprocess.run([BIN, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.split()[-1]  # "pitfall 0.1.0"
+        self.assertEqual(header["pitfall_version"], version)
+        cases = doc["cases"]
+        self.assertEqual(set(cases), {"cpu.ok", "cpu.oom", "cpu.unsupported"})
+        for key, entry in cases.items():
+            prov = entry["provenance"]
+            self.assertEqual(prov["kind"], "observed", key)
+            self.assertEqual(prov["fingerprint"], header["fingerprint_summary"], key)
+            self.assertEqual(prov["fingerprint_id"], header["fingerprint_id"], key)
+            self.assertEqual(prov["pitfall_version"], version, key)
+            self.assertRegex(prov["date"], r"^\d{4}-\d{2}-\d{2}$")
+            self.assertEqual(prov["run"], {"case": "cpu.harness_fixture." + key.split(".")[1],
+                                           "folder": "evidence", "started": header["at"]}, key)
+        ok = cases["cpu.ok"]
+        self.assertEqual(ok["outcome"], {"status": "ok"})
+        self.assertEqual(ok["ran_on"], "cpu")  # the case's proof up to its ':'
+        self.assertEqual(len(ok["timings"]["step_seconds"]["samples"]), 3)
+        self.assertEqual(ok["memory"]["tracked_peak_bytes"], {"equals": 8192})
+        self.assertIn("peak_rss_bytes", ok["memory"])
+        self.assertEqual(cases["cpu.oom"]["outcome"]["error"], "std::bad_alloc")
+        self.assertNotIn("timings", cases["cpu.unsupported"])  # nothing was timed
+        # The harness loads what bless wrote and judges the same cases by it.
+        again = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu",
+                             "--out", self.run_dir("again"), "--samples", "3", env=env)
+        self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
+        self.assertEqual(by_case(self.run_dir("again"))["cpu.harness_fixture.oom"]["verdict"], "PASS")
+        # --no-timings: the same evidence without the timed series, the old ones dropped.
+        b = self.pitfall("bless", out, "--no-timings")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(path) as f:
+            untimed = json.load(f)["cases"]["cpu.ok"]
+        self.assertNotIn("timings", untimed)
+        self.assertEqual(untimed["provenance"]["fingerprint_id"], header["fingerprint_id"])
+        self.assertEqual(untimed["ran_on"], "cpu")
+
+    def test_bless_replaces_an_entry_without_evidence(self):
+        # An observed entry as an older pitfall wrote it (a fingerprint in words, no id, no
+        # version): the harness refuses it; blessing that case replaces it with a run's
+        # evidence and keeps what was written by hand. Another such entry, not blessed, still
+        # makes the file one to fix first.
+        old = {"outcome": {"status": "ok"}, "note": "written by hand",
+               "provenance": {"kind": "observed", "date": "2026-11-22", "fingerprint": "Debian 12, 2 cores"}}
+        oom = {"outcome": {"status": "error", "error": "std::bad_alloc"}, "provenance": DOCUMENTED}
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        self.write_json(path, {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
+                               "cases": {"cpu.ok": old, "cpu.oom": dict(oom, provenance=old["provenance"])}})
+        # Run without baselines: the harness refuses to load this file, as it should.
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", self.run_dir("a"),
+                         "--samples", "3", expected=os.path.join(self.tmp, "none"),
+                         env=dict(os.environ, **self.STEP))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        b = self.bless("a", "--profile", "any")
+        self.assertEqual(b.returncode, 2, b.stdout)
+        self.assertIn("/cases/cpu.oom/provenance", b.stderr)
+        self.assertIn("fix it before blessing into it", b.stderr)
+        self.write_json(path, {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
+                               "cases": {"cpu.ok": old, "cpu.oom": oom}})
+        b = self.bless("a", "--profile", "any")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(path) as f:
+            written = json.load(f)["cases"]
+        self.assertEqual(written["cpu.ok"]["note"], "written by hand")
+        self.assertIsInstance(written["cpu.ok"]["provenance"]["fingerprint"], dict)
+        self.assertIn("pitfall_version", written["cpu.ok"]["provenance"])
+        self.assertEqual(written["cpu.oom"], oom)
+
     def test_bless_keeps_the_key_order_of_the_file(self):
         # A baseline written by hand, its keys in no alphabetical order at any level.
-        entry = {"outcome": {"status": "ok"}, "note": "kept as written",
+        entry = {"outcome": {"status": "ok"}, "note": "kept as written", "ran_on": "cpu",
                  "memory": {"tracked_peak_bytes": {"equals": 8192}},
-                 "provenance": {"kind": "observed", "fingerprint": "test", "date": "2026-11-22"}}
+                 "provenance": {"kind": "observed", "fingerprint": {"os": "test"}, "date": "2026-11-22",
+                                "fingerprint_id": "0000000000000000", "pitfall_version": "0.0.1"}}
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
         path = os.path.join(self.expected, "any", "harness_fixture.json")
         with open(path, "w") as f:
@@ -326,19 +435,21 @@ class Verdicts(FixtureTest):
         changed = [line for line in cases_diff.splitlines()
                    if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         removed = [line[1:].strip() for line in changed if line.startswith("-")]
-        # Only what changed: the provenance's date and fingerprint, and a brace that gains a
-        # comma where a key is added after it; nothing moved.
+        # Only what changed: the provenance's evidence (date, the fingerprint summary and id,
+        # the version), and a brace that gains a comma where a key is added after it; nothing
+        # moved.
         for line in removed:
-            self.assertRegex(line, r'^("date"|"fingerprint"|}$)', d.stdout)
-        for key in ('"schema"', '"scenario"', '"outcome"', '"status"', '"note"', '"kind"', '"equals"'):
+            self.assertRegex(line, r'^("date"|"fingerprint"|"fingerprint_id"|"pitfall_version"|"os"|}$)', d.stdout)
+        for key in ('"schema"', '"scenario"', '"outcome"', '"status"', '"note"', '"kind"', '"equals"', '"ran_on"'):
             self.assertFalse([line for line in changed if key in line], d.stdout)
         b = self.bless("a")
         self.assertEqual(b.returncode, 0, b.stderr)
         with open(path) as f:
             written = json.load(f)
         self.assertEqual(list(written), ["schema", "scenario", "cases", "ratios"])
-        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "memory", "provenance", "timings"])
-        self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:3], ["kind", "fingerprint", "date"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "ran_on", "memory", "provenance", "timings"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:5],
+                         ["kind", "fingerprint", "date", "fingerprint_id", "pitfall_version"])
 
     def test_slowdown_is_a_perf_regression(self):
         self.run_ok("a", extra=("--samples", "15"))
@@ -397,7 +508,8 @@ class Verdicts(FixtureTest):
     def test_documented_baseline_contradicted_says_so(self):
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
                "cases": {"cpu.ok": {"outcome": {"status": "error", "error": "cudaErrorNoDevice"},
-                                    "provenance": {"kind": "documented", "source": "a guide"}}}}
+                                    "provenance": {"kind": "documented",
+                                                   "source": "docs/cuda-rules.md#runtime-error-names"}}}}
         self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
         p, rec = self.run_ok("a")
         self.assertEqual(rec["verdict"], "FAIL")
@@ -430,8 +542,7 @@ class Verdicts(FixtureTest):
 
     def test_ratio_bounds_gate_the_run(self):
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
-               "cases": {"cpu.ok": {"outcome": {"status": "ok"},
-                                    "provenance": {"kind": "documented", "source": "test"}}},
+               "cases": {"cpu.ok": {"outcome": {"status": "ok"}, "provenance": DOCUMENTED}},
                "ratios": {"cpu.ok_over_ok": {"min": 2}}}
         self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
         p, rec = self.run_ok("a")
@@ -546,15 +657,11 @@ class Schema(FixtureTest):
     """reports/schema/expected.schema.json and the harness agree: every real baseline passes
     both, and each broken copy is refused by both, the harness naming file and field."""
 
-    SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
+    SCHEMA_DIR = SCHEMA_DIR
     REAL_EXPECTED = os.environ.get("PITFALL_REAL_EXPECTED", "")
 
     def validator(self, name):
-        import jsonschema  # python3-jsonschema, installed by ci/setup.sh
-        with open(os.path.join(self.SCHEMA_DIR, name)) as f:
-            schema = json.load(f)
-        jsonschema.Draft202012Validator.check_schema(schema)
-        return jsonschema.Draft202012Validator(schema)
+        return schema_validator(name)
 
     def test_every_real_baseline_matches_the_schema(self):
         expected, profile = self.validator("expected.schema.json"), self.validator("profile.schema.json")
@@ -569,17 +676,69 @@ class Schema(FixtureTest):
                 checked += 1
         self.assertGreater(checked, 20)
 
+    def test_documented_sources_name_anchors_that_exist(self):
+        """A source "docs/x.md#anchor" names a heading of that document (GitHub's anchors)."""
+        root = os.path.join(self.REAL_EXPECTED, "..")
+        anchors = {}
+
+        def anchors_of(doc):
+            if doc not in anchors:
+                with open(os.path.join(root, doc)) as f:
+                    headings = [line.lstrip("#").strip() for line in f if line.startswith("#")]
+                anchors[doc] = {re.sub(r"[^a-z0-9 _-]", "", h.lower()).replace(" ", "-") for h in headings}
+            return anchors[doc]
+
+        cited = 0
+        for folder in sorted(os.listdir(self.REAL_EXPECTED)):
+            for name in sorted(os.listdir(os.path.join(self.REAL_EXPECTED, folder))):
+                with open(os.path.join(self.REAL_EXPECTED, folder, name)) as f:
+                    doc = json.load(f)
+                for key, entry in doc.get("cases", {}).items():
+                    source = entry["provenance"].get("source", "")
+                    for path, anchor in re.findall(r"(docs/[\w./-]+\.md)#([\w-]+)", source):
+                        self.assertIn(anchor, anchors_of(path), f"{folder}/{name} {key}: {path}#{anchor}")
+                        cited += 1
+        self.assertGreater(cited, 20)
+
     def test_broken_baselines_are_refused_by_both(self):
         expected = self.validator("expected.schema.json")
-        good = {"outcome": {"status": "ok"}, "provenance": {"kind": "documented", "source": "test"}}
-        broken = {
-            "/cases/cpu.ok/provenance: missing required property 'date'": dict(good, provenance={"kind": "observed", "fingerprint": "x"}),
-            "/cases/cpu.ok/memory/tracked_peak_bytes": dict(good, memory={"tracked_peak_bytes": {"equals": 1, "max": 2}}),
-            "/cases/cpu.ok/colour": dict(good, colour="red"),
-            "/cases/cpu.ok/provenance: missing required property 'fingerprint_id'": dict(good, timings={"step_seconds": {"samples": [1.0]}}),
-            "/cases/cpu.ok/outcome/status": dict(good, outcome={"status": "fine"}),
-        }
-        for field, entry in broken.items():
+        good = {"outcome": {"status": "ok"}, "provenance": DOCUMENTED}
+        observed = {"outcome": {"status": "ok"}, "ran_on": "cpu", "provenance": OBSERVED}
+
+        def without(name):
+            return {k: v for k, v in OBSERVED.items() if k != name}
+
+        broken = [
+            ("/cases/cpu.ok/provenance: missing required property 'date'", dict(observed, provenance=without("date"))),
+            ("/cases/cpu.ok/memory/tracked_peak_bytes", dict(good, memory={"tracked_peak_bytes": {"equals": 1, "max": 2}})),
+            ("/cases/cpu.ok/colour", dict(good, colour="red")),
+            ("/cases/cpu.ok/provenance: missing required property 'fingerprint_id'", dict(good, timings={"step_seconds": {"samples": [1.0]}})),
+            ("/cases/cpu.ok/outcome/status", dict(good, outcome={"status": "fine"})),
+            # An observed entry carries the evidence of its run, never prose.
+            ("/cases/cpu.ok/provenance: missing required property 'fingerprint_id'", dict(observed, provenance=without("fingerprint_id"))),
+            ("/cases/cpu.ok/provenance/fingerprint: expected object, got string", dict(observed, provenance=dict(OBSERVED, fingerprint="an H100, driver 580"))),
+            ("/cases/cpu.ok/provenance: missing required property 'fingerprint'", dict(observed, provenance=without("fingerprint"))),
+            ("/cases/cpu.ok/provenance: missing required property 'pitfall_version'", dict(observed, provenance=without("pitfall_version"))),
+            ("/cases/cpu.ok: missing required property 'ran_on'", {"outcome": {"status": "ok"}, "provenance": OBSERVED}),
+            # A documented entry names a source a reader can check.
+            ("/cases/cpu.ok/provenance: missing required property 'source'", dict(good, provenance={"kind": "documented"})),
+            ("/cases/cpu.ok/provenance/source: \"the CUDA programming guide\" does not match", dict(good, provenance={"kind": "documented", "source": "the CUDA programming guide"})),
+            ("/cases/cpu.ok/provenance/source: \"NVIDIA's guides, the part on streams\" does not match", dict(good, provenance={"kind": "documented", "source": "NVIDIA's guides, the part on streams"})),
+            ("/cases/cpu.ok/provenance/source: expected at least 16 characters", dict(good, provenance={"kind": "documented", "source": "a.md#x"})),
+        ]
+        # What is neither: the rule's accepted forms, and an observed failure without ran_on.
+        accepted = [dict(good, provenance={"kind": "documented", "source": s}) for s in (
+            "https://docs.nvidia.com/cuda/", "docs/cuda-rules.md#stub-libcuda",
+            "CUDA C++ Programming Guide, 'Arithmetic Instructions'",
+            'CUDA C++ Programming Guide, "CUDA Graphs"', "the CUDA Runtime API, section Device Management")]
+        accepted.append({"outcome": {"status": "error", "error": "std::bad_alloc"}, "provenance": OBSERVED})
+        for entry in accepted:
+            doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
+            self.assertEqual(list(expected.iter_errors(doc)), [], entry)
+            self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
+            p = self.pitfall("run", "--variant", "unsupported", "--out", self.run_dir(), "--replace")
+            self.assertNotEqual(p.returncode, 2, (entry, p.stderr))
+        for field, entry in broken:
             doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
             self.assertTrue(list(expected.iter_errors(doc)), f"the schema accepts a broken {field}")
             self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from test_cli import BIN, INDEX, PROGRAM, FixtureTest, by_case, records
+from test_cli import BIN, INDEX, PROGRAM, FixtureTest, by_case, observed_entry, records
 
 OK, UNSUPPORTED, TWO = ("cpu.harness_fixture." + v for v in ("ok", "unsupported", "two_processes"))
 
@@ -217,10 +217,9 @@ class GpuClaim(FixtureTest):
         name = f"gpu_claim_{gpus}"
         result = dict(fixture_result(self), ran_on=self.RAN_ON, outcome={"status": "ok"})
         index = fake_scenario(self, name, "cuda", result, probe_gpus=gpus)
-        prov = {"kind": "observed", "date": "2026-11-22", "fingerprint": "test"}
         self.write_json(os.path.join(self.expected, "any", name + ".json"),
                         {"schema": "pitfall.expected/1", "scenario": name,
-                         "cases": {"cuda.claim": {"outcome": {"status": "ok"}, "provenance": prov}}})
+                         "cases": {"cuda.claim": observed_entry("cuda.claim", {"outcome": {"status": "ok"}})}})
         out = self.run_dir(name)
         p = self.pitfall("run", "--out", out, index=index)
         return p, by_case(out)[f"cuda.{name}.claim"], records(out, "run")[0]["fingerprint_summary"]

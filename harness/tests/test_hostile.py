@@ -13,7 +13,7 @@ import subprocess
 import time
 import unittest
 
-from test_cli import BIN, FixtureTest, alive, by_case, records
+from test_cli import BIN, FixtureTest, alive, by_case, observed_entry, records
 
 HOSTILE_INDEX = os.environ.get("PITFALL_HOSTILE_INDEX", "")
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
@@ -56,8 +56,7 @@ class HostileHelpers:
     def setUp(self):
         FixtureTest.setUp(self)
         self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
-        prov = {"kind": "observed", "date": "2026-11-22", "fingerprint": "test"}
-        ok = {"outcome": {"status": "ok"}, "provenance": prov}
+        ok = observed_entry("cpu.ok", {"outcome": {"status": "ok"}})
         self.write_json(os.path.join(self.expected, "any", "hostile.json"),
                         {"schema": "pitfall.expected/1", "scenario": "hostile",
                          "cases": {f"cpu.{v}": ok for v in ("ok", "setsid_grandchild", "big_output")}})

@@ -255,6 +255,27 @@ TEST(Verdict, PeakRssIsJudgedFromTheProcess) {
     EXPECT_NE(v.reason.find("peak_rss_bytes"), std::string::npos) << v.reason;
 }
 
+// A peak RSS an observed entry carries was measured on one machine and build: another one
+// (a CPU-only build maps none of the CUDA libraries) is not held to it; its tracked bytes are.
+TEST(Verdict, BlessedPeakRssOnlyUnderTheSameFingerprint) {
+    const json expected = {
+        {"outcome", {{"status", "ok"}}},
+        {"memory",
+         {{"peak_rss_bytes", {{"value", 2e8}, {"rel_tol", 0.25}}},
+          {"tracked_peak_bytes", {{"equals", 1000}}}}},
+        {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
+    observation o = seen({{"status", "ok"}}, ok_result());
+    o.peak_rss_bytes = 1e7;
+    judge_context same;
+    same.fingerprint_id = "00000000000000aa";
+    EXPECT_EQ(judge(o, expected, "cpu", same).kind, verdict_kind::mem_regression);
+    judge_context elsewhere;
+    elsewhere.fingerprint_id = "00000000000000bb";
+    EXPECT_EQ(judge(o, expected, "cpu", elsewhere).kind, verdict_kind::pass);
+    o.result["memory"]["tracked_peak_bytes"] = 1001;
+    EXPECT_EQ(judge(o, expected, "cpu", elsewhere).kind, verdict_kind::mem_regression);
+}
+
 std::vector<double> around(double centre, std::size_t n) {
     std::vector<double> v;
     for (std::size_t i = 0; i < n; ++i) // +-1% spread, deterministic
@@ -286,6 +307,17 @@ TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
     EXPECT_FALSE(is_failing(verdict_kind::ambiguous));
 }
 
+observation_origin origin() {
+    observation_origin o;
+    o.fingerprint_summary = {{"gpu_count", 0}};
+    o.fingerprint_id = "0123456789abcdef";
+    o.date = "2026-11-23";
+    o.pitfall_version = "9.8.7";
+    o.run_folder = "2026-11-23T10-00-00Z";
+    o.run_started = "2026-11-23T10:00:00Z";
+    return o;
+}
+
 TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
     json record = {
         {"record", "case"},
@@ -301,13 +333,13 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
                            {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
     const auto parsed = case_record::from_json(record);
     ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
-    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(previous),
-                                   {{"gpu_count", 0}}, "0123456789abcdef", "2026-11-23"));
+    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(previous), origin()));
     EXPECT_EQ(e["outcome"]["error"], "cudaErrorMemoryAllocation");
     EXPECT_EQ(e["measurements"], previous["measurements"]);
     EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);
     EXPECT_EQ(e["memory"]["peak_rss_bytes"]["rel_tol"], 0.25);
     EXPECT_EQ(e["timings"]["step"]["samples"].size(), 3u);
+    EXPECT_EQ(e["ran_on"], "cuda"); // the proof "cuda:0 test device", up to its ':'
     EXPECT_EQ(e["provenance"]["kind"], "observed");
     EXPECT_EQ(e["provenance"]["fingerprint_id"], "0123456789abcdef");
     EXPECT_EQ(e["provenance"]["source"], "guide");
@@ -423,6 +455,53 @@ TEST(Ratios, TheLoaderAcceptsBoundsWithProvenanceAndRefusesOnesWithoutASource) {
     EXPECT_NE(ratio_file_error(anonymous).find("fingerprint_id"), std::string::npos);
     EXPECT_NE(ratio_file_error({{"min", 2}, {"colour", "red"}}).find("colour"), std::string::npos);
     EXPECT_NE(ratio_file_error({{"note", "a note is no bound"}}), "");
+}
+
+// Everything a bless observed is evidence in the entry: when, the fingerprint summary (an
+// object) and its id, the pitfall that ran the case, and which case of which run.
+TEST(Verdict, EntryFromRecordCarriesTheEvidenceOfTheRun) {
+    const json record = {{"record", "case"},
+                         {"case", "cuda.s.v"},
+                         {"verdict", "NO_BASELINE"},
+                         {"observed", {{"status", "ok"}}},
+                         {"process", {{"peak_rss_bytes", 5000000}}},
+                         {"result", ok_result()}};
+    const auto parsed = case_record::from_json(record);
+    ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
+    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(), origin()));
+    const json& p = e["provenance"];
+    EXPECT_EQ(p["date"], "2026-11-23");
+    EXPECT_EQ(p["fingerprint"], json({{"gpu_count", 0}}));
+    EXPECT_EQ(p["fingerprint_id"], "0123456789abcdef");
+    EXPECT_EQ(p["pitfall_version"], "9.8.7");
+    EXPECT_EQ(p["run"], json({{"case", "cuda.s.v"},
+                              {"folder", "2026-11-23T10-00-00Z"},
+                              {"started", "2026-11-23T10:00:00Z"}}));
+    EXPECT_FALSE(p.contains("source"));
+    EXPECT_EQ(e["ran_on"], "cuda");
+}
+
+// A hand-pinned ran_on longer than the proof's start stays while the proof still starts with
+// it; a proof that no longer does replaces it with its own start.
+TEST(Verdict, EntryFromRecordKeepsAPinnedRanOnOnlyWhileItHolds) {
+    const auto entry_for = [](const std::string& proof, const std::string& pinned) {
+        json result = ok_result();
+        result["ran_on"] = proof;
+        const auto parsed = case_record::from_json({{"record", "case"},
+                                                    {"case", "cuda.s.v"},
+                                                    {"verdict", "PASS"},
+                                                    {"observed", {{"status", "ok"}}},
+                                                    {"process", json::object()},
+                                                    {"result", result}});
+        EXPECT_TRUE(parsed.is_ok());
+        const nlohmann::ordered_json previous = {{"outcome", {{"status", "ok"}}},
+                                                 {"ran_on", pinned}};
+        return json(entry_from_record(parsed.value(), previous, origin()))["ran_on"];
+    };
+    const std::string fallback = "cpu: silent fallback after cudaErrorNoDevice";
+    EXPECT_EQ(entry_for(fallback + " (cuda_probe)", fallback), fallback);
+    EXPECT_EQ(entry_for("cuda:0 NVIDIA H100", fallback), "cuda");
+    EXPECT_EQ(entry_for("cpu", "cuda"), "cpu"); // no ':' at all: the whole proof
 }
 
 } // namespace

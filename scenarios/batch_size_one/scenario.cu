@@ -18,8 +18,9 @@
 //        matches an independent float64 reference; samples/s grows with the batch (OpenBLAS
 //        GEMMs beat GEMVs, and Adam's 101 770-parameter update, paid once per step, dominates
 //        a batch-1 step). remedy_cuda_graph: UNSUPPORTED, no CPU analog (see remedy_cuda_graph).
-//   cuda (GPU, documented, not yet observed) all ok. Batch 1: 12 launches per sample, 7 of 8
-//        elementwise grids of 1..4 blocks (below the SM count); throughput at 256 over 1 far
+//   cuda (GPU; documented, seen once on an H100 (2026-11-22), not yet blessed) all ok. Batch
+//        1: 12 launches per sample, 7 of 8 elementwise grids of 1..4 blocks (below the SM
+//        count); throughput at 256 over 1 far
 //        above the CPU's ratio (up to ~256 while the step stays launch-bound); the CUDA Graph
 //        replay issues 1 launch per step and cuts the step time; the CPU/GPU crossover is the
 //        smallest batch at which the GPU's samples/s passes the CPU's (measured on the same

@@ -44,8 +44,9 @@
 //         bound is wide and holds on the machine it was blessed on only).
 //         OpenBLAS is held to one thread in every variant so the "device" is one core in all
 //         three (one host core feeding one device core).
-//   cuda  all three ok, every check passes (observed on H100 80GB HBM3 runners, 16-core Xeon
-//         hosts, CUDA 13.0 runtime, driver 580; per-epoch medians of two runs on fresh machines):
+//   cuda  all three ok, every check passes (documented; seen on H100 80GB HBM3 runners on
+//         2026-11-22, the program run directly, not blessed: 16-core Xeon hosts, CUDA 13.0
+//         runtime, driver 580; per-epoch medians of two runs on fresh machines):
 //           defaults     reproduce 10.9-15.7 ms, device idle 0.92 (host sqrt 6.9-9.3 ms,
 //                        kernels 0.8-1.2 ms); remedy_device 4.3-8.0 ms, idle 0.76-0.78: the
 //                        loop is gone and the pageable H2D copies of the raw batches are now the

@@ -29,7 +29,8 @@
 //   the baseline of reproduce_silent_fallback does.
 //
 // Expected per backend
-//   cuda  reproduce_empty_visible_devices: cudaErrorNoDevice at init (the parent itself still
+//   cuda  (GPU; documented, seen once on an H100 (2026-11-22), not yet blessed)
+//         reproduce_empty_visible_devices: cudaErrorNoDevice at init (the parent itself still
 //         sees its devices); reproduce_ordinal_past_last: cudaErrorInvalidDevice at init;
 //         reproduce_silent_fallback: ok, ran_on "cpu: silent fallback after cudaErrorNoDevice";
 //         remedy_fail_loudly: cudaErrorNoDevice at init; remedy_explicit_device: ok on cuda:0.

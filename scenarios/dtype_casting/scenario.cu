@@ -37,7 +37,8 @@
 //   cpu   every reproduce variant observes exactly the hand-derived values (outcome ok, every
 //         check passes); the remedies observe none of the failures. The conversions are the
 //         bit-level software ones, judged by an independent arithmetic reference.
-//   cuda  the same numbers from the GPU's conversion instructions (cvt.rn.f16.f32 and friends):
+//   cuda  (GPU; documented, seen once on an H100 (2026-11-22), not yet blessed)
+//         the same numbers from the GPU's conversion instructions (cvt.rn.f16.f32 and friends):
 //         the same checks judge them, and the sweep also counts device-vs-software mismatches
 //         (expected 0; NaN payloads are compared as "both NaN"). Without a driver the case ends
 //         UNSUPPORTED (cudaErrorInsufficientDriver) before any of this runs.

@@ -19,9 +19,9 @@
 //        (tolerance 1e-9), float32 to ~1e-6 (tolerance 1e-3). fp64/fp32 epoch time 1.1..1.5 at
 //        the defaults (2 cores, OpenBLAS): GEMMs only 10 rows tall are bound by memory and
 //        overhead, not by arithmetic; it grows with wider layers (~1.4 at hidden=128).
-//   cuda (GPU, documented, not yet observed) every variant ok. At the defaults a step is a
-//        dozen small launches, so fp64_over_fp32_epoch_time is launch-bound, may sit near 1 and
-//        is not bounded. The seed_size variants make each step two 1024 x 1024 x 1000 GEMMs
+//   cuda (GPU; documented, the defaults seen once on an H100 (2026-11-22), not yet blessed)
+//        every variant ok. At the defaults a step is a dozen small launches, so
+//        fp64_over_fp32_epoch_time is launch-bound, may sit near 1 and is not bounded. The seed_size variants make each step two 1024 x 1024 x 1000 GEMMs
 //        (4.2 GFLOP) plus an Adam update of 1.03 M parameters, and the ratio
 //        fp64_over_fp32_epoch_time_seed_size heads for the device's FP64:FP32 throughput ratio
 //        (docs/cuda-rules.md#fp64-vs-fp32-throughput-by-architecture):

@@ -37,7 +37,7 @@
 //         output within 1e-5 (scaled) of a float64 reference. The "device" buffers are host
 //         memory: no case dereferences a device pointer, so the CPU build stays clean under
 //         AddressSanitizer (the deliberate faults below only fault on the CUDA backend).
-//   cuda  (GPU, documented, not yet observed)
+//   cuda  (GPU; documented, seen once on an H100 (2026-11-22), not yet blessed)
 //         reproduce_host_fn_device_data  the process dies with SIGSEGV inside host_square
 //                                        (no result file; the harness records the signal and
 //                                        the GPU baselines expect it). Under AddressSanitizer

@@ -53,7 +53,8 @@
 //         its share; after the release the pool holds <= release_threshold.
 //   cuda  reproduce: outcome error cudaErrorMemoryAllocation (cuda_runtime, alloc, not sticky)
 //         from B's cudaMalloc; remedy: ok, and the pool is back to <= the threshold after the
-//         release. Observed once on an H100 80GB HBM3 (CUDA 13.0 runtime, driver 580): A saw
+//         release (documented). Seen once on an H100 80GB HBM3 (2026-11-22, CUDA 13.0 runtime,
+//         driver 580; not yet blessed): A saw
 //         78.7 GiB free and reserved 70.8 GiB; B saw 7.4 GiB free (A's holding and B's own
 //         context gone), asked for 19.8 GiB and got cudaErrorMemoryAllocation. In the remedy A
 //         grew to 19.8 GiB in 4 steps (pool reserved 19.81 GiB), B saw 58.3 GiB free and got

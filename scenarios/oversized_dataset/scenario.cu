@@ -43,7 +43,8 @@
 //         per-row losses within 1e-3 (fp32) / 3e-2 (fp16 storage) of a float64 reference.
 //   cuda  reproduce_*: error cudaErrorMemoryAllocation (cuda_runtime, alloc, not sticky); then
 //         cudaPeekAtLastError is cudaSuccess and the probe allocation, kernel and copy succeed.
-//         remedies: ok, as on the CPU. (Documented, not yet observed on a GPU.) Here (no driver):
+//         remedies: ok, as on the CPU. (Documented; seen once on an H100 (2026-11-23), not yet
+//         blessed.) Here (no driver):
 //         UNSUPPORTED, cudaErrorInsufficientDriver at init, before any of this runs.
 //   At the GPU's full size the defaults are large: remedy_stream moves 1.5 x the device's
 //   memory through one host thread copying rows into pinned slots (~10-40 s on an 80-141 GB

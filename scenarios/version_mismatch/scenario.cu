@@ -50,8 +50,9 @@
 //   cuda, hopper-cuda13 (H100, driver >= 580): runtime_vs_driver ok; arch_coverage launches
 //         from sm_90 SASS (with CUDA_FORCE_PTX_JIT=1 from compute_90 PTX; a build without
 //         sm_90/compute_90 fails with cudaErrorNoKernelImageForDevice); the rest as here when the
-//         suite is built against the image's own cuDNN. Seen on an H100 machine of ours
-//         (driver 580.159.04, cuDNN 9.14 installed in /usr/lib/x86_64-linux-gnu): all of that,
+//         suite is built against the image's own cuDNN (documented). Seen once on an H100
+//         machine of ours (2026-11-22, not yet blessed; driver 580.159.04, cuDNN 9.14 installed
+//         in /usr/lib/x86_64-linux-gnu): all of that,
 //         cuBLAS hidden instead of cuDNN, and this program built here against cuDNN 9.19 ending
 //         in cudnn_loaded_minor_older: the very mismatch this case exists to catch.
 //   cuda, ada-ampere-cuda12: this suite as built here (CUDA 13.0 runtime) on that profile's CUDA
