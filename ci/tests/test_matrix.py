@@ -64,6 +64,23 @@ class MatrixFile(unittest.TestCase):
             self.assertEqual("70" in archs, major < 13, cell["id"])
             self.assertEqual("100" in archs, major >= 13, cell["id"])
 
+    def test_every_runner_profile_is_a_profile_under_expected_that_a_run_can_choose(self):
+        # A runner that must match a profile no run can choose (missing, or an overlay, which is
+        # never the chosen one) would be red on every GPU.
+        for cell in MATRIX["cells"]:
+            for label, gpu in cell.get("gpu_runner", {}).get("gpus", {}).items():
+                where = f"{cell['id']} on {label}"
+                profile_file = ROOT / "expected" / gpu["profile"] / "profile.json"
+                self.assertTrue(profile_file.is_file(), f"{where}: no {profile_file}")
+                profile = json.loads(profile_file.read_text())
+                self.assertFalse(profile.get("overlay", False), f"{where}: {gpu['profile']} is an overlay")
+                # The profile's own match must admit the cell's CUDA version.
+                cuda = [int(x) for x in cell["cuda"]["version"].split(".")]
+                runtime = cuda[0] * 1000 + cuda[1] * 10
+                bounds = profile["match"].get("cuda_runtime_version", {})
+                self.assertLessEqual(bounds.get("min", 0), runtime, where)
+                self.assertGreaterEqual(bounds.get("max", 10**9), runtime, where)
+
     def assert_refused(self, doc, *needles):
         path = write_matrix(doc)
         try:
