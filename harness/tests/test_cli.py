@@ -421,7 +421,10 @@ class Verdicts(FixtureTest):
                  "memory": {"tracked_peak_bytes": {"equals": 8192}},
                  "provenance": {"kind": "observed", "fingerprint": {"os": "test"}, "date": "2026-11-22",
                                 "fingerprint_id": "0000000000000000", "pitfall_version": "0.0.1"}}
-        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
+        # A documented ratio bound, which bless keeps: the diff is then the case's alone.
+        ratio = {"min": 0.1, "provenance": {"kind": "documented", "source": "docs/cuda-rules.md#numbers"}}
+        doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry},
+               "ratios": {"cpu.ok_over_ok": ratio}}
         path = os.path.join(self.expected, "any", "harness_fixture.json")
         with open(path, "w") as f:
             f.write(json.dumps(doc, indent=2) + "\n")
@@ -430,9 +433,8 @@ class Verdicts(FixtureTest):
         d = self.bless("a", "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertEqual(read_text(path), before)  # a dry run writes nothing
-        # The ratio the run measured (ok_over_ok) is appended after the cases: a new block.
-        cases_diff = d.stdout.split('+  "ratios": {')[0]
-        changed = [line for line in cases_diff.splitlines()
+        self.assertIn("its documented bound in any is kept", d.stdout + d.stderr)
+        changed = [line for line in d.stdout.splitlines()
                    if line[:1] in "+-" and not line.startswith(("+++", "---"))]
         removed = [line[1:].strip() for line in changed if line.startswith("-")]
         # Only what changed: the provenance's evidence (date, the fingerprint summary and id,
@@ -447,6 +449,7 @@ class Verdicts(FixtureTest):
         with open(path) as f:
             written = json.load(f)
         self.assertEqual(list(written), ["schema", "scenario", "cases", "ratios"])
+        self.assertEqual(written["ratios"]["cpu.ok_over_ok"], ratio)
         self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "ran_on", "memory", "provenance", "timings"])
         self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:5],
                          ["kind", "fingerprint", "date", "fingerprint_id", "pitfall_version"])
