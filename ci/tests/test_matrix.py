@@ -339,8 +339,8 @@ class RunnerJudgement(unittest.TestCase):
     """GPU-runner cell folders (ci/tests/fixtures/gpu-runner/: cell-spec.json as `matrix.py spec
     --gpu-runner --gpu` writes it, cell.json as containers/cell_entry.py writes it, run/summary.json
     as `pitfall run` writes it) judged through the real command line. broken-driver is a real
-    cell run on a machine without a driver; the others carry the H100 fingerprint the hopper-cuda13
-    baselines were observed on, changed where the case needs it."""
+    cell run on a machine without a driver; the others carry the fingerprint of the H100 run the
+    hopper-cuda13 notes describe, changed where the case needs it."""
 
     def judge(self, fixture: str, cell: str = "cuda13.0-host", gpu: str = "h100"):
         tmp = Path(tempfile.mkdtemp())
