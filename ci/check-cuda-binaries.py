@@ -126,7 +126,10 @@ def check_ptxas_logs(logs, allowed):
     return failures, lines
 
 
-KERNEL_DEFINITION = re.compile(r"__global__\s+void\s+(\w+)\s*\([^)]*\)\s*\{", re.S)
+# `__global__ void k(...) {`, with `static`, `template <...>` or `__launch_bounds__(...)` around it.
+KERNEL_DEFINITION = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"(\w+)\s*\([^)]*\)\s*\{", re.S)
 
 
 def uncounted_kernels(sources):

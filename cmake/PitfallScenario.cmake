@@ -436,8 +436,10 @@ function(pitfall_add_static_cuda_checks)
   add_test(NAME pitfall.static.uncounted_kernel_detected
            COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
                    --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
-                   --sources "${PROJECT_SOURCE_DIR}/harness/tests/cuda/fatbin_sample.cu")
+                   --sources "${PROJECT_SOURCE_DIR}/harness/tests/cuda/fatbin_sample.cu"
+                             "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/uncounted-kernels.cu")
   set_tests_properties(pitfall.static.uncounted_kernel_detected PROPERTIES
     LABELS "static;gpu-compile" TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "FAIL: fatbin_sample.cu: kernel fill_lanes does not start with pitfall::count_this_kernel\\(\\)")
+    PASS_REGULAR_EXPRESSION "FAIL: fatbin_sample.cu: kernel fill_lanes does not start with pitfall::count_this_kernel\\(\\).*FAIL: uncounted-kernels.cu: kernel uncounted_static .*FAIL: uncounted-kernels.cu: kernel uncounted_template "
+    FAIL_REGULAR_EXPRESSION "kernel counted ")
 endfunction()

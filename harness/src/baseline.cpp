@@ -144,6 +144,41 @@ status check_timings(const std::string& file, const std::string& field, const js
     return status::ok();
 }
 
+const char* const checkable_source_rule =
+    "a documented baseline names a source a reader can check: a URL (https://...), a document "
+    "and its anchor (docs/cuda-rules.md#stub-libcuda), or a document and a quoted section title "
+    "or the word 'section' (CUDA C++ Programming Guide, 'Arithmetic Instructions'); at least 16 "
+    "characters";
+
+// The rule of expected.schema.json's provenance.source pattern, said in code so that the
+// message can explain it: "://", "#" and a letter or digit, a title in quotes ('...' or "..."
+// of 3 or more characters), or "section"/"Section".
+bool checkable_source(const std::string& source) {
+    const auto points =
+        std::count_if(source.begin(), source.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    if (points < 16)
+        return false;
+    for (const char* mark : {"://", "section", "Section"})
+        if (source.find(mark) != std::string::npos)
+            return true;
+    for (std::size_t at = source.find('#'); at != std::string::npos; at = source.find('#', at + 1))
+        if (at + 1 < source.size() && std::isalnum(static_cast<unsigned char>(source[at + 1])) != 0)
+            return true;
+    for (const char quote : {'\'', '"'}) {
+        // An opening quote, then 3 or more characters that are not the quote, then the quote.
+        std::size_t open = source.find(quote);
+        while (open != std::string::npos) {
+            const std::size_t close = source.find(quote, open + 1);
+            if (close == std::string::npos)
+                break;
+            if (close - open - 1 >= 3)
+                return true;
+            open = close;
+        }
+    }
+    return false;
+}
+
 // A ratio entry: a bound ({min, max}, {equals} or {value, rel_tol | abs_tol}), with where its
 // numbers come from: provenance documented (a source) or observed (blessed from a run: date,
 // fingerprint, fingerprint_id, pitfall_version, and the measured ratio as "observed").
@@ -154,9 +189,11 @@ status check_ratio_provenance(const std::string& file, const std::string& entry_
     const std::string field = entry_field + ".provenance";
     const bool has_observed = entry.contains("observed");
     if (!entry.contains("provenance"))
-        return has_observed ? bad_input(file, field,
-                                        "an observed ratio needs its provenance (kind observed)")
-                            : status::ok();
+        return bad_input(file, field,
+                         has_observed ? "an observed ratio needs its provenance (kind observed)"
+                                      : "a ratio bound says where its numbers come from: "
+                                        "provenance documented (a source) or observed (blessed "
+                                        "from a run)");
     const json& prov = entry["provenance"];
     if (!prov.is_object())
         return bad_input(file, field, "expected an object {kind, ...}");
@@ -176,6 +213,8 @@ status check_ratio_provenance(const std::string& file, const std::string& entry_
             return bad_input(file, field + ".source",
                              "a documented ratio bound names its source (a document, and why "
                              "this number)");
+        if (!checkable_source(prov["source"].get<std::string>()))
+            return bad_input(file, field + ".source", checkable_source_rule);
         if (has_observed)
             return bad_input(file, entry_field + ".observed",
                              "a documented bound has no measured ratio (observed entries do)");
@@ -229,41 +268,6 @@ status check_outcome(const std::string& file, const std::string& field, const js
     if (st == "signal" && !outcome.contains("signal"))
         return bad_input(file, field + ".signal", "an expected signal needs its name (SIGSEGV)");
     return status::ok();
-}
-
-const char* const checkable_source_rule =
-    "a documented baseline names a source a reader can check: a URL (https://...), a document "
-    "and its anchor (docs/cuda-rules.md#stub-libcuda), or a document and a quoted section title "
-    "or the word 'section' (CUDA C++ Programming Guide, 'Arithmetic Instructions'); at least 16 "
-    "characters";
-
-// The rule of expected.schema.json's provenance.source pattern, said in code so that the
-// message can explain it: "://", "#" and a letter or digit, a title in quotes ('...' or "..."
-// of 3 or more characters), or "section"/"Section".
-bool checkable_source(const std::string& source) {
-    const auto points =
-        std::count_if(source.begin(), source.end(), [](char c) { return (c & 0xC0) != 0x80; });
-    if (points < 16)
-        return false;
-    for (const char* mark : {"://", "section", "Section"})
-        if (source.find(mark) != std::string::npos)
-            return true;
-    for (std::size_t at = source.find('#'); at != std::string::npos; at = source.find('#', at + 1))
-        if (at + 1 < source.size() && std::isalnum(static_cast<unsigned char>(source[at + 1])) != 0)
-            return true;
-    for (const char quote : {'\'', '"'}) {
-        // An opening quote, then 3 or more characters that are not the quote, then the quote.
-        std::size_t open = source.find(quote);
-        while (open != std::string::npos) {
-            const std::size_t close = source.find(quote, open + 1);
-            if (close == std::string::npos)
-                break;
-            if (close - open - 1 >= 3)
-                return true;
-            open = close;
-        }
-    }
-    return false;
 }
 
 // An observed entry carries the evidence of the run it was blessed from (what `pitfall bless`
@@ -714,6 +718,13 @@ status_or<profile_choice> choose_profile(const std::vector<profile>& profiles, c
     if (!override_name.empty()) {
         for (const auto& p : profiles)
             if (p.name == override_name) {
+                if (p.overlay)
+                    return status::error(library::pitfall, "bad_usage",
+                                         "--profile " + override_name +
+                                             ": an overlay (it holds only what its condition "
+                                             "changes; it is never the chosen profile): name "
+                                             "the GPU's own profile",
+                                         stage::init);
                 choice.chosen = &p;
                 choice.chain = {&p};
                 choice.reason = "chosen with --profile";
@@ -828,16 +839,21 @@ bool names_a_device(const std::string& ran_on) {
            std::isdigit(static_cast<unsigned char>(ran_on[5])) != 0;
 }
 
-/// A CUDA case that succeeded and says it ran on a device must show GPU work the SDK counted
-/// (result "gpu_work": kernels counted by the device, cuBLAS calls accepted): ran_on is the
-/// case's own words, the count is the evidence. Only where the SDK counted (a case that needs a
-/// device: "required"); a result without the field was written by no SDK and is judged as before.
+/// A CUDA case that succeeded and does not say it ran on the CPU must show GPU work the SDK
+/// counted (result "gpu_work": kernels counted by the device, cuBLAS calls accepted): ran_on is
+/// the case's own words, the count is the evidence. The SDK writes gpu_work for every CUDA case;
+/// it counts ("required") where the variant needs a device (scenario.json needs_device), not
+/// where it only asks versions or starts children. A result without gpu_work was not written by
+/// the SDK, and nothing backs its claim.
 std::optional<std::string> gpu_claim_without_work(const std::string& backend,
                                                   const std::string& status,
                                                   const std::string& ran_on, const json& result) {
-    if (backend != "cuda" || status != "ok" || !names_a_device(ran_on) ||
-        !result.contains("gpu_work") || !result["gpu_work"].is_object())
+    if (backend != "cuda" || status != "ok" || ran_on.rfind("cpu", 0) == 0)
         return std::nullopt;
+    if (!result.contains("gpu_work") || !result["gpu_work"].is_object())
+        return "no evidence of GPU work: the result has no gpu_work (the SDK writes it for every "
+               "CUDA case), so nothing backs ran_on = " +
+               ran_on;
     const json& work = result["gpu_work"];
     if (!work.value("required", false))
         return std::nullopt;

@@ -36,7 +36,7 @@ struct context::impl {
     json info = json::object();
     json checks = json::array();
     std::string ran_on;
-    json gpu_work; // null: not counted (CPU backend, or a case that needs no device)
+    json gpu_work; // null: not written (the CPU backend, or a CUDA case the probe stopped)
 };
 
 context::context(std::string scenario, std::string variant, backend_kind backend,
@@ -559,6 +559,10 @@ status run_case(const variant_spec& variant, backend_kind backend, case_entry en
                                 : json{{"error", work.error().name()}, {"required", true}});
     }
 #endif
+    // A CUDA case that needs no device (version queries, a parent of child processes) is not
+    // counted: said so, so that a CUDA result without gpu_work is one the SDK did not write.
+    if (backend == backend_kind::cuda && !variant.needs_device)
+        ctx.record_gpu_work(json{{"required", false}});
     if (!inject::active().outcome_error.empty() && !is_bad_parameter(outcome))
         outcome = inject::injected_outcome(outcome, inject::active().outcome_error);
     return outcome;

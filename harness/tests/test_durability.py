@@ -213,9 +213,13 @@ class GpuClaim(FixtureTest):
 
     RAN_ON = "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
 
-    def run_claim(self, gpus):
+    COUNTED = {"kernels": 7, "library_calls": 2, "required": True}  # as the SDK writes it
+
+    def run_claim(self, gpus, gpu_work=COUNTED):
         name = f"gpu_claim_{gpus}"
         result = dict(fixture_result(self), ran_on=self.RAN_ON, outcome={"status": "ok"})
+        if gpu_work is not None:
+            result["gpu_work"] = gpu_work
         index = fake_scenario(self, name, "cuda", result, probe_gpus=gpus)
         self.write_json(os.path.join(self.expected, "any", name + ".json"),
                         {"schema": "pitfall.expected/1", "scenario": name,
@@ -237,6 +241,22 @@ class GpuClaim(FixtureTest):
         self.assertEqual(fp["gpu_count"], 1)
         self.assertEqual(rec["verdict"], "PASS", rec["reason"])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_a_gpu_claim_with_zero_counted_launches_fails(self):
+        # A GPU is there, the case says it ran on it, and the device counted nothing: its words
+        # are all there is, and `pitfall run` judges the claim FAIL.
+        p, rec, fp = self.run_claim(1, {"kernels": 0, "library_calls": 0, "required": True})
+        self.assertEqual(fp["gpu_count"], 1)
+        self.assertEqual(rec["verdict"], "FAIL", rec["reason"])
+        self.assertIn("GPU asked for, no GPU work counted", rec["reason"])
+        self.assertIn(self.RAN_ON, rec["reason"])
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+
+    def test_a_gpu_claim_without_the_sdks_count_fails(self):
+        p, rec, _ = self.run_claim(1, None)
+        self.assertEqual(rec["verdict"], "FAIL", rec["reason"])
+        self.assertIn("the result has no gpu_work", rec["reason"])
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
 
 
 class NotUtf8(FixtureTest):

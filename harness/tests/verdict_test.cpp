@@ -23,7 +23,9 @@ json ok_result(const json& extra = json::object()) {
                 {"limit_bytes", nullptr},
                 {"allocations", 1},
                 {"failed_allocations", 0}}},
-              {"events", json::object()}};
+              {"events", json::object()},
+              // What the SDK writes for a CUDA case that needs a device and launched its kernels.
+              {"gpu_work", {{"kernels", 4}, {"library_calls", 0}, {"required", true}}}};
     r.update(extra);
     return r;
 }
@@ -139,15 +141,37 @@ TEST(Verdict, AGpuClaimWithZeroCountedLaunchesFails) {
     EXPECT_EQ(f.kind, verdict_kind::fail);
     EXPECT_NE(f.reason.find("could not be counted: cudaErrorIllegalAddress"), std::string::npos);
 
+    // Any claim but the CPU's is held to the count, whatever its words ("gpu0", "H100").
+    json worded = claimed;
+    worded["ran_on"] = "H100";
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, worded), ok_baseline, "cuda", one_gpu).kind,
+              verdict_kind::fail);
+    // A result no SDK wrote (no gpu_work) backs no claim.
+    json unwritten = claimed;
+    unwritten.erase("gpu_work");
+    const verdict u = judge(seen({{"status", "ok"}}, unwritten), ok_baseline, "cuda", one_gpu);
+    EXPECT_EQ(u.kind, verdict_kind::fail);
+    EXPECT_NE(u.reason.find("the result has no gpu_work"), std::string::npos) << u.reason;
+
     // Not judged: a case that needs no device (version queries), a failing outcome the baseline
-    // expects, a CPU claim, and a result no SDK wrote (no gpu_work).
+    // expects, a CPU claim a baseline expects (a reproduced silent fallback), the CPU backend.
     json not_required = claimed;
-    not_required["gpu_work"]["required"] = false;
+    not_required["gpu_work"] = {{"required", false}};
     EXPECT_EQ(judge(seen({{"status", "ok"}}, not_required), ok_baseline, "cuda", one_gpu).kind,
               verdict_kind::pass);
     json oom_result = claimed;
     oom_result["outcome"] = oom;
     EXPECT_EQ(judge(seen(oom, oom_result), {{"outcome", oom}}, "cuda", one_gpu).kind,
+              verdict_kind::pass);
+    json fallback = claimed;
+    fallback["ran_on"] = "cpu: silent fallback after cudaErrorNoDevice";
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, fallback),
+                    {{"outcome", {{"status", "ok"}}}, {"ran_on", "cpu"}}, "cuda", one_gpu)
+                  .kind,
+              verdict_kind::pass);
+    json on_cpu = unwritten;
+    on_cpu["ran_on"] = "cpu: AMD EPYC, 2 threads";
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, on_cpu), ok_baseline, "cpu", one_gpu).kind,
               verdict_kind::pass);
     EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result(h100)), ok_baseline, "cuda", one_gpu).kind,
               verdict_kind::pass);
@@ -433,7 +457,13 @@ std::string ratio_file_error(const json& entry) {
 TEST(Ratios, TheLoaderAcceptsBoundsWithProvenanceAndRefusesOnesWithoutASource) {
     EXPECT_EQ(ratio_file_error(documented_min_2), "");
     EXPECT_EQ(ratio_file_error(observed_around_1("0123456789abcdef")), "");
-    EXPECT_EQ(ratio_file_error({{"max", 4}}), ""); // no provenance: allowed, as before
+    // Where a bound's numbers come from is part of it, and a source names something checkable.
+    EXPECT_NE(ratio_file_error({{"max", 4}}).find("/ratios/cuda.a_over_b"), std::string::npos);
+    json vague = documented_min_2;
+    vague["provenance"]["source"] = "from a book I once read";
+    EXPECT_NE(ratio_file_error(vague).find("/ratios/cuda.a_over_b/provenance/source"),
+              std::string::npos)
+        << ratio_file_error(vague);
     json no_source = documented_min_2;
     no_source["provenance"].erase("source");
     EXPECT_NE(ratio_file_error(no_source).find("/ratios/cuda.a_over_b/provenance"),
@@ -453,7 +483,9 @@ TEST(Ratios, TheLoaderAcceptsBoundsWithProvenanceAndRefusesOnesWithoutASource) {
     json anonymous = observed_around_1("0123456789abcdef");
     anonymous["provenance"].erase("fingerprint_id");
     EXPECT_NE(ratio_file_error(anonymous).find("fingerprint_id"), std::string::npos);
-    EXPECT_NE(ratio_file_error({{"min", 2}, {"colour", "red"}}).find("colour"), std::string::npos);
+    json coloured = documented_min_2;
+    coloured["colour"] = "red";
+    EXPECT_NE(ratio_file_error(coloured).find("colour"), std::string::npos);
     EXPECT_NE(ratio_file_error({{"note", "a note is no bound"}}), "");
 }
 
@@ -589,6 +621,10 @@ TEST(Profiles, AnOverlayIsSearchedFirstButNeverChosen) {
     EXPECT_EQ((*without->entry_for("host_only_custom_op", "cuda.reproduce_kernel_host_data")
                     .first)["outcome"]["status"],
               "error");
+    // --profile names a profile a run can be judged by: an overlay alone is not one.
+    auto forced = choose_profile(profiles, hmm, "pageable-memory-access");
+    ASSERT_FALSE(forced.is_ok());
+    EXPECT_NE(forced.error().message().find("an overlay"), std::string::npos);
     // A machine whose probe could not read the attribute (no key) gets no overlay either.
     json unknown = hmm;
     unknown.erase("pageable_memory_access");
