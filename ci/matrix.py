@@ -564,7 +564,7 @@ def judge_gpu_run(expect: dict, outcome: dict) -> list[str]:
         name = facts.get("device_name")
         if not isinstance(name, str) or not name:
             problems.append(f"no device name in the run's fingerprint, expected one containing '{expect['model']}'")
-        elif expect["model"] not in name:
+        elif not names_model(name, expect["model"]):
             problems.append(f"device '{name}', expected one containing '{expect['model']}'")
     if "profile" in expect:
         profile = outcome.get("profile") if isinstance(outcome.get("profile"), dict) else {}
@@ -574,6 +574,13 @@ def judge_gpu_run(expect: dict, outcome: dict) -> list[str]:
             problems.append(f"profile {chosen or 'none recorded'}" + (f" ({reason})" if reason else "")
                             + f", expected {expect['profile']}")
     return problems
+
+
+def names_model(device_name: str, model: str) -> bool:
+    """Whether the device name has the model as a word of its own: "NVIDIA L4" is an L4,
+    "NVIDIA L40S" is not (both sm_89, both matched by ada-ampere-cuda12: the name is what tells
+    them apart); "NVIDIA H100 80GB HBM3" is an H100. Case as the driver writes it."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(model)}(?![A-Za-z0-9])", device_name) is not None
 
 
 def doctor_says(outcome: dict) -> list[str]:

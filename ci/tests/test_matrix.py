@@ -426,6 +426,16 @@ class RunnerJudgement(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertEqual(problems, ["device 'NVIDIA H200', expected one containing 'H100'"])
 
+    def test_a_model_is_a_word_of_the_device_name_not_a_substring(self):
+        # An L40S is no L4 (both sm_89, both ada-ampere-cuda12): a substring test would pass it.
+        self.assertTrue(matrix.names_model("NVIDIA L4", "L4"))
+        self.assertFalse(matrix.names_model("NVIDIA L40S", "L4"))
+        self.assertTrue(matrix.names_model("NVIDIA H100 80GB HBM3", "H100"))
+        self.assertTrue(matrix.names_model("NVIDIA H100 PCIe", "H100"))
+        self.assertFalse(matrix.names_model("NVIDIA H100 80GB HBM3", "H10"))
+        self.assertFalse(matrix.names_model("NVIDIA A100-SXM4-40GB", "A10"))
+        self.assertTrue(matrix.names_model("NVIDIA A100-SXM4-40GB", "A100"))
+
     def test_another_profile_is_red(self):
         # CUDA 12.4 on an H100 where no profile describes that pair: only `host` matches.
         code, _, problems, _ = self.judge("another-profile", cell="cuda12.4-gcc13")
