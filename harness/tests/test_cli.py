@@ -336,7 +336,9 @@ class Verdicts(FixtureTest):
         self.assertIn("dry run: nothing written", d.stdout)
 
     def test_bless_writes_the_evidence_of_the_run(self):
-        env = dict(os.environ, **self.STEP)
+        # The budget makes the oom case the tracker's refusal, not a 1 TiB malloc (which
+        # AddressSanitizer turns into an abort in the asan preset).
+        env = dict(os.environ, PITFALL_DEVICE_MEMORY_LIMIT="64M", **self.STEP)
         out = self.run_dir("evidence")
         p = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu", "--out", out,
                          "--samples", "3", env=env)
@@ -546,7 +548,8 @@ class Verdicts(FixtureTest):
     def test_ratio_bounds_gate_the_run(self):
         doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture",
                "cases": {"cpu.ok": {"outcome": {"status": "ok"}, "provenance": DOCUMENTED}},
-               "ratios": {"cpu.ok_over_ok": {"min": 2}}}
+               "ratios": {"cpu.ok_over_ok": {"min": 2, "provenance": {"kind": "documented",
+                                                                       "source": "a guide, section 2"}}}}
         self.write_json(os.path.join(self.expected, "any", "harness_fixture.json"), doc)
         p, rec = self.run_ok("a")
         self.assertEqual(p.returncode, 1, p.stdout)
@@ -755,7 +758,7 @@ class Schema(FixtureTest):
         observed = {"kind": "observed", "date": "2026-11-25", "fingerprint": {"gpu_count": 0},
                     "fingerprint_id": "0123456789abcdef", "pitfall_version": "0.1.0"}
         good = {
-            "documented": {"min": 2, "note": "why", "provenance": {"kind": "documented", "source": "a guide"}},
+            "documented": {"min": 2, "note": "why", "provenance": {"kind": "documented", "source": "a guide, section 2"}},
             "observed": {"min": 0.5, "max": 2, "observed": 1.0, "provenance": observed},
         }
         broken = {
@@ -768,8 +771,13 @@ class Schema(FixtureTest):
             "/ratios/cpu.ok_over_ok/provenance: missing required property 'fingerprint_id'":
                 {"min": 0.5, "observed": 1.0, "provenance": {k: v for k, v in observed.items() if k != "fingerprint_id"}},
             "/ratios/cpu.ok_over_ok/provenance/kind":
-                {"min": 2, "observed": 2.5, "provenance": {"kind": "documented", "source": "a guide"}},
-            "/ratios/cpu.ok_over_ok/colour": {"min": 2, "colour": "red"},
+                {"min": 2, "observed": 2.5, "provenance": {"kind": "documented", "source": "a guide, section 2"}},
+            "/ratios/cpu.ok_over_ok/colour":
+                {"min": 2, "colour": "red", "provenance": {"kind": "documented", "source": "a guide, section 2"}},
+            # Where a bound's numbers come from is part of it; a source names something checkable.
+            "/ratios/cpu.ok_over_ok: missing required property 'provenance'": {"min": 2},
+            "/ratios/cpu.ok_over_ok/provenance/source: ":
+                {"min": 2, "provenance": {"kind": "documented", "source": "from a book I once read"}},
         }
         for name, entry in list(good.items()) + list(broken.items()):
             doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {},
