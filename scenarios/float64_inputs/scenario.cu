@@ -22,9 +22,9 @@
 //   cuda (GPU; documented, the defaults seen once on an H100 (2026-11-22), not yet blessed)
 //        every variant ok. At the defaults a step is a dozen small launches, so
 //        fp64_over_fp32_epoch_time is launch-bound, may sit near 1 and is not bounded. The
-//        seed_size variants make each step two 1024 x 1024 x 1000 GEMMs (4.2 GFLOP) plus an Adam
-//        update of 1.03 M parameters, and the ratio fp64_over_fp32_epoch_time_seed_size heads for
-//        the device's FP64:FP32 throughput ratio
+//        seed_size variants make each step two 1024 x 1024 x 1000 GEMMs (4.2 GFLOP together) plus
+//        an Adam update of 1.03 M parameters, and the ratio fp64_over_fp32_epoch_time_seed_size
+//        heads for the device's FP64:FP32 throughput ratio
 //        (docs/cuda-rules.md#fp64-vs-fp32-throughput-by-architecture):
 //          sm_86/89 (1:64; A10, L4, RTX 30xx/40xx): DGEMM ~9 ms a step on an L4 (0.47 TFLOPS
 //            FP64), SGEMM ~0.2 ms; Adam (memory-bound, twice the bytes in float64) and the
