@@ -36,6 +36,18 @@ std::string cudnn_version_text(long long v) {
            std::to_string(rest % 100);
 }
 
+int branch_of(const std::string& driver_version) {
+    int branch = 0;
+    for (const char c : driver_version) {
+        if (c < '0' || c > '9')
+            break;
+        branch = branch * 10 + (c - '0');
+        if (branch > 100000)
+            return 0;
+    }
+    return branch;
+}
+
 int minimum_driver_branch(int cuda_major) {
     switch (cuda_major) {
     case 11: return 450;
@@ -73,19 +85,6 @@ bool flag(const json& j) {
 std::string folder_of(const std::string& path) {
     const auto slash = path.rfind('/');
     return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-/// "580.65.06" -> 580; 0 where the text starts with no number.
-int branch_of(const std::string& driver_version) {
-    int branch = 0;
-    for (const char c : driver_version) {
-        if (c < '0' || c > '9')
-            break;
-        branch = branch * 10 + (c - '0');
-        if (branch > 100000)
-            return 0;
-    }
-    return branch;
 }
 
 /// The facts the rules read, taken once from the fingerprint.

@@ -77,5 +77,7 @@ std::string cudnn_version_text(long long v);
 /// The oldest driver branch a CUDA major runs on under minor-version compatibility (13 -> 580,
 /// 12 -> 525, 11 -> 450); 0 where unknown.
 int minimum_driver_branch(int cuda_major);
+/// A driver version's branch: "580.65.06" -> 580; 0 where the text starts with no number.
+int branch_of(const std::string& driver_version);
 
 } // namespace pitfall::runner

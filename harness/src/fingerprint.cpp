@@ -1,5 +1,6 @@
 #include "fingerprint.hpp"
 
+#include "doctor.hpp"
 #include "pitfall/detail/json_file.hpp"
 
 #include "pitfall/detail/process.hpp"
@@ -167,26 +168,15 @@ std::string text_or(const json& v, const std::string& fallback) {
     return v.is_string() ? v.get<std::string>() : fallback;
 }
 
-/// The leading number of "580.65.06", or -1.
-long long leading_number(const json& version) {
-    if (!version.is_string())
-        return -1;
-    const std::string text = version.get<std::string>();
-    long long n = 0;
-    std::size_t i = 0;
-    for (; i < text.size() && i < 6 && text[i] >= '0' && text[i] <= '9'; ++i)
-        n = n * 10 + (text[i] - '0');
-    return i > 0 && (i == text.size() || text[i] == '.') ? n : -1;
-}
-
 /// driver_branch (580 of 580.65.06: NVML's driver version, else the kernel module's) and mig
 /// (NVML's current MIG mode of the first device, else a MIG instance's device name), where
 /// the probe learned them.
 void add_driver_and_mig_facts(const json& lib, json& s) {
     const json& nvml = member(lib, "nvml");
-    long long branch = leading_number(member(nvml, "driver_version"));
-    if (branch < 0)
-        branch = leading_number(member(member(member(lib, "driver"), "kernel_module"), "version"));
+    int branch = branch_of(text_or(member(nvml, "driver_version"), ""));
+    if (branch == 0)
+        branch = branch_of(
+            text_or(member(member(member(lib, "driver"), "kernel_module"), "version"), ""));
     if (branch > 0)
         s["driver_branch"] = branch;
     const json& nvml_devices = member(nvml, "devices");
