@@ -458,16 +458,36 @@ std::string format_number(double x) {
 
 // Judges each timed series the baseline holds, with the rank test and the bootstrap interval,
 // when the baseline was measured under this run's fingerprint; elsewhere it says why not.
-void judge_timings(const json& expected, const json& result, const judge_context& context,
-                   verdict& v) {
+/// Why times blessed with one thread count say nothing of a case run with another ("" when the
+/// counts agree). A baseline that did not record its count is not compared either: it may have
+/// run with whatever the shell exported.
+std::string thread_mismatch(const json& prov, std::optional<int> threads) {
+    const json& blessed = prov.contains("threads") ? prov["threads"] : json();
+    if (!threads)
+        return "";
+    if (!blessed.is_number_integer())
+        return "the baseline does not record the BLAS/OpenMP threads it ran with (this case "
+               "ran with " +
+               std::to_string(*threads) + "): bless it again";
+    if (blessed.get<double>() != *threads)
+        return "blessed with " + detail::dump_safe(blessed) +
+               " BLAS/OpenMP threads, this case ran with " + std::to_string(*threads);
+    return "";
+}
+
+void judge_timings(const json& expected, const json& result, std::optional<int> threads,
+                   const judge_context& context, verdict& v) {
     if (!expected.contains("timings") || !result.is_object())
         return;
     const json prov = expected.value("provenance", json::object());
     const std::string baseline_id = prov.value("fingerprint_id", "");
+    const std::string other_threads = thread_mismatch(prov, threads);
     const json observed = result.value("samples", json::object());
     for (const auto& [name, t] : expected["timings"].items()) {
         json out;
-        if (baseline_id.empty() || baseline_id != context.fingerprint_id) {
+        if (!other_threads.empty()) {
+            out = {{"verdict", "NOT_COMPARED"}, {"reason", other_threads}};
+        } else if (baseline_id.empty() || baseline_id != context.fingerprint_id) {
             out = {
                 {"verdict", "NOT_COMPARED"},
                 {"reason", "absolute times are compared only under the fingerprint they were "
@@ -978,7 +998,7 @@ verdict judge_against(const observation& observed, const json& expected, const s
         }
     }
     verdict v{verdict_kind::pass, "as expected: " + describe_outcome(o)};
-    judge_timings(expected, result, context, v);
+    judge_timings(expected, result, observed.threads, context, v);
     return v;
 }
 } // namespace
@@ -1080,6 +1100,8 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
                                {"fingerprint_id", origin.fingerprint_id},
                                {"pitfall_version", origin.pitfall_version},
                                {"run", run}};
+    if (record.process.threads)
+        provenance["threads"] = *record.process.threads; // times hold only at this count
     if (previous.is_object() && previous.contains("provenance") &&
         previous["provenance"].contains("source"))
         provenance["source"] = previous["provenance"]["source"];

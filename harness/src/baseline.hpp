@@ -108,6 +108,7 @@ struct observation {
     nlohmann::json outcome;
     nlohmann::json result;                ///< the scenario's result document, or null
     std::optional<double> peak_rss_bytes; ///< the case process's, from wait4
+    std::optional<int> threads;           ///< the BLAS/OpenMP threads it was given
 };
 
 /// Compares an observation with the case's baseline entry (null: none): outcome, events,

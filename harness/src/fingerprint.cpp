@@ -47,7 +47,16 @@ constexpr const char* behaviour_env[] = {"CUDA_VISIBLE_DEVICES",
                                          "CUDA_MPS_PIPE_DIRECTORY",
                                          "NVIDIA_VISIBLE_DEVICES",
                                          "LD_LIBRARY_PATH",
-                                         "PITFALL_DEVICE_MEMORY_LIMIT"};
+                                         "PITFALL_DEVICE_MEMORY_LIMIT",
+                                         // The CPU's speed: which kernels OpenBLAS runs, and
+                                         // threads (each case's own are set by the harness).
+                                         "OPENBLAS_CORETYPE",
+                                         "OPENBLAS_VERBOSE",
+                                         "OPENBLAS_NUM_THREADS",
+                                         "OMP_NUM_THREADS",
+                                         "OMP_PROC_BIND",
+                                         "GOMP_CPU_AFFINITY",
+                                         "MKL_NUM_THREADS"};
 
 std::string first_line_with(const std::string& path, const std::string& prefix) {
     std::ifstream in(path);
@@ -232,6 +241,16 @@ json fingerprint_summary(const json& fp) {
     const json gpus = s.value("gpu_count", json(0));
     s["host_only"] = !built_with_cuda || !gpus.is_number() || gpus.get<double>() == 0;
     s["cpu_model"] = text_or(member(host, "cpu_model"), "");
+    // The BLAS the CPU cases run on: its release ("OpenBLAS 0.3.21" of the build string) and
+    // the kernel type it chose (or OPENBLAS_CORETYPE forced), both speeds of their own.
+    const json& blas = member(lib, "openblas");
+    if (const json& config = member(blas, "config"); config.is_string()) {
+        const std::string text = config.get<std::string>();
+        const auto second_space = text.find(' ', text.find(' ') + 1);
+        s["blas_library"] = text.substr(0, second_space);
+    }
+    if (const json& core = member(blas, "core"); core.is_string())
+        s["blas_core"] = core;
     const json& threads = member(host, "cpu_threads");
     s["cpu_threads"] = threads.is_number_integer() ? threads : json(0);
     return s;

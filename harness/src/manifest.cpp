@@ -54,7 +54,8 @@ const std::vector<std::string> known_top_keys{
     "links", "params",  "variants",      "ratios", "compile_checks"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices"};
 const std::vector<std::string> known_variant_keys{
-    "name", "kind", "doc", "labels", "backends", "needs_device", "helper", "params", "param_set"};
+    "name", "kind", "doc", "labels", "backends", "needs_device", "helper", "params", "param_set",
+    "threads"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -180,6 +181,30 @@ status read_variant_params(const reader& r, const json& v, const std::string& pa
     return status::ok();
 }
 
+// A variant's "threads": {"count": 2, "why": "..."}: more than one core, and the reason, since
+// every other case runs with one BLAS/OpenMP thread so that its times do not depend on what
+// else the machine runs (OpenBLAS with two threads on two shared cores runs at two speeds).
+status read_variant_threads(const reader& r, const json& v, const std::string& path,
+                            variant_spec& spec) {
+    if (!v.contains("threads"))
+        return status::ok();
+    const json& t = v["threads"];
+    const std::string field = path + "threads";
+    if (!t.is_object())
+        return r.fail(field, "expected an object {\"count\": N, \"why\": \"...\"}");
+    for (const auto& [key, value] : t.items())
+        if (key != "count" && key != "why")
+            return r.fail(field + "." + key, "unknown field (count, why)");
+    if (!t.contains("count") || !t["count"].is_number_integer() ||
+        t["count"].get<double>() < 1 || t["count"].get<double>() > 256)
+        return r.fail(field + ".count", "expected a whole number of threads from 1 to 256");
+    spec.threads = t["count"].get<int>();
+    PITFALL_TRY(r.string(t, field + ".", "why", spec.threads_why, true));
+    if (spec.threads_why.empty())
+        return r.fail(field + ".why", "say why the case needs more than the default one thread");
+    return status::ok();
+}
+
 status read_variant(const reader& r, const json& v, const std::string& path, manifest& m) {
     if (!v.is_object())
         return r.fail(path.substr(0, path.size() - 1), "expected an object");
@@ -212,6 +237,7 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
         *flag = v[key].get<bool>();
     }
     PITFALL_TRY(read_variant_params(r, v, path, m, spec));
+    PITFALL_TRY(read_variant_threads(r, v, path, spec));
     m.variants.push_back(std::move(spec));
     return status::ok();
 }

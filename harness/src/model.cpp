@@ -318,7 +318,8 @@ json case_record::to_json() const {
               {"timed_out", process.timed_out},
               {"wall_seconds", process.wall_seconds},
               {"peak_rss_bytes",
-               process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)}}},
+               process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)},
+              {"threads", process.threads ? json(*process.threads) : json(nullptr)}}},
             {"result", result},
             {"timings", timings},
             {"attempts", attempts},
@@ -362,6 +363,12 @@ void read_process(field_reader& r, process_facts& p) {
     in.boolean("timed_out", p.timed_out);
     in.number("wall_seconds", p.wall_seconds);
     in.integer("peak_rss_bytes", p.peak_rss_bytes);
+    std::optional<std::int64_t> threads; // wide first: a huge number is an error, not a wrap
+    in.integer("threads", threads);
+    if (threads && (*threads < 1 || *threads > 256))
+        in.fail("threads", "expected a thread count from 1 to 256");
+    else if (threads)
+        p.threads = static_cast<int>(*threads);
     r.take_error(in);
 }
 

@@ -121,6 +121,9 @@ struct process_facts {
     bool timed_out = false;
     double wall_seconds = 0;
     std::optional<std::int64_t> peak_rss_bytes;
+    /// The BLAS/OpenMP threads the harness gave the process (scenario.json's variant
+    /// "threads", else 1); absent in records written before it was recorded.
+    std::optional<int> threads;
 };
 
 /// A judged case: a "case" line of results.jsonl.

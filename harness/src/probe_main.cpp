@@ -386,6 +386,33 @@ json loader_path_copies() {
     return out;
 }
 
+/// OpenBLAS as the scenarios' CPU backend loads it (by its soname, which OpenBLAS keeps at
+/// .so.0): its version and build, and the kernel type it chose for this CPU. With DYNAMIC_ARCH
+/// (Debian's build) the kernels follow the CPU model, or OPENBLAS_CORETYPE where set: a
+/// Haswell and a SkylakeX kernel are different speeds on the same machine.
+json openblas_facts() {
+    json b = {{"library", "libopenblas.so.0"}};
+    void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        b["load_error"] = dl_error_text("not found");
+        return b;
+    }
+    using text_fn = char* (*)();
+    using int_fn = int (*)();
+    if (auto config = reinterpret_cast<text_fn>(dlsym(lib, "openblas_get_config")))
+        b["config"] = pitfall::detail::valid_utf8(config());
+    if (auto core = reinterpret_cast<text_fn>(dlsym(lib, "openblas_get_corename")))
+        b["core"] = pitfall::detail::valid_utf8(core());
+    if (auto threads = reinterpret_cast<int_fn>(dlsym(lib, "openblas_get_num_threads")))
+        b["default_threads"] = threads();
+    if (auto parallel = reinterpret_cast<int_fn>(dlsym(lib, "openblas_get_parallel"))) {
+        const int mode = parallel();
+        b["threading"] = mode == 0 ? "sequential" : mode == 1 ? "pthreads" : "openmp";
+    }
+    b["path"] = library_file(dlsym(lib, "openblas_get_config"));
+    return b;
+}
+
 #if PITFALL_HAS_CUDA
 /// cuBLAS opened by name, the major this build was compiled against (cuBLAS follows the
 /// toolkit's major): a missing cuBLAS is then a fact, not a probe the loader will not start.
@@ -577,6 +604,7 @@ int main() try {
     // The driver first, by its own API: what the runtime's calls below answer follows from it.
     out["driver"] = driver_facts();
     out["nvml"] = nvml_facts();
+    out["openblas"] = openblas_facts();
 #if PITFALL_HAS_CUDA
     out["cuda"] = cuda_facts();
     out["cublas"] = cublas_facts();

@@ -82,6 +82,10 @@ double first_time_median(const json& result) {
 
 namespace {
 
+/// The variables through which BLAS and OpenMP libraries take their thread count.
+constexpr const char* case_thread_variables[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                                 "MKL_NUM_THREADS", "BLIS_NUM_THREADS"};
+
 int report_error(const status& s) {
     std::cerr << "pitfall: error: " << s.message() << '\n';
     return exit_bad_input;
@@ -434,6 +438,11 @@ status start_session(run_plan& plan) {
     for (const auto& s : plan.index.scenarios)
         programs.emplace_back(s.description.name, s.program);
     h.fingerprint["build_images"] = build_images(programs);
+    // How each case's threads are set (the counts themselves are per case, in its record).
+    json variables = json::array();
+    for (const char* name : case_thread_variables)
+        variables.push_back(name);
+    h.fingerprint["case_threads"] = {{"default", 1}, {"variables", variables}};
     h.fingerprint_summary = fingerprint_summary(h.fingerprint);
     h.fingerprint_id = fingerprint_id(h.fingerprint_summary);
     PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,
@@ -615,6 +624,12 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
     req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
     req.limits = case_limits(c, req.timeout_seconds, plan.index.built_with_cuda);
     req.case_token = plan.run_token + "/" + ctx.key.str(); // what it starts carries it too
+    // Threads are part of what a case measures: OpenBLAS with two threads on two shared cores
+    // runs at two speeds, and a baseline blessed with one count says nothing of another. Each
+    // case gets its variant's count (1 unless scenario.json says why more), whatever this
+    // shell exports; bless records it and timings are compared only at the same count.
+    for (const char* name : case_thread_variables)
+        req.env_set[name] = std::to_string(c.variant->threads);
     if (!plan.visible_devices.empty()) {
         // CTest's ids come from nvidia-smi, which counts in PCI order; CUDA's default order
         // is fastest first. Make CUDA count the same way.
@@ -647,6 +662,7 @@ attempt measure(const case_context& ctx, const process_request& req) {
     a.log_text = read_tail(req.output_path, std::size_t{16} * 1024);
     a.o = observe(ctx.c, a.p, result_path, a.log_text, ctx.request.timeout_seconds);
     a.o.peak_rss_bytes = static_cast<double>(a.p.peak_rss_bytes);
+    a.o.threads = ctx.c.variant->threads;
     a.v = judge(a.o, *ctx.expected, ctx.c.backend, ctx.plan.judging);
     return a;
 }
@@ -735,6 +751,7 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
     r.process.timed_out = a.p.timed_out;
     r.process.wall_seconds = a.p.wall_seconds;
     r.process.peak_rss_bytes = a.p.peak_rss_bytes;
+    r.process.threads = ctx.c.variant->threads;
     r.result = a.o.result;
     r.timings = a.v.timings;
     r.attempts = std::move(attempts);
@@ -1073,6 +1090,9 @@ int list_cases(const common_options& options, bool as_json) {
                 row["params"] = c.variant->params;
             if (!c.variant->param_set.empty())
                 row["param_set"] = c.variant->param_set;
+            row["threads"] = c.variant->threads;
+            if (!c.variant->threads_why.empty())
+                row["threads_why"] = c.variant->threads_why;
             out.push_back(std::move(row));
         }
         std::cout << out.dump(2) << '\n';

@@ -170,3 +170,31 @@ TEST(Manifest, BadVariantParameterSetsNameTheField) {
               std::string::npos);
 }
 } // namespace
+
+TEST(Manifest, VariantThreadsSayWhy) {
+    auto m = parse_manifest(with_variant(R"(,"threads":{"count":2,"why":"a producer thread"})"),
+                            "f.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    EXPECT_EQ(m->variants[0].threads, 2);
+    EXPECT_EQ(m->variants[0].threads_why, "a producer thread");
+    auto plain = parse_manifest(with_variant(""), "f.json");
+    ASSERT_TRUE(plain.is_ok()) << plain.error().message();
+    EXPECT_EQ(plain->variants[0].threads, 1) << "one thread unless a variant says why more";
+
+    const auto error = [](const std::string& fields) { return error_of(with_variant(fields)); };
+    EXPECT_EQ(error(R"(,"threads":{"count":2})"),
+              "f.json: field 'variants[0].threads.why': missing (a string is required)");
+    EXPECT_EQ(error(R"(,"threads":{"count":2,"why":""})"),
+              "f.json: field 'variants[0].threads.why': say why the case needs more than the "
+              "default one thread");
+    for (const char* bad : {"0", "257", "1.5", "\"2\"", "-1", "18446744073709551617"})
+        EXPECT_NE(error(std::string(R"(,"threads":{"why":"w","count":)") + bad + "}")
+                      .find("'variants[0].threads.count': expected a whole number of threads"),
+                  std::string::npos)
+            << bad;
+    EXPECT_NE(error(R"(,"threads":2)").find("'variants[0].threads': expected an object"),
+              std::string::npos);
+    EXPECT_NE(error(R"(,"threads":{"count":2,"why":"w","cores":2})")
+                  .find("'variants[0].threads.cores': unknown field"),
+              std::string::npos);
+}

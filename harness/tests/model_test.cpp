@@ -35,7 +35,8 @@ json full_record() {
               {"signal", nullptr},
               {"timed_out", false},
               {"wall_seconds", 1.25},
-              {"peak_rss_bytes", 123456789012}}},
+              {"peak_rss_bytes", 123456789012},
+              {"threads", 1}}},
             {"result", {{"schema", "pitfall.result/1"}, {"samples", json::object()}}},
             {"timings", json::object()},
             {"attempts", json::array()},
@@ -168,6 +169,7 @@ TEST(CaseRecord, RoundTrips) {
     EXPECT_EQ(c.verdict, verdict_kind::numeric_mismatch);
     EXPECT_TRUE(c.failing());
     EXPECT_EQ(c.process.peak_rss_bytes, 123456789012);
+    EXPECT_EQ(c.process.threads, 1);
     EXPECT_FALSE(c.process.signal);
     EXPECT_EQ(c.baseline_profile, "host");
     EXPECT_EQ(c.to_json(), full_record());
@@ -200,6 +202,10 @@ TEST(CaseRecord, WrongTypesNameTheField) {
         {"field 'process.wall_seconds'", {{"process", {{"wall_seconds", "1.2"}}}}},
         {"field 'process.exit_code'", {{"process", {{"exit_code", 1.5}}}}},
         {"field 'process.signal'", {{"process", {{"signal", 11}}}}},
+        {"field 'process.threads': expected a thread count", {{"process", {{"threads", 0}}}}},
+        {"field 'process.threads': expected a thread count",
+         {{"process", {{"threads", 4294967297LL}}}}},
+        {"field 'process.threads'", {{"process", {{"threads", "1"}}}}},
         {"field 'process'", {{"process", 3}}},
         {"field 'result'", {{"result", "none"}}},
         {"field 'attempts'", {{"attempts", json::object()}}},

@@ -30,7 +30,7 @@ json ok_result(const json& extra = json::object()) {
     return r;
 }
 observation seen(json outcome, json result = json()) {
-    return {std::move(outcome), std::move(result), std::nullopt};
+    return {std::move(outcome), std::move(result), std::nullopt, std::nullopt};
 }
 const json oom = {{"status", "error"},
                   {"library", "cuda_runtime"},
@@ -331,6 +331,33 @@ TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
     EXPECT_FALSE(is_failing(verdict_kind::ambiguous));
 }
 
+TEST(Verdict, TimingsOnlyAtTheThreadCountTheyWereBlessedWith) {
+    const json result =
+        ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+                     {"provenance",
+                      {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}, {"threads", 2}}}};
+    judge_context same;
+    same.fingerprint_id = "00000000000000aa";
+    observation one_thread = seen({{"status", "ok"}}, result);
+    one_thread.threads = 1;
+    const verdict other = judge(one_thread, expected, "cpu", same);
+    EXPECT_EQ(other.kind, verdict_kind::pass) << other.reason;
+    EXPECT_EQ(other.timings["step"]["verdict"], "NOT_COMPARED");
+    EXPECT_NE(other.timings["step"]["reason"].get<std::string>().find("blessed with 2"),
+              std::string::npos)
+        << other.timings["step"];
+
+    observation two_threads = one_thread;
+    two_threads.threads = 2; // the same count: judged, and 30% slower fails
+    EXPECT_EQ(judge(two_threads, expected, "cpu", same).kind, verdict_kind::perf_regression);
+
+    expected["provenance"].erase("threads"); // blessed before counts were recorded
+    const verdict unknown = judge(one_thread, expected, "cpu", same);
+    EXPECT_EQ(unknown.timings["step"]["verdict"], "NOT_COMPARED") << unknown.timings;
+}
+
 observation_origin origin() {
     observation_origin o;
     o.fingerprint_summary = {{"gpu_count", 0}};
@@ -348,7 +375,7 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
         {"case", "cpu.s.v"},
         {"verdict", "PASS"},
         {"observed", oom},
-        {"process", {{"peak_rss_bytes", 5000000}}},
+        {"process", {{"peak_rss_bytes", 5000000}, {"threads", 1}}},
         {"result",
          ok_result({{"outcome", oom},
                     {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
@@ -366,6 +393,7 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
     EXPECT_EQ(e["ran_on"], "cuda"); // the proof "cuda:0 test device", up to its ':'
     EXPECT_EQ(e["provenance"]["kind"], "observed");
     EXPECT_EQ(e["provenance"]["fingerprint_id"], "0123456789abcdef");
+    EXPECT_EQ(e["provenance"]["threads"], 1); // the count its times hold at
     EXPECT_EQ(e["provenance"]["source"], "guide");
 }
 
@@ -556,10 +584,10 @@ TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
     stub_machine.environment_fault = "the CUDA toolkit's stub libcuda.so is loaded as the driver";
     stub_machine.environment_errors = {"cudaErrorStubLibrary"};
     stub_machine.explained_errors = {"cudaErrorStubLibrary"};
-    const verdict v = judge({stub, json(), std::nullopt}, expected, "cuda", stub_machine);
+    const verdict v = judge({stub, json(), std::nullopt, std::nullopt}, expected, "cuda", stub_machine);
     EXPECT_EQ(v.kind, verdict_kind::unsupported);
     EXPECT_EQ(v.reason.rfind("environment: the CUDA toolkit's stub", 0), 0u) << v.reason;
-    EXPECT_EQ(judge({stub, json(), std::nullopt}, expected, "cpu", stub_machine).kind,
+    EXPECT_EQ(judge({stub, json(), std::nullopt, std::nullopt}, expected, "cpu", stub_machine).kind,
               verdict_kind::fail)
         << "a CPU case is never excused by the driver";
 
@@ -568,10 +596,10 @@ TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
     judge_context host;
     host.environment_fault = "no NVIDIA driver (libcuda.so.1 not found)";
     host.explained_errors = {"cudaErrorInsufficientDriver"};
-    EXPECT_EQ(judge({no_driver, json(), std::nullopt}, expected, "cuda", host).kind,
+    EXPECT_EQ(judge({no_driver, json(), std::nullopt, std::nullopt}, expected, "cuda", host).kind,
               verdict_kind::fail);
     const json expects_it = {{"outcome", no_driver}};
-    const verdict pass = judge({no_driver, json(), std::nullopt}, expects_it, "cuda", host);
+    const verdict pass = judge({no_driver, json(), std::nullopt, std::nullopt}, expects_it, "cuda", host);
     EXPECT_EQ(pass.kind, verdict_kind::pass);
     EXPECT_NE(pass.reason.find("(this machine: no NVIDIA driver"), std::string::npos)
         << pass.reason;

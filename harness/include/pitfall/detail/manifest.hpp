@@ -43,6 +43,11 @@ struct variant_spec {
     /// (each a declared parameter, of its type, within its bounds); `--param` still wins.
     nlohmann::json params = nlohmann::json::object();
     std::string param_set; ///< the set's name for reports ("seed_1000_features"); "" without one
+    /// The cores the case occupies: the harness sets the BLAS and OpenMP thread counts of its
+    /// process to this (1 unless the variant asks for more, saying why in `threads_why`), and
+    /// `pitfall run --jobs` reserves that many of its slots for it.
+    int threads = 1;
+    std::string threads_why;
 };
 
 /// A source that must NOT compile, and the compiler diagnostic that proves why (a CTest test).
