@@ -298,30 +298,28 @@ struct blessed_record {
     const loaded_run* run;
 };
 
-/// The record each case is blessed from, in the last run's order: the one with the lowest
-/// median time. On a shared machine interference only ever adds time, so the fastest of
-/// several runs is the least disturbed one, not a lucky one. An injected or crashed record
-/// among them taints the choice (and is then refused or blessed by name).
+/// The record each case is blessed from, in the last run's order: the one that ran fastest
+/// over every series it timed (relative_slowness). On a shared machine interference only ever
+/// adds time, so the fastest of several runs is the least disturbed one, not a lucky one. An
+/// injected or crashed record among them taints the choice (and is then refused or blessed by
+/// name).
 std::vector<blessed_record> least_disturbed(const std::vector<loaded_run>& runs) {
     std::vector<blessed_record> chosen;
     for (const auto& last : runs.back().log.cases) {
         std::vector<blessed_record> seen;
+        std::vector<const json*> results;
         for (const auto& r : runs)
-            if (const case_record* rec = r.log.find(last.key.str()))
+            if (const case_record* rec = r.log.find(last.key.str())) {
                 seen.push_back({rec, &r});
-        blessed_record pick{&last, &runs.back()};
-        double best = std::numeric_limits<double>::infinity();
-        bool all_timed = seen.size() > 1;
-        for (const blessed_record& seen_one : seen) {
-            const double m = first_time_median(seen_one.record->result);
-            all_timed = all_timed && std::isfinite(m);
-            if (std::isfinite(m) && m < best) {
-                best = m;
-                pick = seen_one;
+                results.push_back(&rec->result);
             }
-        }
-        if (!all_timed)
-            pick = {&last, &runs.back()};
+        blessed_record pick{&last, &runs.back()};
+        const std::vector<double> slowness = relative_slowness(results);
+        // Only where every run timed the same series: else the last run stands.
+        if (seen.size() > 1 && std::all_of(slowness.begin(), slowness.end(),
+                                           [](double s) { return std::isfinite(s); }))
+            pick = seen[static_cast<std::size_t>(
+                std::min_element(slowness.begin(), slowness.end()) - slowness.begin())];
         for (const blessed_record& seen_one : seen)
             if (seen_one.record->injected() || seen_one.record->verdict == verdict_kind::crash ||
                 seen_one.record->verdict == verdict_kind::timeout)

@@ -252,7 +252,9 @@ json run_header::to_json() const {
              {{"samples", options.samples ? json(*options.samples) : json(nullptr)},
               {"timeout_scale", options.timeout_scale},
               {"timing_floor", options.timing_floor},
-              {"remeasure_pause_seconds", options.remeasure_pause_seconds}}}};
+              {"remeasure_pause_seconds", options.remeasure_pause_seconds},
+              {"jobs", options.jobs},
+              {"timed_in_parallel", options.timed_in_parallel}}}};
 }
 
 status_or<run_header> run_header::from_json(const json& j) {
@@ -290,6 +292,13 @@ status_or<run_header> run_header::from_json(const json& j) {
     options.number("timeout_scale", h.options.timeout_scale);
     options.number("timing_floor", h.options.timing_floor);
     options.number("remeasure_pause_seconds", h.options.remeasure_pause_seconds);
+    std::optional<std::int64_t> jobs;
+    options.integer("jobs", jobs);
+    if (jobs && (*jobs < 1 || *jobs > 256))
+        options.fail("jobs", "expected a whole number from 1 to 256");
+    else if (jobs)
+        h.options.jobs = static_cast<int>(*jobs);
+    options.boolean("timed_in_parallel", h.options.timed_in_parallel);
     r.take_error(options);
     if (!r.ok())
         return r.error();

@@ -92,6 +92,8 @@ struct recorded_options {
     double timeout_scale = 1.0;
     double timing_floor = 0.10;
     double remeasure_pause_seconds = 2.0;
+    int jobs = 1;
+    bool timed_in_parallel = false;
 };
 
 /// The record that opens a run ("run") or a later session completing it ("resumed").

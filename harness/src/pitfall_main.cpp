@@ -155,6 +155,13 @@ bool parse_samples(const std::string& text, std::optional<int>& out) {
     out = n;
     return true;
 }
+bool parse_jobs(const std::string& text, int& out) {
+    int n = 0;
+    if (!parse_whole(text, n) || n < 1 || n > 256)
+        return false;
+    out = n;
+    return true;
+}
 bool parse_exit_code(const std::string& text, std::optional<int>& out) {
     int n = 0;
     if (!parse_whole(text, n) || n < 0 || n > 255)
@@ -273,9 +280,18 @@ void add_run(CLI::App& app, command_line& cl) {
                 "smallest relative slowdown that is PERF_REGRESSION (default 0.10)")
         ->type_name("F");
     add_checked(*sub, "--remeasure-pause", r.remeasure_pause, parse_pause, "seconds in [0, 600]",
-                "seconds before re-measuring an AMBIGUOUS or PERF_REGRESSION timing\n"
-                "in a new process (twice that before the third; default 2)")
+                "seconds between the last case and re-measuring, each once in a new\n"
+                "process, the cases whose timing came out AMBIGUOUS or PERF_REGRESSION\n"
+                "(default 2)")
         ->type_name("S");
+    add_checked(*sub, "--jobs", r.jobs, parse_jobs, "a whole number in [1, 256]",
+                "cases at once (default 1): each holds as many of the N slots as\n"
+                "its BLAS threads; CUDA cases one at a time; a case whose time or\n"
+                "ratio is judged runs alone")
+        ->type_name("N");
+    sub->add_flag("--timed-in-parallel", r.timed_in_parallel,
+                  "with --jobs, let cases whose times are judged run beside others\n"
+                  "(faster, and their times measure the contention too)");
     add_checked(*sub, "--skip-code", r.skip_code, parse_exit_code, "0..255",
                 "exit N when every selected case is UNSUPPORTED (SKIP_RETURN_CODE)")
         ->type_name("N");
@@ -288,6 +304,7 @@ reports (report.json, junit.xml, summary.md, report.html).
 examples:
   pitfall run --backend cpu
   pitfall run --scenario float64_inputs --variant reproduce,remedy --samples 15 --out runs/a
+  pitfall run --backend cpu --jobs 2
   pitfall run --resume runs/a)");
 }
 

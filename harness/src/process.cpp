@@ -2,6 +2,7 @@
 #include "pitfall/detail/text.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <poll.h>
 #include <random>
 #include <set>
@@ -116,9 +118,20 @@ struct containment_state {
     int guardian_fd = -1; ///< our end of the guardian's pipe (close-on-exec: no case holds it)
     std::string run_cgroup;
     std::string run_token;
-    unsigned case_count = 0;
+    std::atomic<unsigned> case_count{0};
 };
 containment_state g_contained;
+
+// The case processes running now, each watched by its own run_process call (`pitfall run
+// --jobs N` runs several at once from threads): one case's clean-up must neither kill another
+// case's processes nor reap another's exit status.
+std::mutex g_running_mutex;
+std::set<pid_t> g_running_cases;
+
+std::set<pid_t> running_cases() {
+    const std::lock_guard<std::mutex> lock(g_running_mutex);
+    return g_running_cases;
+}
 
 bool read_file(const std::string& path, std::string& text) {
     std::ifstream in(path, std::ios::binary);
@@ -201,17 +214,20 @@ std::vector<pid_t> processes_marked(const std::map<pid_t, proc_entry>& table,
     return found;
 }
 
-/// Our live descendants but the guardian (and its own, none) and `spare`.
+/// Our live descendants but the guardian (and its own, none), `spare`, and the other running
+/// cases and theirs.
 std::vector<pid_t> descendants(const std::map<pid_t, proc_entry>& table, pid_t spare) {
     std::vector<pid_t> found;
     const pid_t self = ::getpid();
+    const std::set<pid_t> running = running_cases();
+    const auto another_case = [&](pid_t pid) { return pid != spare && running.count(pid) != 0; };
     for (const auto& [pid, entry] : table) {
-        if (entry.zombie || pid == spare || pid == g_contained.guardian)
+        if (entry.zombie || pid == spare || pid == g_contained.guardian || another_case(pid))
             continue;
         pid_t up = entry.ppid;
         for (int depth = 0; depth < 4096 && up > 1 && up != self; ++depth) {
             const auto it = table.find(up);
-            if (it == table.end() || up == g_contained.guardian)
+            if (it == table.end() || up == g_contained.guardian || another_case(up))
                 break;
             up = it->second.ppid;
         }
@@ -221,11 +237,14 @@ std::vector<pid_t> descendants(const std::map<pid_t, proc_entry>& table, pid_t s
     return found;
 }
 
-/// Our children that exited and wait to be reaped, but the guardian and `spare`.
+/// Our children that exited and wait to be reaped, but the guardian, `spare` and the running
+/// cases (each reaped by its own watcher, which reads its exit status).
 void reap_zombie_children(pid_t spare) {
-    for (const auto& [pid, entry] : process_table())
+    const auto table = process_table(); // first: a case forked after it is not in it
+    const std::set<pid_t> running = running_cases();
+    for (const auto& [pid, entry] : table)
         if (entry.ppid == ::getpid() && entry.zombie && pid != spare &&
-            pid != g_contained.guardian) {
+            pid != g_contained.guardian && running.count(pid) == 0) {
             int status = 0;
             ::waitpid(pid, &status, WNOHANG);
         }
@@ -408,8 +427,12 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
         return -1;
     }
     const pid_t parent = ::getpid();
+    // Registered under the lock it was forked under: a clean-up that read the process table
+    // before taking the lock cannot have seen it exit.
+    std::unique_lock<std::mutex> registering(g_running_mutex);
     const pid_t pid = ::fork();
     if (pid < 0) {
+        registering.unlock();
         out.start_error = std::string("fork: ") + std::strerror(errno);
         ::close(exec_error_pipe[0]);
         ::close(exec_error_pipe[1]);
@@ -417,6 +440,8 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
     }
     if (pid == 0)
         exec_child(plan, parent, exec_error_pipe[1]);
+    g_running_cases.insert(pid);
+    registering.unlock();
     ::setpgid(pid, pid); // also from the parent: no race with an early kill
     ::close(exec_error_pipe[1]);
     int exec_errno = 0;
@@ -426,6 +451,10 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
     if (exec_failed) {
         int st = 0;
         ::waitpid(pid, &st, 0);
+        {
+            const std::lock_guard<std::mutex> lock(g_running_mutex);
+            g_running_cases.erase(pid);
+        }
         out.start_error = "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
         return -1;
     }
@@ -524,6 +553,10 @@ process_outcome run_process(const process_request& request) {
         end_case_processes(request.case_token, pid);
     }
     reap(pid, started, out);
+    {
+        const std::lock_guard<std::mutex> lock(g_running_mutex);
+        g_running_cases.erase(pid);
+    }
     cgroup.remove();
     return out;
 }
@@ -719,7 +752,12 @@ void end_containment() {
     }
     if (!g_contained.run_cgroup.empty())
         ::rmdir(g_contained.run_cgroup.c_str());
-    g_contained = containment_state{};
+    g_contained.active = false;
+    g_contained.guardian = -1;
+    g_contained.guardian_fd = -1;
+    g_contained.run_cgroup.clear();
+    g_contained.run_token.clear();
+    g_contained.case_count = 0;
 }
 
 } // namespace pitfall

@@ -22,13 +22,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <limits>
+#include <list>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -78,6 +82,52 @@ double first_time_median(const json& result) {
             series["values"].is_array() && !series["values"].empty())
             return median(series["values"].get<std::vector<double>>());
     return std::nan("");
+}
+
+namespace {
+/// The median of `result`'s series `name` in seconds; NaN when it has none.
+double time_median(const json& result, const std::string& name) {
+    if (!result.is_object() || !result.contains("samples") || !result["samples"].is_object() ||
+        !result["samples"].contains(name))
+        return std::nan("");
+    const json& series = result["samples"][name];
+    if (!series.is_object() || series.value("unit", "s") != "s" || !series.contains("values") ||
+        !series["values"].is_array() || series["values"].empty())
+        return std::nan("");
+    return median(series["values"].get<std::vector<double>>());
+}
+} // namespace
+
+std::vector<double> relative_slowness(const std::vector<const json*>& results,
+                                      std::vector<std::string> series) {
+    const double none = std::numeric_limits<double>::infinity();
+    if (series.empty() && !results.empty() && results.front()->is_object()) {
+        // Every series in seconds the first result timed; one another result lacks is dropped.
+        const json& first = *results.front();
+        const json samples =
+            first.contains("samples") && first["samples"].is_object() ? first["samples"] : json();
+        for (const auto& [name, _] : samples.items()) {
+            const bool everywhere = std::all_of(results.begin(), results.end(), [&](const json* r) {
+                return std::isfinite(time_median(*r, name));
+            });
+            if (everywhere)
+                series.push_back(name);
+        }
+    }
+    std::vector<double> slowness(results.size(), series.empty() ? none : 0.0);
+    for (const auto& name : series) {
+        double fastest = none;
+        for (const json* r : results)
+            if (const double m = time_median(*r, name); std::isfinite(m))
+                fastest = std::min(fastest, m);
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const double m = time_median(*results[i], name);
+            slowness[i] += std::isfinite(m) && fastest > 0 ? m / fastest
+                           : std::isfinite(m)             ? 1.0
+                                                          : none;
+        }
+    }
+    return slowness;
 }
 
 namespace {
@@ -460,8 +510,9 @@ status start_session(run_plan& plan) {
     h.profile_reason = plan.choice.reason;
     for (const auto& c : plan.cases)
         h.selection.push_back(key_of(c));
-    h.options = {plan.options.samples, plan.options.timeout_scale, plan.options.timing_floor,
-                 plan.options.remeasure_pause};
+    h.options = {plan.options.samples,    plan.options.timeout_scale,
+                 plan.options.timing_floor, plan.options.remeasure_pause,
+                 plan.options.jobs,         plan.options.timed_in_parallel};
     // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
     // recorded beside the fingerprint (not in its summary: profiles do not match on it).
     const char* mode = std::getenv("PITFALL_CONTAINMENT");
@@ -506,11 +557,14 @@ status start_session(run_plan& plan) {
 // ---- execute -------------------------------------------------------------------------------
 
 /// The terminal's view of a run: each case once, on one line, with a counter and an ETA
-/// ("[ 7/78] cpu.dtype_casting.remedy_loss_scaling   PASS   0.4 s   ETA 0:31").
+/// ("[ 7/78] cpu.dtype_casting.remedy_loss_scaling   PASS   0.4 s   ETA 0:31"). One case at a
+/// time, its name shows while it runs; with --jobs, each line is written whole as its case
+/// ends (lines of cases running side by side would interleave).
 class progress {
 public:
-    progress(const std::vector<case_ref>& cases, const std::map<std::string, case_record>& done)
-        : m_total(cases.size()) {
+    progress(const std::vector<case_ref>& cases, const std::map<std::string, case_record>& done,
+             int jobs)
+        : m_total(cases.size()), m_jobs(jobs) {
         for (const auto& c : cases) {
             m_width = std::max(m_width, c.key().size() + 2);
             m_left += done.count(c.key()) == 0 ? 1 : 0;
@@ -518,37 +572,55 @@ public:
     }
 
     void begin(std::size_t index, const case_key& key) {
-        m_started = std::chrono::steady_clock::now();
-        std::cout << '[' << std::setw(static_cast<int>(std::to_string(m_total).size())) << index + 1
-                  << '/' << m_total << "] " << std::left << std::setw(static_cast<int>(m_width))
-                  << key.str() << std::right << std::flush;
+        if (m_jobs == 1)
+            std::cout << head(index, key) << std::flush;
     }
-    /// Said on the case's line while it goes on ("AMBIGUOUS? measuring again...").
-    void note(const std::string& text) { std::cout << text << std::flush; }
-    void interrupted() { std::cout << " INTERRUPTED\n"; }
-    void not_recorded() { std::cout << " NOT RECORDED\n" << std::flush; }
-    void end(const case_record& record) {
-        // The case's whole time, re-measuring included: what the ETA must account for.
-        const double took =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+    /// A case whose timing came out uncertain: it is measured again at the end of the run.
+    void deferred(std::size_t index, const case_key& key, verdict_kind v, double took) {
+        std::ostringstream line;
+        line << (m_jobs == 1 ? "" : head(index, key)) << std::left << std::setw(16)
+             << (std::string(to_string(v)) + "?") << std::right << std::fixed
+             << std::setprecision(1) << std::setw(6) << took
+             << " s   measured again at the end of the run\n";
+        std::cout << line.str() << std::flush;
+        m_spent += took;
+    }
+    void interrupted(std::size_t index, const case_key& key) {
+        std::cout << (m_jobs == 1 ? "" : head(index, key)) << " INTERRUPTED\n" << std::flush;
+    }
+    void not_recorded(std::size_t index, const case_key& key) {
+        std::cout << (m_jobs == 1 ? "" : head(index, key)) << " NOT RECORDED\n" << std::flush;
+    }
+    /// `took`: the case's time in this session, a second measurement's included (the ETA's).
+    void end(std::size_t index, const case_record& record, double took, bool again) {
         m_spent += took;
         ++m_ran;
         --m_left;
         std::ostringstream line;
-        line << std::left << std::setw(16) << to_string(record.verdict) << std::right << std::fixed
+        line << (m_jobs == 1 && !again ? "" : head(index, record.key)) << std::left
+             << std::setw(16) << to_string(record.verdict) << std::right << std::fixed
              << std::setprecision(1) << std::setw(6) << took << " s   ETA "
-             << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left));
-        std::cout << line.str() << '\n';
+             << format_duration(m_spent / static_cast<double>(m_ran) *
+                                static_cast<double>(m_left) / static_cast<double>(m_jobs));
+        std::cout << line.str() << '\n' << std::flush;
     }
 
 private:
+    std::string head(std::size_t index, const case_key& key) const {
+        std::ostringstream out;
+        out << '[' << std::setw(static_cast<int>(std::to_string(m_total).size())) << index + 1
+            << '/' << m_total << "] " << std::left << std::setw(static_cast<int>(m_width))
+            << key.str() << std::right;
+        return out.str();
+    }
     std::size_t m_total = 0;
+    int m_jobs = 1;
     std::size_t m_width = 4;
     std::size_t m_left = 0;
     std::size_t m_ran = 0;
     double m_spent = 0;
-    std::chrono::steady_clock::time_point m_started;
 };
+
 
 /// One case as it is run: its request, and what it is judged against.
 struct case_context {
@@ -671,71 +743,87 @@ bool timing_uncertain(const verdict& v) {
     return v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression;
 }
 
+/// The timed series that made a verdict uncertain: those the next process is chosen by.
+std::vector<std::string> uncertain_series(const verdict& v) {
+    std::vector<std::string> names;
+    for (const auto& [name, t] : v.timings.items())
+        if (t.value("verdict", "") == "PERF_REGRESSION" || t.value("verdict", "") == "AMBIGUOUS")
+            names.push_back(name);
+    return names;
+}
+
 /// The attempt whose verdict stands, and each attempt's summary for the record. An attempt
-/// that failed otherwise (a crash, another outcome) is the verdict; else the least disturbed.
-std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried) {
+/// that failed otherwise (a crash, another outcome) is the verdict; else the least disturbed by
+/// the series being judged (`series`; relative_slowness: interference only ever adds time).
+std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried,
+                                             const std::vector<std::string>& series) {
+    std::vector<const json*> results;
+    for (const auto& a : tried)
+        results.push_back(&a.o.result);
+    const std::vector<double> slowness = relative_slowness(results, series);
     std::size_t best = 0;
-    double best_median = std::numeric_limits<double>::infinity();
     json summaries = json::array();
     for (std::size_t i = 0; i < tried.size(); ++i) {
-        const double m = first_time_median(tried[i].o.result);
+        json medians = json::object();
+        for (const auto& name : series) {
+            const double m = time_median(tried[i].o.result, name);
+            medians[name] = std::isfinite(m) ? json(m) : json(nullptr);
+        }
         summaries.push_back({{"verdict", to_string(tried[i].v.kind)},
                              {"reason", tried[i].v.reason},
                              {"samples", samples_taken(tried[i].o.result)},
-                             {"median_seconds", std::isfinite(m) ? json(m) : json(nullptr)},
+                             {"median_seconds", medians},
                              {"wall_seconds", tried[i].p.wall_seconds}});
         if (is_failing(tried[i].v.kind) && !timing_uncertain(tried[i].v)) {
             best = i;
             break;
         }
-        if (m < best_median) {
-            best_median = m;
+        if (slowness[i] < slowness[best])
             best = i;
-        }
     }
     return {best, summaries};
 }
 
-/// Up to two more processes before a timing verdict stands, each after a pause and with three
-/// times the samples (remeasure_request). Separate processes on a shared machine differ by
-/// more than one process's samples show, and interference only ever adds time: like the
-/// baseline (the fastest of the runs blessed), the candidate is the least disturbed of its
-/// processes. Its verdict stands: a PERF_REGRESSION fails the run only when even that process
-/// is slower beyond tolerance; AMBIGUOUS warns. Returns the attempt that stands and the
-/// attempts' summaries; nullopt when interrupted while the timing was still uncertain; an
-/// error when the kept result could not be written back to cases/.
-status_or<std::optional<std::pair<attempt, json>>> remeasure(const case_context& ctx, attempt first,
-                                                             progress& out) {
-    std::vector<attempt> tried;
-    tried.push_back(std::move(first));
-    while (tried.size() < 3 && timing_uncertain(tried.back().v)) {
-        out.note(std::string(" ") + to_string(tried.back().v.kind) + "? measuring again...");
-        // Interference on a shared machine comes in episodes of seconds (a co-tenant busy on
-        // the other hyperthread of the core): a process started at once lands in the same
-        // one. The pause grows so that three attempts span several seconds.
-        if (!pause_unless_interrupted(ctx.plan.options.remeasure_pause *
-                                      static_cast<double>(tried.size())))
-            break;
-        attempt next = measure(ctx, remeasure_request(ctx.request, tried.front().o.result));
-        if (next.p.interrupted)
-            break;
-        tried.push_back(std::move(next));
-    }
-    if (interrupt_requested != 0 && tried.size() < 3 && timing_uncertain(tried.back().v))
+/// A case whose first process came out AMBIGUOUS or PERF_REGRESSION, waiting for the end of the
+/// run: its second process runs then, alone, after a pause, with three times the samples
+/// (remeasure_request). Separate processes on a shared machine differ by more than one
+/// process's samples show, and interference only ever adds time: like the baseline (the
+/// fastest of the runs blessed), the candidate is the least disturbed of its two processes by
+/// the series being judged. A PERF_REGRESSION then fails the run only when even that process is
+/// slower beyond tolerance; AMBIGUOUS warns.
+struct deferred_case {
+    std::size_t index;
+    case_context ctx;
+    attempt first;
+    double took; ///< the first process's seconds, for the ETA
+};
+
+/// The second process of a deferred case and the verdict that stands; nullopt when Ctrl-C (or
+/// TERM) came meanwhile; an error when the kept result could not be written back to cases/.
+status_or<std::optional<std::pair<attempt, json>>> measure_again(deferred_case& d) {
+    attempt next = measure(d.ctx, remeasure_request(d.ctx.request, d.first.o.result));
+    if (next.p.interrupted)
         return std::optional<std::pair<attempt, json>>{};
-    auto [best, summaries] = least_disturbed(tried);
+    const std::vector<std::string> series = uncertain_series(d.first.v);
+    std::vector<attempt> tried;
+    tried.push_back(std::move(d.first));
+    tried.push_back(std::move(next));
+    auto [best, summaries] = least_disturbed(tried, series);
     attempt stands = std::move(tried[best]);
-    stands.v.reason =
-        "least disturbed of " + std::to_string(tried.size()) + " processes: " + stands.v.reason;
+    std::string judged_by;
+    for (const auto& name : series)
+        judged_by += (judged_by.empty() ? "" : ", ") + name;
+    stands.v.reason = "least disturbed of 2 processes (by " + judged_by + "): " + stands.v.reason;
     if (stands.v.kind == verdict_kind::ambiguous)
         stands.v.reason += " (a warning, not a failure)";
     if (stands.o.result.is_object()) // the kept result is the one judged
         PITFALL_TRY(write_file_atomically(
-            ctx.plan.folder->case_result_path(ctx.key),
+            d.ctx.plan.folder->case_result_path(d.ctx.key),
             stands.o.result.dump(2, ' ', false, json::error_handler_t::replace) + "\n"));
     return std::optional<std::pair<attempt, json>>{
         std::make_pair(std::move(stands), std::move(summaries))};
 }
+
 
 case_record make_record(const case_context& ctx, const attempt& a, json attempts) {
     case_record r;
@@ -764,25 +852,6 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
     return r;
 }
 
-/// Runs one case to its record; nullopt when Ctrl-C (or TERM) ended it; an error when what
-/// it left could not be written.
-status_or<std::optional<case_record>> run_case(const run_plan& plan, const case_ref& c,
-                                               progress& out) {
-    const case_context ctx = prepare_case(plan, c);
-    attempt a = measure(ctx, ctx.request);
-    if (a.p.interrupted)
-        return std::optional<case_record>{};
-    json attempts = json::array();
-    if (timing_uncertain(a.v)) {
-        PITFALL_ASSIGN_OR_RETURN(auto settled, remeasure(ctx, std::move(a), out));
-        if (!settled)
-            return std::optional<case_record>{};
-        a = std::move(settled->first);
-        attempts = std::move(settled->second);
-    }
-    return std::optional<case_record>{make_record(ctx, a, std::move(attempts))};
-}
-
 /// A case that cannot be recorded ends the run: printing it as finished would claim a result
 /// that is not on disk. Said with the file and the errno, and how to go on.
 status not_recorded(const run_plan& plan, const case_key& key, const status& why) {
@@ -794,44 +863,231 @@ status not_recorded(const run_plan& plan, const case_key& key, const status& why
         plan.folder->dir() + "` completes it");
 }
 
-/// Runs every case not finished yet, appending each record as it comes; true when
-/// interrupted; an error (the run ends, exit 2) when a record could not be written.
-status_or<bool> execute(run_plan& plan) {
-    install_interrupt_handlers();
-    progress out(plan.cases, plan.finished);
-    for (std::size_t i = 0; i < plan.cases.size(); ++i) {
-        const case_ref& c = plan.cases[i];
-        const case_key key = key_of(c);
-        if (plan.finished.count(key.str()) != 0)
-            continue;
-        if (interrupt_requested != 0)
+/// What a running case holds: slots (its threads, at most --jobs), the GPU (CUDA cases run
+/// one at a time: a case may use every visible device), or the whole machine (a case whose
+/// time or ratio is judged, unless --timed-in-parallel).
+struct case_claim {
+    int slots = 1;
+    bool gpu = false;
+    bool alone = false;
+};
+
+/// Whether a case's samples are judged here: its entry has timed series, or a ratio the chosen
+/// profiles bound takes it as numerator or denominator.
+bool timing_judged(const run_plan& plan, const case_context& ctx) {
+    if (ctx.expected->is_object() && ctx.expected->contains("timings"))
+        return true;
+    for (const auto& r : ctx.c.scenario->description.ratios)
+        if ((r.numerator == ctx.key.variant || r.denominator == ctx.key.variant) &&
+            plan.choice.ratio_bounds_for(ctx.key.scenario, ctx.key.backend + "." + r.name).first !=
+                nullptr)
             return true;
-        out.begin(i, key);
-        if (auto s = plan.folder->append_event("started", key, now_iso8601()); !s.is_ok()) {
-            out.not_recorded();
-            return not_recorded(plan, key, s);
+    return false;
+}
+
+case_claim claim_of(const run_plan& plan, const case_context& ctx) {
+    case_claim claim;
+    claim.slots = std::min(ctx.c.variant->threads, plan.options.jobs);
+    claim.gpu = ctx.c.backend == "cuda";
+    claim.alone =
+        plan.options.jobs > 1 && !plan.options.timed_in_parallel && timing_judged(plan, ctx);
+    return claim;
+}
+
+/// The cases running now, and what they hold.
+struct holdings {
+    int slots = 0;
+    bool gpu = false;
+    bool alone = false;
+    std::size_t running = 0;
+
+    bool admits(const case_claim& c, int jobs) const {
+        if (running == 0)
+            return true;
+        return !alone && !c.alone && slots + c.slots <= jobs && !(gpu && c.gpu);
+    }
+    void take(const case_claim& c) {
+        slots += c.slots;
+        gpu = gpu || c.gpu;
+        alone = alone || c.alone;
+        ++running;
+    }
+    void give_back(const case_claim& c) {
+        slots -= c.slots;
+        gpu = gpu && !c.gpu;
+        alone = alone && !c.alone;
+        --running;
+    }
+};
+
+/// A case's first process, run on a worker thread; the main thread records it.
+struct running_case {
+    std::size_t index;
+    case_claim claim;
+    std::optional<case_context> ctx;
+    attempt first;
+    double took = 0;
+    bool done = false;
+    std::thread worker;
+};
+
+/// Records a finished case (or defers one whose timing is uncertain); an error when its record
+/// could not be written.
+status settle_first(run_plan& plan, running_case& rc, progress& out,
+                    std::vector<deferred_case>& deferred) {
+    const case_key key = rc.ctx->key;
+    if (timing_uncertain(rc.first.v) && interrupt_requested == 0) {
+        out.deferred(rc.index, key, rc.first.v.kind, rc.took);
+        deferred.push_back({rc.index, std::move(*rc.ctx), std::move(rc.first), rc.took});
+        return status::ok();
+    }
+    case_record record = make_record(*rc.ctx, rc.first, json::array());
+    if (auto s = plan.folder->append(record); !s.is_ok()) {
+        out.not_recorded(rc.index, key);
+        return not_recorded(plan, key, s);
+    }
+    out.end(rc.index, record, rc.took, false);
+    plan.finished.emplace(key.str(), std::move(record));
+    return status::ok();
+}
+
+/// Each case not finished yet, up to --jobs at once (case_claim says which may share the
+/// machine), each record appended as its case ends. Returns the cases whose timing came out
+/// uncertain, for the end of the run; `interrupted` set on Ctrl-C (or TERM).
+status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out,
+                                                 bool& interrupted) {
+    std::vector<deferred_case> deferred;
+    std::deque<std::size_t> pending;
+    for (std::size_t i = 0; i < plan.cases.size(); ++i)
+        if (plan.finished.count(plan.cases[i].key()) == 0)
+            pending.push_back(i);
+    std::mutex mutex;
+    std::condition_variable finished_one;
+    std::list<running_case> running;
+    holdings held;
+    status failure = status::ok();
+    while (true) {
+        // Start what fits, in order; a case that must run alone holds back every case after it
+        // until the machine is free (else a stream of small cases would starve it).
+        while (failure.is_ok() && interrupt_requested == 0 && !pending.empty()) {
+            const std::size_t i = pending.front();
+            case_context ctx = prepare_case(plan, plan.cases[i]);
+            const case_claim claim = claim_of(plan, ctx);
+            {
+                const std::lock_guard<std::mutex> lock(mutex);
+                if (!held.admits(claim, plan.options.jobs))
+                    break;
+                held.take(claim);
+            }
+            pending.pop_front();
+            if (auto s = plan.folder->append_event("started", ctx.key, now_iso8601());
+                !s.is_ok()) {
+                out.not_recorded(i, ctx.key);
+                failure = not_recorded(plan, ctx.key, s);
+                const std::lock_guard<std::mutex> lock(mutex);
+                held.give_back(claim);
+                break;
+            }
+            out.begin(i, ctx.key);
+            running.emplace_back();
+            running_case& rc = running.back();
+            rc.index = i;
+            rc.claim = claim;
+            rc.ctx.emplace(std::move(ctx));
+            rc.worker = std::thread([&rc, &mutex, &finished_one] {
+                const auto started = std::chrono::steady_clock::now();
+                attempt a = measure(*rc.ctx, rc.ctx->request);
+                const std::lock_guard<std::mutex> lock(mutex);
+                rc.first = std::move(a);
+                rc.took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                              .count();
+                rc.done = true;
+                finished_one.notify_all();
+            });
         }
-        auto ran = run_case(plan, c, out);
-        if (!ran.is_ok()) {
-            out.not_recorded();
-            return not_recorded(plan, key, ran.error());
+        if (running.empty())
+            break;
+        std::unique_lock<std::mutex> lock(mutex);
+        finished_one.wait(lock, [&] {
+            return std::any_of(running.begin(), running.end(),
+                               [](const running_case& rc) { return rc.done; });
+        });
+        for (auto it = running.begin(); it != running.end();) {
+            if (!it->done) {
+                ++it;
+                continue;
+            }
+            held.give_back(it->claim);
+            lock.unlock();
+            it->worker.join();
+            if (it->first.p.interrupted) {
+                interrupted = true;
+                out.interrupted(it->index, it->ctx->key);
+                if (auto s = plan.folder->append_event("interrupted", it->ctx->key, now_iso8601());
+                    !s.is_ok() && failure.is_ok())
+                    failure = not_recorded(plan, it->ctx->key, s);
+            } else if (failure.is_ok()) {
+                failure = settle_first(plan, *it, out, deferred);
+            }
+            lock.lock();
+            it = running.erase(it);
         }
-        std::optional<case_record>& record = ran.value();
-        if (!record) {
-            out.interrupted();
+    }
+    interrupted = interrupted || interrupt_requested != 0;
+    if (!failure.is_ok())
+        return failure;
+    return deferred;
+}
+
+/// The second processes of the deferred cases, one at a time after one pause (see
+/// deferred_case). True when interrupted.
+status_or<bool> measure_deferred(run_plan& plan, progress& out,
+                                 std::vector<deferred_case>& deferred) {
+    if (deferred.empty())
+        return false;
+    std::cout << "measuring again, one at a time after " << plan.options.remeasure_pause
+              << " s: " << deferred.size() << (deferred.size() == 1 ? " case" : " cases")
+              << " whose timing came out uncertain\n"
+              << std::flush;
+    if (!pause_unless_interrupted(plan.options.remeasure_pause))
+        return true;
+    for (deferred_case& d : deferred) {
+        const case_key key = d.ctx.key;
+        const auto started = std::chrono::steady_clock::now();
+        out.begin(d.index, key);
+        PITFALL_ASSIGN_OR_RETURN(auto settled, measure_again(d));
+        if (!settled) {
+            out.interrupted(d.index, key);
             if (auto s = plan.folder->append_event("interrupted", key, now_iso8601()); !s.is_ok())
                 return not_recorded(plan, key, s);
             return true;
         }
-        if (auto s = plan.folder->append(*record); !s.is_ok()) {
-            out.not_recorded();
+        case_record record = make_record(d.ctx, settled->first, std::move(settled->second));
+        if (auto s = plan.folder->append(record); !s.is_ok()) {
+            out.not_recorded(d.index, key);
             return not_recorded(plan, key, s);
         }
-        out.end(*record);
-        plan.finished.emplace(key.str(), std::move(*record));
+        const double again =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        out.end(d.index, record, again, true);
+        plan.finished.emplace(key.str(), std::move(record));
     }
     return false;
 }
+
+/// Runs every case not finished yet, then measures again those whose timing was uncertain;
+/// true when interrupted; an error (the run ends, exit 2) when a record could not be written.
+status_or<bool> execute(run_plan& plan) {
+    install_interrupt_handlers();
+    progress out(plan.cases, plan.finished, plan.options.jobs);
+    bool interrupted = false;
+    PITFALL_ASSIGN_OR_RETURN(std::vector<deferred_case> deferred,
+                             first_pass(plan, out, interrupted));
+    if (interrupted)
+        return true;
+    return measure_deferred(plan, out, deferred);
+}
+
 
 // ---- summarise -----------------------------------------------------------------------------
 

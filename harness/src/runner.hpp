@@ -41,9 +41,14 @@ struct run_options {
     /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
     /// with nothing changed, which no run's own samples can see.
     double timing_floor = 0.10;
-    /// Seconds before the second process of a case whose timing came out AMBIGUOUS or
-    /// PERF_REGRESSION (twice that before the third): interference comes in episodes of seconds.
+    /// Seconds between the last case and the second processes of the cases whose timing came
+    /// out AMBIGUOUS or PERF_REGRESSION: interference comes in episodes of seconds, and a
+    /// process started at once lands in the same one.
     double remeasure_pause = 2.0;
+    /// Cases at once (--jobs): each holds as many slots as its threads; CUDA cases one at a time.
+    int jobs = 1;
+    /// Under --jobs, cases whose times or ratios are judged run beside others too.
+    bool timed_in_parallel = false;
     std::vector<std::string> argv; ///< recorded in the run header
 };
 
@@ -90,8 +95,15 @@ std::string counts_line(const std::map<std::string, int>& counts);
 std::string utc_now(const char* format);
 /// The median of `v`; NaN when empty.
 double median(std::vector<double> v);
-/// The median of a result document's first series in seconds (by name): the figure the
-/// least-disturbed choices compare; NaN when the case timed nothing.
+/// The median of a result document's first series in seconds (by name): the figure a report
+/// shows for a case; NaN when the case timed nothing.
 double first_time_median(const nlohmann::json& result);
+/// How slow each of several results of one case ran, for choosing the least disturbed: over
+/// `series` (every series in seconds that all of them timed, when empty), the sum of each
+/// result's median relative to the smallest median among them (1 per series for the fastest).
+/// Infinity for a result that lacks one of the series; all infinite when there is no series
+/// to compare.
+std::vector<double> relative_slowness(const std::vector<const nlohmann::json*>& results,
+                                      std::vector<std::string> series = {});
 
 } // namespace pitfall::runner

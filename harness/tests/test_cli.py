@@ -19,8 +19,10 @@ PROGRAM = os.environ.get("PITFALL_FIXTURE_PROGRAM", "")
 
 
 def records(run_dir, kind="case"):
+    """The lines of a run's results.jsonl of one record kind (None: every line)."""
     with open(os.path.join(run_dir, "results.jsonl")) as f:
-        return [r for r in (json.loads(line) for line in f if line.strip()) if r["record"] == kind]
+        return [r for r in (json.loads(line) for line in f if line.strip())
+                if kind is None or r["record"] == kind]
 
 
 def alive(pid):
@@ -130,6 +132,53 @@ class FixtureTest(unittest.TestCase):
             lines = f.readlines()
         self.assertEqual(json.loads(lines[-1])["case"], "cpu.harness_fixture.unsupported")
         return out, path, lines
+
+
+class Jobs(FixtureTest):
+    """`pitfall run --jobs N`: cases side by side, a case whose time is judged alone."""
+
+    SLOW = {"PITFALL_FIXTURE_SLEEP_MS": "1500"}
+
+    def run_jobs(self, name, variants, *extra):
+        out = self.run_dir(name)
+        started = time.monotonic()
+        p = self.pitfall("run", "--variant", variants, "--backend", "cpu", "--out", out,
+                         "--samples", "1", *extra, env=dict(os.environ, **self.SLOW))
+        return p, time.monotonic() - started, by_case(out), records(out, kind=None)
+
+    def test_untimed_cases_run_side_by_side(self):
+        p, took, cases, lines = self.run_jobs("a", "exit3,bad_check,unsupported", "--jobs", "3")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # exit3 and bad_check fail
+        self.assertEqual(sorted(cases), ["cpu.harness_fixture.bad_check", "cpu.harness_fixture.exit3",
+                                         "cpu.harness_fixture.unsupported"])
+        self.assertEqual(len([r for r in lines if r.get("record") == "case"]), 3)  # each once
+        self.assertEqual(lines[0]["options"]["jobs"], 3)
+        alone = sum(r["process"]["wall_seconds"] for r in cases.values())
+        self.assertGreater(alone, 4.4)  # three processes of >= 1.5 s each
+        self.assertLess(took, 0.8 * alone, "the three cases did not overlap")
+        for r in cases.values():
+            self.assertEqual(r["process"]["threads"], 1)
+
+    def test_a_case_whose_time_is_judged_runs_alone(self):
+        self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", self.run_dir("base"),
+                     "--samples", "1")
+        self.assertEqual(self.pitfall("bless", self.run_dir("base")).returncode, 0)
+        p, took, cases, _ = self.run_jobs("b", "ok,unsupported,exit3", "--jobs", "3")
+        self.assertEqual(len(cases), 3, p.stdout + p.stderr)
+        # ok (timed) alone, then the other two together: at least two sleeps one after the other.
+        self.assertGreaterEqual(took, 3.0, p.stdout)
+        p, took, cases, _ = self.run_jobs("c", "ok,unsupported,exit3", "--jobs", "3",
+                                          "--timed-in-parallel")
+        self.assertEqual(len(cases), 3, p.stdout + p.stderr)
+        alone = sum(r["process"]["wall_seconds"] for r in cases.values())
+        self.assertLess(took, 0.8 * alone, "asked to, the timed case ran beside the others")
+
+    def test_bad_jobs_values_are_refused(self):
+        for bad in ("0", "257", "two", "1.5", "-1"):
+            p = self.pitfall("run", "--jobs", bad, "--out", self.run_dir("x"))
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn("--jobs " + bad, p.stderr)
+            self.assertFalse(os.path.exists(self.run_dir("x")))
 
 
 class Endings(FixtureTest):
@@ -466,10 +515,15 @@ class Verdicts(FixtureTest):
         self.assertEqual(rec["verdict"], "PERF_REGRESSION", rec["reason"])
         self.assertEqual(rec["result"]["injected"], ["slowdown x1.2"])
         self.assertGreater(rec["timings"]["step_seconds"]["ratio"]["low"], 1.15)
-        # Measured in three processes before it stood, the later two with three times the
-        # samples and after pauses of 0.5 s and 1 s (a lower bound on the time: no noise in it).
-        self.assertEqual([a["samples"] for a in rec["attempts"]], [15, 45, 45])
-        self.assertGreaterEqual(took, 1.5)
+        # Measured in two processes before it stood: the second at the end of the run, after
+        # the pause, with three times the samples (a lower bound on the time: no noise in it),
+        # and chosen by the series that was judged.
+        self.assertEqual([a["samples"] for a in rec["attempts"]], [15, 45])
+        self.assertEqual(list(rec["attempts"][0]["median_seconds"]), ["step_seconds"])
+        self.assertIn("least disturbed of 2 processes (by step_seconds)", rec["reason"])
+        self.assertIn("measured again at the end of the run", p.stdout)
+        self.assertIn("measuring again, one at a time after 0.5 s: 1 case", p.stdout)
+        self.assertGreaterEqual(took, 0.5)
         self.assertEqual(p.returncode, 1)
         self.assertIn("PITFALL_INJECT", p.stdout)  # the run says it was injected
         # Unchanged, the same synthetic steps are SAME.
