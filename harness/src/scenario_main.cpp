@@ -30,6 +30,7 @@ struct context::impl {
     int samples = 9;
     int warmup = 1;
     double warmup_seconds = 0.25;
+    bool process_warm = false; // a warm-up of warmup_seconds has run in this process
     json measurements = json::object();
     json samples_recorded = json::object();
     json events = json::object();
@@ -75,7 +76,10 @@ int context::warmup_count() const {
     return m_impl->warmup;
 }
 double context::warmup_seconds() const {
-    return m_impl->warmup_seconds;
+    return m_impl->process_warm ? 0.0 : m_impl->warmup_seconds;
+}
+void context::process_warmed() {
+    m_impl->process_warm = true;
 }
 
 status bad_parameter(const std::string& name, const std::string& why) {

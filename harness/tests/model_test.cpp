@@ -63,7 +63,9 @@ json full_header() {
              {{"samples", 9},
               {"timeout_scale", 2.0},
               {"timing_floor", 0.1},
-              {"remeasure_pause_seconds", 2.0}}}};
+              {"remeasure_pause_seconds", 2.0},
+              {"jobs", 1},
+              {"timed_in_parallel", false}}}};
 }
 
 TEST(VerdictTable, EachVerdictOnceWithItsNameAndWhetherItFails) {

@@ -1,4 +1,5 @@
 #include "baseline.hpp"
+#include "runner.hpp"
 #include "fingerprint.hpp"
 #include "index.hpp"
 
@@ -706,4 +707,33 @@ TEST(Fingerprint, BehaviourKeysComeFromTheProbeOnlyWhereItLearnedThem) {
     const json none = fingerprint_summary({{"libraries", {{"cuda", {{"device_count", 0}}}}}});
     for (const char* key : {"driver_branch", "pageable_memory_access", "compute_mode", "mig"})
         EXPECT_FALSE(none.contains(key)) << key;
+}
+
+namespace {
+json timed(double x, double y) {
+    return {{"samples",
+             {{"x", {{"unit", "s"}, {"values", {x, x, x}}}},
+              {"y", {{"unit", "s"}, {"values", {y, y, y}}}},
+              {"fraction", {{"unit", "1"}, {"values", {0.5}}}}}}};
+}
+} // namespace
+
+TEST(LeastDisturbed, ChosenByTheSeriesBeingJudged) {
+    const json a = timed(1.0, 2.0), b = timed(1.5, 1.9);
+    const std::vector<const json*> both{&a, &b};
+    // Judged on x, a ran faster; judged on y, b did: the first series by name decides neither.
+    auto by_x = relative_slowness(both, {"x"});
+    EXPECT_LT(by_x[0], by_x[1]);
+    auto by_y = relative_slowness(both, {"y"});
+    EXPECT_GT(by_y[0], by_y[1]);
+    // Every timed series (not the unitless fraction): a is 1 + 2/1.9, b is 1.5 + 1.
+    auto all = relative_slowness(both);
+    EXPECT_NEAR(all[0], 1.0 + 2.0 / 1.9, 1e-12);
+    EXPECT_NEAR(all[1], 2.5, 1e-12);
+    // A result that lacks a judged series cannot be the least disturbed.
+    const json none = {{"samples", json::object()}};
+    auto missing = relative_slowness({&a, &none}, {"x"});
+    EXPECT_TRUE(std::isinf(missing[1]));
+    EXPECT_EQ(missing[0], 1.0);
+    EXPECT_TRUE(std::isinf(relative_slowness({&none, &none})[0])) << "nothing to compare";
 }

@@ -329,7 +329,7 @@ pitfall::status_or<std::vector<double>> time_repeated(int warmup, int repetition
 /// time_samples; returns {fit seconds, base seconds} per chunk.
 template <class Backend, class FitFn, class BaseFn>
 pitfall::status_or<std::pair<std::vector<double>, std::vector<double>>>
-time_interleaved(const pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
+time_interleaved(pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
     auto both = [&]() -> pitfall::status {
         PITFALL_TRY(fit());
         return base();

@@ -60,7 +60,12 @@ public:
     /// default 0.25).
     int sample_count() const;
     int warmup_count() const;
+    /// The seconds the next warm-up must last: `warmup_seconds` for the process's first timed
+    /// series, 0 after one warm-up has run that long (what it waits out, clock ramp-up, page
+    /// faults, memory placement, belongs to the process, not to each series).
     double warmup_seconds() const;
+    /// Said by warm_up once it has warmed the process for `warmup_seconds`.
+    void process_warmed();
 
     /// A single measured number ("final_loss", "samples_per_second").
     void record(const std::string& name, double value, const std::string& unit = "");
@@ -108,7 +113,9 @@ template <class Backend> status cuda_only(const std::string& why_not_on_cpu) {
 /// Untimed calls of `fn` until both `warmup` calls and `warmup_seconds` have passed. Time, not
 /// a count: a fresh process runs its first ~0.1 s up to 30% slower on shared machines (clock
 /// ramp, page faults, memory placement), and a median taken in that phase moves a whole run.
-template <class Backend, class Fn> status warm_up(const context& ctx, Fn&& fn) {
+/// Once per process: a later series of the same process only runs its `warmup` calls (its own
+/// code path's caches), not the time again.
+template <class Backend, class Fn> status warm_up(context& ctx, Fn&& fn) {
     const auto start = std::chrono::steady_clock::now();
     const auto enough = std::chrono::duration<double>(ctx.warmup_seconds());
     for (int i = 0; i < ctx.warmup_count() || std::chrono::steady_clock::now() - start < enough;
@@ -116,6 +123,7 @@ template <class Backend, class Fn> status warm_up(const context& ctx, Fn&& fn) {
         PITFALL_TRY(fn());
         PITFALL_TRY(Backend::synchronize());
     }
+    ctx.process_warmed();
     return status::ok();
 }
 
