@@ -4,13 +4,16 @@
 #include "pitfall/detail/json_file.hpp"
 
 #include "pitfall/detail/process.hpp"
+#include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <thread>
 #include <tuple>
@@ -109,8 +112,112 @@ json container_facts() {
 }
 } // namespace
 
-json take_fingerprint(const std::string& probe_program, const std::string& log_dir) {
-    json fp = {{"schema", "pitfall.fingerprint/1"}};
+namespace {
+std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 1469598103934665603ULL) {
+    for (const unsigned char c : text) {
+        h ^= c;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+std::string hex16(std::uint64_t h) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+    return text;
+}
+
+std::string boot_id() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(in, id);
+    return id;
+}
+
+double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+/// "<size>:<mtime ns>" of a file, "" where it cannot be read.
+std::string file_stamp(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return "";
+    return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+}
+
+/// Every absolute path of a file the probe's answer names (libraries it loaded, the driver's
+/// files), with its stamp: the answer holds while they are unchanged.
+void stamp_files(const json& j, json& files, int depth = 0) {
+    if (depth > 16)
+        return;
+    if (j.is_string()) {
+        const std::string& text = j.get_ref<const std::string&>();
+        if (text.size() > 1 && text.size() < 4096 && text[0] == '/' && files.size() < 256)
+            if (std::string stamp = file_stamp(text); !stamp.empty())
+                files[text] = stamp;
+    } else if (j.is_structured()) {
+        for (const auto& item : j)
+            stamp_files(item, files, depth + 1);
+    }
+}
+
+/// The folder for kept probe answers, made if needed; "" with `why` when unusable.
+std::string probe_cache_dir(std::string& why) {
+    const char* chosen = std::getenv("PITFALL_PROBE_CACHE");
+    std::string dir;
+    if (chosen != nullptr && *chosen != '\0') {
+        if (std::string(chosen) == "off") {
+            why = "PITFALL_PROBE_CACHE=off";
+            return "";
+        }
+        dir = chosen;
+    } else if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+               runtime != nullptr && *runtime == '/') {
+        dir = std::string(runtime) + "/pitfall";
+    } else {
+        dir = "/tmp/pitfall-probe-" + std::to_string(::geteuid());
+    }
+    ::mkdir(dir.c_str(), 0700);
+    struct stat st {};
+    // Our own folder, closed to others: an answer another user could plant would choose the
+    // profile that judges this run.
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 077) != 0) {
+        why = dir + " is not a folder of this user's closed to others";
+        return "";
+    }
+    return dir;
+}
+
+/// A kept answer for `path` that still holds, else null: the same boot, young enough, every
+/// file it names unchanged. Anything unreadable or malformed is no answer (the probe runs).
+json reusable_answer(const std::string& path, double& age) {
+    auto text = detail::read_regular_file(path, std::size_t{4} << 20);
+    if (!text.is_ok())
+        return json();
+    auto doc = detail::parse_json(text.value(), path);
+    if (!doc.is_ok() || !doc.value().is_object())
+        return json();
+    const json& d = doc.value();
+    if (d.value("schema", "") != "pitfall.probe-answer/1" || !d.contains("boot_id") ||
+        d["boot_id"] != boot_id() || !d.contains("taken_at_unix") ||
+        !d["taken_at_unix"].is_number() || !d.contains("files") || !d["files"].is_object() ||
+        !d.contains("libraries") || !d["libraries"].is_object())
+        return json();
+    age = unix_now() - d["taken_at_unix"].get<double>();
+    if (!(age >= 0 && age <= probe_cache_seconds))
+        return json();
+    for (const auto& [file, stamp] : d["files"].items())
+        if (!stamp.is_string() || file_stamp(file) != stamp.get<std::string>())
+            return json();
+    return d["libraries"];
+}
+
+/// Runs the probe; its JSON, or {"probe_error": ...} saying why there is none.
+json run_probe(const std::string& probe_program, const std::string& log_dir) {
     const std::string probe_out = log_dir + "/probe.log";
     process_request req;
     req.argv = {probe_program};
@@ -140,6 +247,55 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
                               : "exit " + std::to_string(outcome.exit_code.value_or(-1));
         libraries = {{"probe_error", why}, {"probe_output", detail::utf8_head(text, 2000)}};
     }
+    return libraries;
+}
+} // namespace
+
+std::string probe_cache_file(const std::string& probe_program, std::string& why) {
+    const std::string dir = probe_cache_dir(why);
+    if (dir.empty())
+        return "";
+    std::string key = probe_program + '\n' + file_stamp(probe_program) + '\n' +
+                      std::to_string(::geteuid()) + '\n';
+    for (const char* name : behaviour_env) {
+        const char* value = std::getenv(name);
+        key += std::string(name) + (value != nullptr ? "=" + std::string(value) : "") + '\n';
+    }
+    return dir + "/probe-" + hex16(fnv1a(key)) + ".json";
+}
+
+json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
+                      bool reuse_probe) {
+    json fp = {{"schema", "pitfall.fingerprint/1"}};
+    std::string why_not;
+    const std::string cache = reuse_probe ? probe_cache_file(probe_program, why_not) : "";
+    double age = 0;
+    json libraries = cache.empty() ? json() : reusable_answer(cache, age);
+    json probe = {{"reused", !libraries.is_null()}};
+    if (!libraries.is_null()) {
+        probe["age_seconds"] = age;
+        probe["cache"] = cache;
+        std::ofstream(log_dir + "/probe.log")
+            << "the probe's answer of " << age << " s ago, kept in " << cache << '\n';
+    } else {
+        libraries = run_probe(probe_program, log_dir);
+        const double taken = unix_now();
+        // Kept only when the probe answered: a failed probe is run again next time.
+        if (!cache.empty() && libraries.is_object() && !libraries.contains("probe_error")) {
+            json files = json::object();
+            stamp_files(libraries, files);
+            const json answer = {{"schema", "pitfall.probe-answer/1"},
+                                 {"boot_id", boot_id()},
+                                 {"taken_at_unix", taken},
+                                 {"files", files},
+                                 {"libraries", libraries}};
+            if (write_file_atomically(cache, detail::dump_safe(answer)).is_ok())
+                probe["cache"] = cache;
+        } else if (reuse_probe && cache.empty()) {
+            probe["not_kept"] = why_not;
+        }
+    }
+    fp["probe"] = probe;
     fp["libraries"] = libraries;
 
     struct utsname uts {};

@@ -10,7 +10,23 @@ namespace pitfall::runner {
 
 /// Runs the probe program (a child process; its output goes to <log_dir>/probe.log) and adds
 /// the host facts. Never fails: what could not be learned is recorded with the reason.
-nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir);
+/// With `reuse_probe`, a probe answer kept by an earlier run is used instead of starting the
+/// probe, while it is valid (probe_cache_file): CTest runs `pitfall run` once per case, and the
+/// probe (which loads cuBLAS and cuDNN to ask their versions) costs more than a small case.
+/// The fingerprint's "probe" says which: {"reused": bool, "taken_at", "age_seconds", "cache"}.
+nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
+                                bool reuse_probe = false);
+
+/// Where a probe answer for `probe_program` under this environment is kept: a file named by a
+/// hash of the probe program (path, inode, size, modification time), the user and the values
+/// of the variables that change what the probe sees, in PITFALL_PROBE_CACHE (a folder; "off"
+/// keeps nothing), else $XDG_RUNTIME_DIR/pitfall, else /tmp/pitfall-probe-<uid>; the folder
+/// must be the user's own and closed to others. "" with `why` set when there is none.
+std::string probe_cache_file(const std::string& probe_program, std::string& why);
+
+/// Seconds a kept probe answer stays valid. It is also dropped after a reboot (the kernel's
+/// boot id) and when a library file it names changed (size or modification time).
+constexpr double probe_cache_seconds = 600;
 
 /// The flat facts profiles match on: gpu_count, cuda_driver_version, cuda_runtime_version,
 /// cudnn_version, compute_capability, device_name, built_with_cuda, os, in_container.

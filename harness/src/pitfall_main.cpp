@@ -289,6 +289,9 @@ void add_run(CLI::App& app, command_line& cl) {
                 "its BLAS threads; CUDA cases one at a time; a case whose time or\n"
                 "ratio is judged runs alone")
         ->type_name("N");
+    sub->add_flag("--fresh-probe", r.fresh_probe,
+                  "start the environment probe even where an answer of the last\n"
+                  "10 minutes of this boot is kept (see PITFALL_PROBE_CACHE)");
     sub->add_flag("--timed-in-parallel", r.timed_in_parallel,
                   "with --jobs, let cases whose times are judged run beside others\n"
                   "(faster, and their times measure the contention too)");

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <poll.h>
 #include <random>
 #include <set>
@@ -237,26 +239,76 @@ std::vector<pid_t> descendants(const std::map<pid_t, proc_entry>& table, pid_t s
     return found;
 }
 
+/// Our children, from the kernel's per-thread lists (a few small reads, where a scan of /proc
+/// reads every process on the machine); nullopt where the kernel has no such lists.
+std::optional<std::vector<pid_t>> own_children() {
+    DIR* tasks = ::opendir("/proc/self/task");
+    if (tasks == nullptr)
+        return std::nullopt;
+    std::vector<pid_t> children;
+    bool listed = false;
+    while (const dirent* e = ::readdir(tasks)) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        std::string text;
+        if (!read_file(std::string("/proc/self/task/") + e->d_name + "/children", text))
+            continue;
+        listed = true;
+        std::istringstream in(text);
+        for (long pid = 0; in >> pid;)
+            children.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(tasks);
+    if (!listed)
+        return std::nullopt;
+    return children;
+}
+
 /// Our children that exited and wait to be reaped, but the guardian, `spare` and the running
 /// cases (each reaped by its own watcher, which reads its exit status).
 void reap_zombie_children(pid_t spare) {
-    const auto table = process_table(); // first: a case forked after it is not in it
+    // The children first: a case forked after the list was read is not in it.
+    const std::optional<std::vector<pid_t>> children = own_children();
+    std::vector<pid_t> exited;
+    if (children) {
+        exited = *children; // waitpid(WNOHANG) leaves a live one alone
+    } else {
+        for (const auto& [pid, entry] : process_table())
+            if (entry.ppid == ::getpid() && entry.zombie)
+                exited.push_back(pid);
+    }
     const std::set<pid_t> running = running_cases();
-    for (const auto& [pid, entry] : table)
-        if (entry.ppid == ::getpid() && entry.zombie && pid != spare &&
-            pid != g_contained.guardian && running.count(pid) == 0) {
+    for (const pid_t pid : exited)
+        if (pid != spare && pid != g_contained.guardian && running.count(pid) == 0) {
             int status = 0;
             ::waitpid(pid, &status, WNOHANG);
         }
 }
 
-/// Ends (KILL) every process of a case that has finished: what carries its token and, under
-/// containment, every descendant but `child` (still unreaped, so that its pid and group id are
-/// not reused meanwhile), until none is left or 5 s have passed (a process stuck in a driver
+/// Whether a cgroup still holds a live process (its cgroup.events; a zombie does not count).
+bool cgroup_populated(const std::string& dir) {
+    std::string events;
+    return read_file(dir + "/cgroup.events", events) &&
+           events.find("populated 0") == std::string::npos;
+}
+
+/// Ends (KILL) every process of a case that has finished. In the case's cgroup (`cgroup_dir`
+/// not empty), that is everything in it, however it left the process group: cgroup.kill until
+/// it is empty. Without one, what carries its token and, under containment, every descendant
+/// but `child` (still unreaped, so that its pid and group id are not reused meanwhile), found
+/// by scanning /proc. Either until none is left or 5 s have passed (a process stuck in a driver
 /// call). What became our child is reaped.
-void end_case_processes(const std::string& token, pid_t child) {
-    const std::string entry = std::string(case_token_env) + "=" + token;
+void end_case_processes(const std::string& token, pid_t child, const std::string& cgroup_dir) {
     const auto until = clock_type::now() + std::chrono::seconds(5);
+    if (!cgroup_dir.empty()) {
+        while (cgroup_populated(cgroup_dir) && clock_type::now() < until) {
+            (void)write_text(cgroup_dir + "/cgroup.kill", "1");
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        reap_zombie_children(child);
+        return;
+    }
+    const std::string entry = std::string(case_token_env) + "=" + token;
     for (;;) {
         const auto table = process_table();
         std::vector<pid_t> left = processes_marked(table, entry, true);
@@ -277,7 +329,8 @@ void end_case_processes(const std::string& token, pid_t child) {
 /// whatever is in it however it left the process group.
 struct case_cgroup {
     std::string dir;
-    int procs_fd = -1; ///< <dir>/cgroup.procs, written "0" by the child
+    int procs_fd = -1; ///< <dir>/cgroup.procs, written "0" by a forked child
+    int dir_fd = -1;   ///< <dir> itself, for a child cloned straight into it
 
     void make() {
         if (g_contained.run_cgroup.empty())
@@ -288,6 +341,16 @@ struct case_cgroup {
             return;
         }
         procs_fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+        dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    /// Whether `pid` is in it (/proc/<pid>/cgroup ends with its folder's name).
+    bool holds(pid_t pid) const {
+        std::string text;
+        if (dir.empty() || !read_file("/proc/" + std::to_string(pid) + "/cgroup", text))
+            return false;
+        const std::string leaf = dir.substr(dir.rfind('/')) + "\n";
+        return text.size() >= leaf.size() &&
+               text.compare(text.size() - leaf.size(), leaf.size(), leaf) == 0;
     }
     void kill() const {
         if (!dir.empty())
@@ -298,6 +361,9 @@ struct case_cgroup {
         if (procs_fd >= 0)
             ::close(procs_fd);
         procs_fd = -1;
+        if (dir_fd >= 0)
+            ::close(dir_fd);
+        dir_fd = -1;
         if (dir.empty())
             return;
         const auto until = clock_type::now() + std::chrono::seconds(5);
@@ -328,6 +394,7 @@ struct exec_plan {
     std::string output;
     resource_limits limits;
     int cgroup_procs_fd = -1;
+    int cgroup_dir_fd = -1;
 };
 
 void prepare(const process_request& request, exec_plan& plan) {
@@ -382,9 +449,10 @@ void apply_limits(const resource_limits& limits) {
 // In the child, between fork and exec: its own group (and cgroup), death with the parent,
 // default signal handlers, its limits, output to the file; an exec failure goes back through
 // the pipe as errno.
-[[noreturn]] void exec_child(const exec_plan& plan, pid_t parent, int error_pipe) {
+[[noreturn]] void exec_child(const exec_plan& plan, pid_t parent, int error_pipe,
+                            bool in_cgroup_already) {
     ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
-    if (plan.cgroup_procs_fd >= 0)
+    if (plan.cgroup_procs_fd >= 0 && !in_cgroup_already)
         (void)!::write(plan.cgroup_procs_fd, "0", 1); // else the subreaper's sweep alone
     // A harness killed outright (SIGKILL) cannot end its case: the kernel does it, so no
     // orphaned case runs on beside the `--resume` that repeats it.
@@ -412,6 +480,28 @@ void apply_limits(const resource_limits& limits) {
     (void)!::write(error_pipe, &err, sizeof err);
     ::_exit(127);
 }
+/// A child started straight in the cgroup `cgroup_dir_fd` (clone3 with CLONE_INTO_CGROUP,
+/// Linux 5.7): like fork, but the kernel places it at creation, where a forked child writing
+/// its own pid into cgroup.procs waits for the cgroup migration (~10 ms a case here). -1 with
+/// errno where the kernel or the cgroup refuses; the caller forks instead.
+pid_t clone_into_cgroup(int cgroup_dir_fd) {
+#if defined(SYS_clone3)
+    struct { // struct clone_args of <linux/sched.h>, up to its `cgroup` field (version 2)
+        std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+            set_tid, set_tid_size, cgroup;
+    } args{};
+    constexpr std::uint64_t clone_into_cgroup_flag = 0x200000000ULL; // CLONE_INTO_CGROUP
+    args.flags = clone_into_cgroup_flag;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<std::uint64_t>(cgroup_dir_fd);
+    return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+#else
+    (void)cgroup_dir_fd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 // Forks and execs; the pid, or -1 with out.start_error set.
 pid_t spawn(const process_request& request, const exec_plan& plan, process_outcome& out) {
     // An inherited "SIGCHLD ignored" makes the kernel reap children itself: wait4 would then
@@ -430,7 +520,10 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
     // Registered under the lock it was forked under: a clean-up that read the process table
     // before taking the lock cannot have seen it exit.
     std::unique_lock<std::mutex> registering(g_running_mutex);
-    const pid_t pid = ::fork();
+    pid_t pid = plan.cgroup_dir_fd >= 0 ? clone_into_cgroup(plan.cgroup_dir_fd) : -1;
+    const bool cloned_into_cgroup = pid >= 0;
+    if (!cloned_into_cgroup)
+        pid = ::fork();
     if (pid < 0) {
         registering.unlock();
         out.start_error = std::string("fork: ") + std::strerror(errno);
@@ -439,7 +532,7 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
         return -1;
     }
     if (pid == 0)
-        exec_child(plan, parent, exec_error_pipe[1]);
+        exec_child(plan, parent, exec_error_pipe[1], cloned_into_cgroup);
     g_running_cases.insert(pid);
     registering.unlock();
     ::setpgid(pid, pid); // also from the parent: no race with an early kill
@@ -539,6 +632,7 @@ process_outcome run_process(const process_request& request) {
     if (!request.case_token.empty())
         cgroup.make();
     plan.cgroup_procs_fd = cgroup.procs_fd;
+    plan.cgroup_dir_fd = cgroup.dir_fd;
     const auto started = clock_type::now();
     const pid_t pid = spawn(request, plan, out);
     if (pid < 0) {
@@ -546,11 +640,14 @@ process_outcome run_process(const process_request& request) {
         return out;
     }
     out.started = true;
+    // Where the case is in its cgroup (it has exec'd: it went in before), cgroup.kill ends all
+    // it leaves; else the /proc sweep by token and descent does.
+    const bool contained_by_cgroup = cgroup.holds(pid);
     watch(pid, request, started, out);
     ::kill(-pid, SIGKILL);
     if (!request.case_token.empty()) {
         cgroup.kill();
-        end_case_processes(request.case_token, pid);
+        end_case_processes(request.case_token, pid, contained_by_cgroup ? cgroup.dir : "");
     }
     reap(pid, started, out);
     {
@@ -634,9 +731,17 @@ bool make_run_cgroup(const std::string& dir, std::string& why) {
     const int procs = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (procs < 0)
         return give_up("cannot write " + dir + "/cgroup.procs: " + std::strerror(errno));
-    const pid_t probe = ::fork();
+    // Cloned straight into it where the kernel can (no migration to wait for), else a forked
+    // child moves itself in.
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    pid_t probe = dir_fd >= 0 ? clone_into_cgroup(dir_fd) : -1;
+    const bool cloned = probe >= 0;
+    if (!cloned)
+        probe = ::fork();
     if (probe == 0)
-        ::_exit(::write(procs, "0", 1) == 1 ? 0 : 1);
+        ::_exit(cloned || ::write(procs, "0", 1) == 1 ? 0 : 1);
+    if (dir_fd >= 0)
+        ::close(dir_fd);
     ::close(procs);
     int status = 1;
     if (probe < 0 || ::waitpid(probe, &status, 0) != probe || !WIFEXITED(status) ||

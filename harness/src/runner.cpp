@@ -481,7 +481,8 @@ status plan_run(const run_options& requested, run_plan& plan) {
 status start_session(run_plan& plan) {
     run_folder& folder = *plan.folder;
     run_header& h = plan.header;
-    h.fingerprint = take_fingerprint(plan.options.probe_program, folder.logs_dir());
+    h.fingerprint =
+        take_fingerprint(plan.options.probe_program, folder.logs_dir(), !plan.options.fresh_probe);
     // The build's SASS and PTX beside the machine's facts: the doctor's rules judge them
     // against the devices, here and in every report rendered from this record.
     std::vector<std::pair<std::string, std::string>> programs;

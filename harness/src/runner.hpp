@@ -49,6 +49,8 @@ struct run_options {
     int jobs = 1;
     /// Under --jobs, cases whose times or ratios are judged run beside others too.
     bool timed_in_parallel = false;
+    /// --fresh-probe: start the probe even where a kept answer is valid (see take_fingerprint).
+    bool fresh_probe = false;
     std::vector<std::string> argv; ///< recorded in the run header
 };
 
