@@ -177,6 +177,16 @@ function(add_failure_scenario dir)
       set(variant_backends ${backends})
     endif()
     string(JSON variant_kind GET "${json}" variants ${i} kind)
+    string(JSON variant_threads ERROR_VARIABLE no_threads GET "${json}" variants ${i} threads count)
+    if(no_threads)
+      set(variant_threads 1)
+    endif()
+    # A variant a declared ratio divides is timed against another case of another process:
+    # neither runs beside other tests (RUN_SERIAL). Every other case may run in parallel
+    # (`ctest -j`): `pitfall run` itself holds a machine-wide lock, shared by an untimed case
+    # and exclusive for one whose time is judged, so a timed case never shares the machine
+    # with another case, and CUDA cases take a "gpus" slot each (RESOURCE_GROUPS).
+    string(REGEX MATCH "\"(numerator|denominator)\": *\"${variant}\"" in_ratio "${json}")
     foreach(backend IN LISTS variant_backends)
       set(test "pitfall.${backend}.${name}.${variant}")
       add_test(NAME ${test}
@@ -190,12 +200,14 @@ function(add_failure_scenario dir)
         list(APPEND test_labels gpu)
       endif()
       list(REMOVE_DUPLICATES test_labels)
-      # Cases measure time: they run alone so that parallel tests do not skew them.
       set_tests_properties(${test} PROPERTIES
         LABELS "${test_labels}"
         SKIP_RETURN_CODE 77
         TIMEOUT ${ctest_timeout}
-        RUN_SERIAL TRUE)
+        PROCESSORS ${variant_threads})
+      if(in_ratio)
+        set_tests_properties(${test} PROPERTIES RUN_SERIAL TRUE)
+      endif()
       if(backend STREQUAL "cuda")
         set_tests_properties(${test} PROPERTIES RESOURCE_GROUPS "gpus:1")
       endif()
@@ -332,9 +344,11 @@ function(_pitfall_write_project_index)
                                PROBE "$<TARGET_FILE:pitfall::probe>" RUNS "${PITFALL_RUNS_DIR}")
 endfunction()
 
-# CTest resource spec: one "gpus" entry per GPU nvidia-smi lists. Without any GPU it lists a
-# single slot named "none", so GPU tests still run (one at a time) and report UNSUPPORTED
-# with the real reason rather than "insufficient resources".
+# CTest resource spec at configure time: one "gpus" entry per GPU nvidia-smi lists. Without any
+# GPU it lists a single slot named "none", so GPU tests still run (one at a time) and report
+# UNSUPPORTED with the real reason rather than "insufficient resources". The build replaces it
+# with the probe's count (`pitfall resource-spec`, target pitfall_resource_spec): CUDA's own
+# answer, where nvidia-smi may be absent or see devices CUDA does not.
 function(pitfall_write_resource_spec path)
   set(ids "")
   find_program(PITFALL_NVIDIA_SMI nvidia-smi)

@@ -164,34 +164,6 @@ void stamp_files(const json& j, json& files, int depth = 0) {
     }
 }
 
-/// The folder for kept probe answers, made if needed; "" with `why` when unusable.
-std::string probe_cache_dir(std::string& why) {
-    const char* chosen = std::getenv("PITFALL_PROBE_CACHE");
-    std::string dir;
-    if (chosen != nullptr && *chosen != '\0') {
-        if (std::string(chosen) == "off") {
-            why = "PITFALL_PROBE_CACHE=off";
-            return "";
-        }
-        dir = chosen;
-    } else if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-               runtime != nullptr && *runtime == '/') {
-        dir = std::string(runtime) + "/pitfall";
-    } else {
-        dir = "/tmp/pitfall-probe-" + std::to_string(::geteuid());
-    }
-    ::mkdir(dir.c_str(), 0700);
-    struct stat st {};
-    // Our own folder, closed to others: an answer another user could plant would choose the
-    // profile that judges this run.
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-        (st.st_mode & 077) != 0) {
-        why = dir + " is not a folder of this user's closed to others";
-        return "";
-    }
-    return dir;
-}
-
 /// A kept answer for `path` that still holds, else null: the same boot, young enough, every
 /// file it names unchanged. Anything unreadable or malformed is no answer (the probe runs).
 json reusable_answer(const std::string& path, double& age) {
@@ -251,8 +223,36 @@ json run_probe(const std::string& probe_program, const std::string& log_dir) {
 }
 } // namespace
 
+std::string shared_folder(std::string& why) {
+    const char* chosen = std::getenv("PITFALL_RUNTIME_DIR");
+    std::string dir;
+    if (chosen != nullptr && *chosen != '\0') {
+        dir = chosen;
+    } else if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+               runtime != nullptr && *runtime == '/') {
+        dir = std::string(runtime) + "/pitfall";
+    } else {
+        dir = "/tmp/pitfall-" + std::to_string(::geteuid());
+    }
+    ::mkdir(dir.c_str(), 0700);
+    struct stat st {};
+    // Our own folder, closed to others: a probe answer another user could plant would choose
+    // the profile that judges this run, and a lock they hold would stall it.
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 077) != 0) {
+        why = dir + " is not a folder of this user's closed to others";
+        return "";
+    }
+    return dir;
+}
+
 std::string probe_cache_file(const std::string& probe_program, std::string& why) {
-    const std::string dir = probe_cache_dir(why);
+    if (const char* keep = std::getenv("PITFALL_PROBE_CACHE");
+        keep != nullptr && std::string(keep) == "off") {
+        why = "PITFALL_PROBE_CACHE=off";
+        return "";
+    }
+    const std::string dir = shared_folder(why);
     if (dir.empty())
         return "";
     std::string key = probe_program + '\n' + file_stamp(probe_program) + '\n' +

@@ -17,11 +17,16 @@ namespace pitfall::runner {
 nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
                                 bool reuse_probe = false);
 
-/// Where a probe answer for `probe_program` under this environment is kept: a file named by a
-/// hash of the probe program (path, inode, size, modification time), the user and the values
-/// of the variables that change what the probe sees, in PITFALL_PROBE_CACHE (a folder; "off"
-/// keeps nothing), else $XDG_RUNTIME_DIR/pitfall, else /tmp/pitfall-probe-<uid>; the folder
-/// must be the user's own and closed to others. "" with `why` set when there is none.
+/// The folder the runs of one user share on this machine (kept probe answers, the case lock):
+/// PITFALL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/pitfall, else /tmp/pitfall-<uid>; made if
+/// needed, and used only when it is the user's own and closed to others. "" with `why` set
+/// when there is none.
+std::string shared_folder(std::string& why);
+
+/// Where a probe answer for `probe_program` under this environment is kept: a file of
+/// shared_folder named by a hash of the probe program (path, inode, size, modification time),
+/// the user and the values of the variables that change what the probe sees.
+/// PITFALL_PROBE_CACHE=off keeps nothing. "" with `why` set when there is none.
 std::string probe_cache_file(const std::string& probe_program, std::string& why);
 
 /// Seconds a kept probe answer stays valid. It is also dropped after a reboot (the kernel's

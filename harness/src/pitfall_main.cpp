@@ -10,6 +10,7 @@
 #include "suggest.hpp"
 
 #include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/result_file.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -99,6 +100,7 @@ struct command_line {
     std::vector<std::string> runs; ///< the run folders of compare, bless and report
     std::string help_topic;
     std::string explain; ///< doctor --explain
+    std::string spec_out; ///< resource-spec --out
     run_options run;
     compare_options compare;
     bless_options bless;
@@ -437,6 +439,25 @@ examples:
   pitfall doctor --json
   pitfall doctor --explain stub-driver
   pitfall doctor --explain all)");
+    CLI::App* spec = app.add_subcommand(
+        "resource-spec", "CTest's resource spec for this machine, from the probe: one \"gpus\"\n"
+                         "slot per CUDA device (one slot \"none\" without any), so that\n"
+                         "`ctest -j` runs one CUDA case per device at a time");
+    spec->add_option("--out", cl.spec_out, "write it here (atomically); default: standard output")
+        ->type_name("FILE");
+    add_locations(*spec, cl, false);
+    spec->footer(
+        R"(The CUDA cases' tests ask for RESOURCE_GROUPS "gpus:1"; the build writes this file to
+<build>/resource-spec.json, which the presets' test runs read (resourceSpecFile).
+
+exit status:
+  0    written
+  2    bad usage, no pitfall-probe to run, or the file could not be written
+
+examples:
+  pitfall resource-spec
+  pitfall resource-spec --out build/ci/resource-spec.json
+  ctest --test-dir build/ci -j4 --resource-spec-file build/ci/resource-spec.json)");
     CLI::App* help = app.add_subcommand("help", "the commands, or one command's options");
     help->add_option("COMMAND", cl.help_topic, "the command to explain");
     app.add_subcommand("version", "the version");
@@ -600,6 +621,50 @@ struct temporary_folder {
     temporary_folder(const temporary_folder&) = delete;
     temporary_folder& operator=(const temporary_folder&) = delete;
 };
+
+/// The CTest resource spec of a fingerprint: a "gpus" slot per device the probe counted, else
+/// one named "none" (the CUDA tests then run one at a time and report UNSUPPORTED with the
+/// real reason, where CTest would otherwise refuse them for lack of resources).
+nlohmann::json resource_spec(const nlohmann::json& fingerprint) {
+    const nlohmann::json summary = fingerprint_summary(fingerprint);
+    const nlohmann::json count = summary.value("gpu_count", nlohmann::json(0));
+    nlohmann::json gpus = nlohmann::json::array();
+    const long long n = count.is_number_integer() ? count.get<long long>() : 0;
+    for (long long id = 0; id < std::min(n, 1024LL); ++id)
+        gpus.push_back({{"id", std::to_string(id)}, {"slots", 1}});
+    if (gpus.empty())
+        gpus.push_back({{"id", "none"}, {"slots", 1}});
+    return {{"version", {{"major", 1}, {"minor", 0}}}, {"local", {{{"gpus", gpus}}}}};
+}
+
+int do_resource_spec(command_line& cl) {
+    std::string probe = self_executable();
+    probe = probe.substr(0, probe.rfind('/') + 1) + "pitfall-probe";
+    if (auto at = locate(cl.index_flag); at.is_ok()) {
+        if (!at->probe.empty())
+            probe = at->probe;
+    } else if (!cl.index_flag.empty()) {
+        return input_error(at.error());
+    }
+    if (::access(probe.c_str(), X_OK) != 0)
+        return usage_error("no environment probe to run at " + probe +
+                               " (build the pitfall_probe target)",
+                           "resource-spec");
+    temporary_folder logs;
+    if (logs.path.empty())
+        return usage_error(std::string("cannot make a folder under $TMPDIR: ") +
+                           std::strerror(errno));
+    const std::string text =
+        pitfall::detail::dump_safe(resource_spec(take_fingerprint(probe, logs.path, true)), 2) +
+        "\n";
+    if (cl.spec_out.empty()) {
+        std::cout << text;
+        return exit_ok;
+    }
+    if (auto written = pitfall::write_file_atomically(cl.spec_out, text); !written.is_ok())
+        return input_error(written);
+    return exit_ok;
+}
 
 int do_doctor(command_line& cl) {
     if (!cl.explain.empty()) {
@@ -782,6 +847,8 @@ int main(int argc, char** argv) try {
         return do_list(cl);
     if (command == "doctor")
         return do_doctor(cl);
+    if (command == "resource-spec")
+        return do_resource_spec(cl);
     if (command == "run")
         return do_run(cl);
     if (command == "compare")

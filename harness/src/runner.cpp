@@ -36,6 +36,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -379,6 +381,7 @@ struct run_plan {
     diagnosis machine;           ///< `pitfall doctor`'s findings over this session's fingerprint
     std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
     std::string run_token;       ///< the first part of each case's PITFALL_CASE_TOKEN
+    std::string case_lock;       ///< the machine-wide case lock's file ("": none to hold)
 };
 
 /// A resumed run completes the run as it was asked for: its selection, samples and timeout
@@ -520,6 +523,10 @@ status start_session(run_plan& plan) {
     PITFALL_ASSIGN_OR_RETURN(const containment held,
                              contain_cases(mode == nullptr || *mode == '\0' ? "auto" : mode));
     plan.run_token = held.run_token;
+    std::string no_lock;
+    const std::string shared = shared_folder(no_lock);
+    plan.case_lock = shared.empty() ? "" : shared + "/cases.lock";
+    h.fingerprint["case_lock"] = shared.empty() ? json{{"none", no_lock}} : json(plan.case_lock);
     h.fingerprint["containment"] = {
         {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
     plan.judging.fingerprint_id = h.fingerprint_id;
@@ -631,6 +638,7 @@ struct case_context {
     process_request request;
     const json* expected = nullptr; ///< its baseline entry; a null document when none
     const profile* judged_by = nullptr;
+    bool timed = false; ///< its time or a ratio it takes part in is judged (timing_judged)
 };
 
 /// The machine's memory and swap (/proc/meminfo), bytes; 0 where unknown.
@@ -678,9 +686,22 @@ resource_limits case_limits(const case_ref& c, double timeout_seconds, bool buil
     return limits;
 }
 
+/// Whether a case's samples are judged here: its entry has timed series, or a ratio the chosen
+/// profiles bound takes it as numerator or denominator.
+bool timing_judged(const run_plan& plan, const case_context& ctx) {
+    if (ctx.expected->is_object() && ctx.expected->contains("timings"))
+        return true;
+    for (const auto& r : ctx.c.scenario->description.ratios)
+        if ((r.numerator == ctx.key.variant || r.denominator == ctx.key.variant) &&
+            plan.choice.ratio_bounds_for(ctx.key.scenario, ctx.key.backend + "." + r.name).first !=
+                nullptr)
+            return true;
+    return false;
+}
+
 case_context prepare_case(const run_plan& plan, const case_ref& c) {
     static const json no_entry;
-    case_context ctx{plan, c, key_of(c), {}, &no_entry, nullptr};
+    case_context ctx{plan, c, key_of(c), {}, &no_entry, nullptr, false};
     const run_folder& folder = *plan.folder;
     process_request& req = ctx.request;
     req.argv = {c.scenario->program,
@@ -714,6 +735,7 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
         ctx.expected = entry;
         ctx.judged_by = from;
     }
+    ctx.timed = timing_judged(plan, ctx);
     return ctx;
 }
 
@@ -725,10 +747,50 @@ struct attempt {
     std::string log_text;
 };
 
+/// The machine-wide case lock, held for the life of one case process: shared by a case whose
+/// time is not judged, exclusive by one whose time is. Runs of one user (CTest's `pitfall run`
+/// per test under `ctest -j`, two terminals) then never time a case beside another case.
+class case_lock {
+public:
+    /// Waits for the lock; false when Ctrl-C (or TERM) came meanwhile. Without a lock file
+    /// (`path` empty, or one that cannot be opened) there is nothing to wait for.
+    bool acquire(const std::string& path, bool exclusive) {
+        if (path.empty())
+            return true;
+        m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (m_fd < 0)
+            return true;
+        while (::flock(m_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+            if (errno != EWOULDBLOCK && errno != EINTR)
+                return true; // a lock the file system cannot hold: run unlocked
+            if (interrupt_requested != 0)
+                return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return true;
+    }
+    case_lock() = default;
+    case_lock(const case_lock&) = delete;
+    case_lock& operator=(const case_lock&) = delete;
+    ~case_lock() {
+        if (m_fd >= 0)
+            ::close(m_fd); // releases it
+    }
+
+private:
+    int m_fd = -1;
+};
+
 attempt measure(const case_context& ctx, const process_request& req) {
     const std::string result_path = ctx.plan.folder->case_result_path(ctx.key);
     ::unlink(result_path.c_str());
     attempt a;
+    case_lock held;
+    // --timed-in-parallel asked for timed cases beside others: then every case shares it.
+    if (!held.acquire(ctx.plan.case_lock, ctx.timed && !ctx.plan.options.timed_in_parallel)) {
+        a.p.interrupted = true;
+        return a;
+    }
     a.p = run_process(req);
     if (a.p.interrupted)
         return a;
@@ -873,25 +935,11 @@ struct case_claim {
     bool alone = false;
 };
 
-/// Whether a case's samples are judged here: its entry has timed series, or a ratio the chosen
-/// profiles bound takes it as numerator or denominator.
-bool timing_judged(const run_plan& plan, const case_context& ctx) {
-    if (ctx.expected->is_object() && ctx.expected->contains("timings"))
-        return true;
-    for (const auto& r : ctx.c.scenario->description.ratios)
-        if ((r.numerator == ctx.key.variant || r.denominator == ctx.key.variant) &&
-            plan.choice.ratio_bounds_for(ctx.key.scenario, ctx.key.backend + "." + r.name).first !=
-                nullptr)
-            return true;
-    return false;
-}
-
 case_claim claim_of(const run_plan& plan, const case_context& ctx) {
     case_claim claim;
     claim.slots = std::min(ctx.c.variant->threads, plan.options.jobs);
     claim.gpu = ctx.c.backend == "cuda";
-    claim.alone =
-        plan.options.jobs > 1 && !plan.options.timed_in_parallel && timing_judged(plan, ctx);
+    claim.alone = plan.options.jobs > 1 && !plan.options.timed_in_parallel && ctx.timed;
     return claim;
 }
 

@@ -134,6 +134,67 @@ class FixtureTest(unittest.TestCase):
         return out, path, lines
 
 
+class ProbeAnswerKept(FixtureTest):
+    """The probe's answer is kept per boot and reused by the next run, never trusted blindly."""
+
+    def run_probe_case(self, name, *extra, cache=None):
+        env = dict(os.environ, PITFALL_RUNTIME_DIR=os.path.join(self.tmp, "cache"))
+        if cache == "off":
+            env["PITFALL_PROBE_CACHE"] = "off"
+        elif cache:
+            env["PITFALL_RUNTIME_DIR"] = cache
+        out = self.run_dir(name)
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out, "--samples", "1",
+                         *extra, env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(out, "fingerprint.json")) as f:
+            return json.load(f)
+
+    def kept_files(self):
+        folder = os.path.join(self.tmp, "cache")
+        return [os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("probe-")]
+
+    def test_the_second_run_reuses_the_answer(self):
+        first = self.run_probe_case("a")
+        self.assertFalse(first["probe"]["reused"])
+        second = self.run_probe_case("b")
+        self.assertTrue(second["probe"]["reused"], second["probe"])
+        self.assertEqual(second["libraries"], first["libraries"])
+        self.assertLess(second["probe"]["age_seconds"], 600)
+        self.assertFalse(self.run_probe_case("c", "--fresh-probe")["probe"]["reused"])
+        off = self.run_probe_case("d", cache="off")
+        self.assertFalse(off["probe"]["reused"])
+        self.assertEqual(off["probe"]["not_kept"], "PITFALL_PROBE_CACHE=off")
+
+    def test_a_damaged_or_stale_answer_is_not_used(self):
+        self.run_probe_case("a")
+        (kept,) = self.kept_files()
+        with open(kept) as f:
+            good = json.load(f)
+        damaged = [b"\xff\xfe not json", b"[" * 100000, b"{}", json.dumps(dict(good, boot_id="x")).encode(),
+                   json.dumps(dict(good, taken_at_unix=good["taken_at_unix"] - 601)).encode(),
+                   json.dumps(dict(good, taken_at_unix=1e308)).encode(),
+                   json.dumps(dict(good, libraries=[])).encode(),
+                   json.dumps(dict(good, files={"/bin/sh": "1:2:3"})).encode()]
+        for i, text in enumerate(damaged):
+            with open(kept, "wb") as f:
+                f.write(text)
+            fp = self.run_probe_case(f"d{i}")
+            self.assertFalse(fp["probe"]["reused"], text[:60])
+            self.assertIn("cuda", fp["libraries"])  # the probe ran and answered
+        os.remove(kept)
+        os.mkfifo(kept)  # a FIFO where the answer was: not waited on, not used
+        self.assertFalse(self.run_probe_case("fifo")["probe"]["reused"])
+
+    def test_a_folder_others_can_write_is_not_used(self):
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        fp = self.run_probe_case("a", cache=shared)
+        self.assertIn("closed to others", fp["probe"]["not_kept"])
+        self.assertEqual(os.listdir(shared), [])  # neither an answer nor a lock
+
+
 class Jobs(FixtureTest):
     """`pitfall run --jobs N`: cases side by side, a case whose time is judged alone."""
 
@@ -172,6 +233,31 @@ class Jobs(FixtureTest):
         self.assertEqual(len(cases), 3, p.stdout + p.stderr)
         alone = sum(r["process"]["wall_seconds"] for r in cases.values())
         self.assertLess(took, 0.8 * alone, "asked to, the timed case ran beside the others")
+
+    def test_a_timed_case_waits_for_another_runs_case(self):
+        # Two `pitfall run`s of one user, as `ctest -j` starts them: the timed case does not
+        # start while the other run's case holds the machine (the shared case lock).
+        env = dict(os.environ, PITFALL_RUNTIME_DIR=os.path.join(self.tmp, "shared"), **self.SLOW)
+        self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", self.run_dir("base"),
+                     "--samples", "1", env=env)
+        self.assertEqual(self.pitfall("bless", self.run_dir("base")).returncode, 0)
+        cmd = [BIN, "run", "--index", INDEX, "--expected", self.expected, "--backend", "cpu",
+               "--samples", "1"]
+        other = subprocess.Popen(cmd + ["--variant", "exit3", "--out", self.run_dir("other")], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)  # the other case is running
+            started = time.monotonic()
+            p = subprocess.run(cmd + ["--variant", "ok", "--out", self.run_dir("timed")], env=env,
+                               capture_output=True, text=True, timeout=60)
+            took = time.monotonic() - started
+        finally:
+            other.wait(timeout=60)
+        self.assertEqual(by_case(self.run_dir("timed"))["cpu.harness_fixture.ok"]["verdict"] != "CRASH", True,
+                         p.stdout)
+        # It waited for the other case's remaining ~1 s, then slept its own 1.5 s.
+        self.assertGreaterEqual(took, 2.3, p.stdout)
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "shared", "cases.lock")))
 
     def test_bad_jobs_values_are_refused(self):
         for bad in ("0", "257", "two", "1.5", "-1"):
