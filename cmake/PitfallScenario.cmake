@@ -6,9 +6,10 @@
 # <dir>/scenario.json: adding a scenario touches only its folder.
 #
 # scenario.json keys used here: name, backends, variants[].{name, backends, labels},
-# failure_class, labels, timeout_seconds, links ("cudnn", "nccl": linked with CUDA only, and
-# PITFALL_HAS_CUDNN / PITFALL_HAS_NCCL defined 1 then; "nccl-headers": nccl.h on the include
-# path for a program that loads NCCL itself at run time).
+# failure_class, labels, timeout_seconds, links ("cudnn": cuDNN's headers, with CUDA only, and
+# PITFALL_HAS_CUDNN defined 1 then: the SDK opens libcudnn on first call; "nccl": linked with
+# CUDA only, PITFALL_HAS_NCCL defined 1; "nccl-headers": nccl.h on the include path for a
+# program that loads NCCL itself at run time).
 # Without CUDA the same scenario.cu is compiled as C++ (through a one-line wrapper .cpp), and
 # its CUDA cases report UNSUPPORTED "built without CUDA".
 #
@@ -62,9 +63,21 @@ function(pitfall_scenario_program target dir links)
     set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
       "sh;${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ptxas-log.sh;${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
     set_property(GLOBAL APPEND PROPERTY PITFALL_PTXAS_LOGS "${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
+    # cuBLAS and cuDNN are not linked: the SDK opens them on first call, by soname, so the
+    # program's run path names their folders (where the loader's cache does not) for dlopen to
+    # search, in the build tree and installed. cudart's folder is there already: it is linked.
+    get_target_property(cublas_file CUDA::cublas IMPORTED_LOCATION)
+    set(lazy_library_dirs "")
+    if(cublas_file)
+      get_filename_component(cublas_dir "${cublas_file}" DIRECTORY)
+      list(APPEND lazy_library_dirs "${cublas_dir}")
+    endif()
     if("cudnn" IN_LIST links AND PITFALL_HAS_CUDNN)
-      target_link_libraries(${target} PRIVATE CUDNN::cudnn)
+      # cuDNN's headers; the SDK defines the cuDNN functions and opens libcudnn when called.
+      target_include_directories(${target} PRIVATE "${CUDNN_INCLUDE_DIR}")
       target_compile_definitions(${target} PRIVATE PITFALL_HAS_CUDNN=1)
+      get_filename_component(cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
+      list(APPEND lazy_library_dirs "${cudnn_dir}")
     elseif("cudnn" IN_LIST links)
       # The scenario's cuDNN steps compile out (PITFALL_HAS_CUDNN=0) and say so in its result.
       message(WARNING "${manifest}: links cuDNN, but FindCUDNN found none: building it without "
@@ -98,6 +111,11 @@ function(pitfall_scenario_program target dir links)
     target_include_directories(${target} PRIVATE "${dir}")
   endif()
   target_link_libraries(${target} PRIVATE pitfall::sdk pitfall.warnings)
+  if(PITFALL_HAS_CUDA AND lazy_library_dirs)
+    list(REMOVE_DUPLICATES lazy_library_dirs)
+    set_property(TARGET ${target} APPEND PROPERTY BUILD_RPATH ${lazy_library_dirs})
+    set_property(TARGET ${target} APPEND PROPERTY INSTALL_RPATH ${lazy_library_dirs})
+  endif()
 endfunction()
 
 function(add_failure_scenario dir)

@@ -1,5 +1,6 @@
 // Host half of the CUDA backend: plain C++ against cudart and cuBLAS (no kernels here).
 #include "pitfall/backend.hpp"
+#include "pitfall/detail/cuda_libraries.hpp"
 
 #include <sstream>
 #include <vector>
@@ -21,6 +22,10 @@ status from_cuda(cudaError_t err, stage where, const char* expr, const char* fil
 }
 
 status from_cublas(cublasStatus_t err, const char* expr, const char* file, int line) {
+    // cuBLAS is opened on first call: a call that never reached it answered a stand-in status,
+    // and the reason (the loader's words) is the outcome.
+    if (const char* reason = unforwarded_call_reason(cuda_library::cublas))
+        return library_not_loaded(reason, expr, file, line);
     // After a sticky CUDA fault cuBLAS answers EXECUTION_FAILED or INTERNAL_ERROR; the fault
     // itself is the outcome worth naming, wherever it surfaced.
     const cudaError_t pending = cudaPeekAtLastError();

@@ -556,8 +556,8 @@ void check_cublas(const facts& f, findings& out) {
             make("cublas-missing", finding_severity::error,
                  "cuBLAS (" + text(at(cublas, "library")) + ") is not on the loader's path",
                  "dlopen: " + text(at(cublas, "load_error")),
-                 "every scenario program links cuBLAS: the loader stops each before main "
-                 "with exit 127 ('error while loading shared libraries')",
+                 "the scenario programs open cuBLAS on first call: every CUDA case that "
+                 "calls it fails there (host error library_not_loaded, in these words)",
                  "install the CUDA math libraries of this release (libcublas) or add "
                  "their folder to LD_LIBRARY_PATH",
                  "cuda.version_mismatch.missing_library", "cublas"));
@@ -1198,7 +1198,7 @@ const std::vector<rule_doc>& doctor_rules() {
          "CUDA's device numbers differ from nvidia-smi's", "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
          "cuda.device_visibility.remedy_explicit_device", rule_link("cuda-device-order")},
         {"cublas-missing", "libcublas.so.<major> cannot be opened",
-         "every scenario program links cuBLAS and stops before main (exit 127)",
+         "the CUDA cases' first cuBLAS call fails (library_not_loaded)",
          "install cuBLAS of this CUDA release", "cuda.version_mismatch.missing_library",
          rule_link("cublas")},
         {"cudnn-missing", "libcudnn.so.<major> cannot be opened", "cuDNN cases cannot run",

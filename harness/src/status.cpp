@@ -38,7 +38,7 @@ constexpr std::array<std::string_view, 13> sticky_cuda_errors{
     "cudaErrorInvalidPc",          "cudaErrorLaunchFailure",
     "cudaErrorTensorMemoryLeak",   "cudaErrorMpsClientTerminated",
     "cudaErrorExternalDevice"};
-constexpr std::array<std::pair<host_error, std::string_view>, 18> host_error_names{{
+constexpr std::array<std::pair<host_error, std::string_view>, 19> host_error_names{{
     {host_error::bad_alloc, "std::bad_alloc"},
     {host_error::exception, "std::exception"},
     {host_error::system_error, "std::system_error"},
@@ -57,6 +57,7 @@ constexpr std::array<std::pair<host_error, std::string_view>, 18> host_error_nam
     {host_error::child_result_unreadable, "child_result_unreadable"},
     {host_error::device_ordinal_out_of_range, "device_ordinal_out_of_range"},
     {host_error::no_batch_fits, "no_batch_fits"},
+    {host_error::library_not_loaded, "library_not_loaded"},
 }};
 constexpr std::array<std::pair<pitfall_error, std::string_view>, 11> pitfall_error_names{{
     {pitfall_error::bad_parameter, "bad_parameter"},

@@ -79,7 +79,7 @@ TEST(Status, MacrosPropagateTheFirstError) {
 TEST(Status, HostAndPitfallNamesAreClosedSets) {
     // Every enumerator has a name of its own, and the name is listed for its library.
     for (auto code : {host_error::bad_alloc, host_error::write_failed, host_error::child_killed,
-                      host_error::no_batch_fits}) {
+                      host_error::no_batch_fits, host_error::library_not_loaded}) {
         const status s = status::error(code, "m", stage::init);
         EXPECT_EQ(s.lib(), library::host);
         EXPECT_NE(s.name(), "unknown");

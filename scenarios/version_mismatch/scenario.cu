@@ -14,7 +14,8 @@
 //                              read from /proc/self/exe) against the device's compute capability:
 //                              which devices run it from SASS, which by PTX JIT, which fail.
 //     missing_library          the program re-executed through the dynamic loader with cuDNN kept
-//                              off the loader's path: it dies before main (exit 127).
+//                              off the loader's path: its first cuDNN call cannot open it (on
+//                              the CPU path OpenBLAS, linked: the loader stops it before main).
 //     stub_driver              the toolkit's stub libcuda.so offered as the driver to a child.
 //
 // Why it fails
@@ -31,7 +32,9 @@
 //   family-specific ones (sm_100f, compute_100f) only their major ("Feature Availability");
 //   otherwise its launch answers cudaErrorNoKernelImageForDevice, or, for PTX of a newer PTX
 //   ISA than the driver knows, cudaErrorUnsupportedPtxVersion. A NEEDED library the loader
-//   cannot find stops the process before main with exit 127. And the toolkit ships a stub
+//   cannot find stops the process before main with exit 127; one opened with dlopen when first
+//   needed (as these programs open cuBLAS and cuDNN, and as frameworks do) fails that call,
+//   dlerror() saying "cannot open shared object file". And the toolkit ships a stub
 //   libcuda.so for linking only: loaded as the driver it answers cudaErrorStubLibrary.
 //   On the CPU the same failures exist in their host form: a binary that needs a newer glibc
 //   (GLIBC_2.34) than the system has, headers of one OpenBLAS and the library of another, code
@@ -43,9 +46,12 @@
 //         is ok (91900 built and loaded, its cudart 13010 vs our 13000: same major, four checks
 //         SUCCESS); arch_coverage is ok with a prediction only (no device; the default build's
 //         SASS sm_75/80/86/89/90 + PTX compute_90: 7.0 fails, 7.5..9.0 SASS, 10.0/12.0 PTX JIT);
-//         missing_library is the harness's load_error "missing library libcudnn.so.9" (where
-//         cuDNN sits in the loader's system directories, as apt installs it in NVIDIA's cuDNN
-//         images, cuBLAS is hidden instead: "missing library libcublas.so.13");
+//         missing_library is the error host library_not_loaded (stage init) of the first cuDNN
+//         call: "libcudnn.so.9 could not be loaded: libcudnn.so.9: cannot open shared object
+//         file: No such file or directory" (where cuDNN sits in the loader's system directories,
+//         as apt installs it in NVIDIA's cuDNN images, cuBLAS is hidden instead and named:
+//         libcublas.so.13). Until cuBLAS and cuDNN were opened on first call, the program
+//         linked them, and the loader stopped it before main (exit 127, a load_error);
 //         stub_driver is cudaErrorStubLibrary (stage init) from the child.
 //   cuda, hopper-cuda13 (H100, driver >= 580): runtime_vs_driver ok; arch_coverage launches
 //         from sm_90 SASS (with CUDA_FORCE_PTX_JIT=1 from compute_90 PTX; a build without
@@ -87,6 +93,9 @@
 #include "pitfall/detail/fatbin.hpp"
 #include "pitfall/scenario.hpp"
 
+#if PITFALL_HAS_CUDA
+#include "pitfall/detail/cuda_libraries.hpp" // cuBLAS and cuDNN are opened on first call
+#endif
 #if PITFALL_HAS_CUDNN
 #include "pitfall/cudnn.hpp"
 #endif
@@ -374,13 +383,17 @@ pitfall::pitfall_error cudnn_rule_error(const std::string& verdict) {
 // its own program interpreter with a library path that holds every library this process loaded
 // except the hidden one, with the loader's cache (--inhibit-cache) and the program's RUNPATH
 // (--inhibit-rpath "": the main program's link-map name is empty) out of the way. If the
-// library is findable nowhere else, the loader stops before main: "error while loading shared
-// libraries: libcudnn.so.9: cannot open shared object file", exit 127, which the harness
-// records as a load_error. If the process starts anyway, the loader found the library in a
-// directory no option removes (its built-in system directories: NVIDIA's cuDNN images install
-// libcudnn there with apt, and so does an H100 machine we ran on). Then the next candidate is
-// hidden (cuBLAS, which CUDA images keep under /usr/local/cuda), and when none can be hidden
-// the case is UNSUPPORTED, naming where the loader found each.
+// library is findable nowhere else, the loader says so: for a NEEDED library (OpenBLAS, on the
+// CPU path) it stops before main, "error while loading shared libraries: libopenblas.so.0:
+// cannot open shared object file", exit 127, which the harness records as a load_error; cuBLAS
+// and cuDNN, which the SDK opens on first call, are opened by this case in its next life, and
+// the dlopen's failure, in the same words, is the case's error (library_not_loaded). The
+// first life opens the library too, so that there is a file to keep off the path (one that
+// cannot be opened even then is missing already: that is the answer). If the library opens
+// anyway, the loader found it in a directory no option removes (its built-in system directories:
+// NVIDIA's cuDNN images install libcudnn there with apt, and so does an H100 machine we ran on).
+// Then the next candidate is hidden (cuBLAS, which CUDA images keep under /usr/local/cuda), and
+// when none can be hidden the case is UNSUPPORTED, naming where the loader found each.
 // =============================================================================================
 
 constexpr const char* hidden_env = "PITFALL_VERSION_MISMATCH_HIDDEN";           // "libcudnn"
@@ -515,13 +528,26 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
     std::fflush(nullptr);
     // Deliberate: this process becomes the loader running this program again. On success
     // execve does not return; what follows is the loader's outcome (exit 127 before main), or
-    // this program's next life in run_without_library().
+    // this program's next life in run_without_library() (where a library opened on first call
+    // meets the loader's answer).
     ::execve(interpreter->c_str(), argv_c.data(), envp_c.data());
     const int saved = errno;
     remove_symlink_folder(dir);
     return PITFALL_HOST_ERROR(stage::init, host_error::execve_failed,
                               *interpreter + ": " + std::strerror(saved));
 }
+
+#if PITFALL_HAS_CUDA
+/// cuBLAS and cuDNN are not the loader's to load at start-up: the SDK opens them when first
+/// called (pitfall/detail/cuda_libraries.hpp). nullopt for a library the program links.
+std::optional<pitfall::detail::cuda_library> opened_on_first_call(const std::string& prefix) {
+    if (prefix == "libcudnn")
+        return pitfall::detail::cuda_library::cudnn;
+    if (prefix == "libcublas")
+        return pitfall::detail::cuda_library::cublas;
+    return std::nullopt;
+}
+#endif
 
 status run_without_library(context& ctx, pitfall::backend_kind backend) {
     PITFALL_ASSIGN_OR_RETURN(const std::string hide, ctx.param_string("hide_library"));
@@ -534,25 +560,59 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
     else
         candidates = {"libopenblas"};
 
-    // A later life: the loader started us although `hidden` was kept off its path.
+    // A later life: the loader started us with `hidden` kept off its path (a library linked
+    // at start-up that it found anyway, or one opened on first call, tried below).
     std::string found = std::getenv(found_env) != nullptr ? std::getenv(found_env) : "";
     const std::string program =
         std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
     const std::string previous_dir =
         std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
-    if (const char* hidden = std::getenv(hidden_env)) {
-        const auto where = loaded_matching(hidden);
-        found +=
-            std::string(hidden) + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
-    }
+    const std::string hidden =
+        std::getenv(hidden_env) != nullptr ? std::getenv(hidden_env) : std::string();
     for (const char* key : {hidden_env, hidden_dir_env, program_env, found_env})
         ::unsetenv(key);
+    if (!hidden.empty()) {
+#if PITFALL_HAS_CUDA
+        // The hidden library is opened by its first call, now: the loader's answer to that
+        // dlopen, a missing library in its own words, is this case's outcome.
+        if (const auto lib = opened_on_first_call(hidden)) {
+            const status opened = pitfall::detail::open_cuda_library(*lib);
+            if (!opened.is_ok()) {
+                ctx.record_info("hidden_library", hidden);
+                if (!found.empty())
+                    ctx.record_info("found_anyway", found);
+                if (!previous_dir.empty())
+                    remove_symlink_folder(previous_dir);
+                return opened;
+            }
+        }
+#endif
+        const auto where = loaded_matching(hidden);
+        found += hidden + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
+    }
     if (!found.empty())
         ctx.record_info("found_anyway", found);
 
     for (const auto& prefix : candidates) {
         if (found.find(prefix + "=") != std::string::npos)
             continue; // tried: the loader found it anyway
+#if PITFALL_HAS_CUDA
+        if (const auto lib = opened_on_first_call(prefix)) {
+            // Opened here, as its first call would: a file to keep off the loader's path, or,
+            // when even that fails, the missing library this case is about, hidden or not.
+            const status opened = pitfall::detail::open_cuda_library(*lib);
+            if (opened.is_unsupported()) {
+                found += prefix + "=(not in this build);";
+                continue;
+            }
+            if (!opened.is_ok()) {
+                ctx.record_info("hidden_library", "none: " + prefix + " is missing already");
+                if (!previous_dir.empty())
+                    remove_symlink_folder(previous_dir);
+                return opened;
+            }
+        }
+#endif
         if (loaded_matching(prefix).empty()) {
             found += prefix + "=(not loaded at start-up: nothing to hide);";
             continue;
@@ -913,6 +973,9 @@ status runtime_vs_driver_cuda(context& ctx) {
 #if PITFALL_HAS_CUDNN
 /// cudnn_compiled_vs_loaded: every number from cuDNN's own calls; none needs a GPU.
 status cudnn_compiled_vs_loaded_cuda(context& ctx) {
+    // cuDNN is opened by its first call: a library that cannot be is the answer, in the loader's
+    // words, rather than a loaded version of 0.
+    PITFALL_TRY(pitfall::detail::open_cuda_library(pitfall::detail::cuda_library::cudnn));
     const long long built = CUDNN_VERSION;
     const long long loaded = static_cast<long long>(cudnnGetVersion());
     const long long cudnn_cudart = static_cast<long long>(cudnnGetCudartVersion());

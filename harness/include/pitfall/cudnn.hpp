@@ -1,8 +1,10 @@
-// pitfall/cudnn.hpp: cuDNN statuses as pitfall statuses (scenarios that link cuDNN only).
+// pitfall/cudnn.hpp: cuDNN statuses as pitfall statuses (scenarios whose scenario.json lists
+// "cudnn" in "links": cuDNN's headers; the SDK opens libcudnn on first call).
 //
 //   PITFALL_CUDNN_TRY(cudnnCreate(&handle));   // no GPU: CUDNN_STATUS_NOT_INITIALIZED
 #pragma once
 
+#include "pitfall/detail/cuda_libraries.hpp"
 #include "pitfall/status.hpp"
 
 #include <cudnn.h>
@@ -10,7 +12,11 @@
 namespace pitfall::detail {
 /// Name from cudnnGetErrorString ("CUDNN_STATUS_NOT_SUPPORTED"), never the number: cuDNN 9
 /// renumbered its codes hierarchically.
+/// A call that never reached cuDNN (opened on first call, pitfall/detail/cuda_libraries.hpp)
+/// is reported as the reason it did not: host_error::library_not_loaded.
 inline status from_cudnn(cudnnStatus_t err, const char* expr, const char* file, int line) {
+    if (const char* reason = unforwarded_call_reason(cuda_library::cudnn))
+        return library_not_loaded(reason, expr, file, line);
     return status::error(library::cudnn, cudnnGetErrorString(err), expr, stage::library_call, false,
                          file, line);
 }

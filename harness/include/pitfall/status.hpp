@@ -61,6 +61,8 @@ enum class host_error {
     child_result_unreadable,     ///< its result file is not a result document
     device_ordinal_out_of_range, ///< a device number past the devices there are
     no_batch_fits,               ///< no batch size fits the memory budget
+    library_not_loaded,          ///< a library opened on first use (dlopen) could not be, or
+                                 ///< lacks a function: the loader's words in the message
 };
 
 /// The errors pitfall names in its own right (library::pitfall): bad input to the protocol and
