@@ -108,7 +108,8 @@ std::vector<double> relative_slowness(const std::vector<const json*>& results,
         const json& first = *results.front();
         const json samples =
             first.contains("samples") && first["samples"].is_object() ? first["samples"] : json();
-        for (const auto& [name, _] : samples.items()) {
+        for (const auto& item : samples.items()) {
+            const std::string name = item.key(); // a lambda may not capture a structured binding
             const bool everywhere = std::all_of(results.begin(), results.end(), [&](const json* r) {
                 return std::isfinite(time_median(*r, name));
             });
