@@ -19,8 +19,8 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
-#include <vector>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 using pitfall::process_request;
@@ -52,8 +52,8 @@ double direct_seconds(const std::vector<std::string>& variants) {
     const auto start = std::chrono::steady_clock::now();
     for (const auto& v : variants) {
         process_request req;
-        req.argv = {PITFALL_BENCH_FIXTURE, "--backend", "cpu",     "--variant", v,
-                    "--out", scratch() + "/direct.json", "--param", "samples=1"};
+        req.argv = {PITFALL_BENCH_FIXTURE,      "--backend", "cpu",      "--variant", v, "--out",
+                    scratch() + "/direct.json", "--param",   "samples=1"};
         (void)run_process(req); // some of them fail on purpose (exit3, bad_check)
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -65,9 +65,21 @@ double harness_seconds(const std::vector<std::string>& variants) {
     for (const auto& v : variants)
         list += (list.empty() ? "" : ",") + v;
     process_request req;
-    req.argv = {PITFALL_BENCH_PITFALL, "run", "--index", PITFALL_BENCH_FIXTURE_INDEX,
-                "--expected", scratch() + "/expected", "--backend", "cpu", "--variant", list,
-                "--samples", "1", "--out", scratch() + "/runs", "--replace"};
+    req.argv = {PITFALL_BENCH_PITFALL,
+                "run",
+                "--index",
+                PITFALL_BENCH_FIXTURE_INDEX,
+                "--expected",
+                scratch() + "/expected",
+                "--backend",
+                "cpu",
+                "--variant",
+                list,
+                "--samples",
+                "1",
+                "--out",
+                scratch() + "/runs",
+                "--replace"};
     const auto start = std::chrono::steady_clock::now();
     (void)run_process(req);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -26,40 +26,19 @@ namespace {
 // docs/cuda-rules.md#environment-variables: variables that change what CUDA does, DCGM's
 // performance-limiting list among them, plus our own budget and the loader path that decides
 // which libraries load.
-constexpr const char* behaviour_env[] = {"CUDA_VISIBLE_DEVICES",
-                                         "CUDA_DEVICE_ORDER",
-                                         "CUDA_MODULE_LOADING",
-                                         "CUDA_LAUNCH_BLOCKING",
-                                         "CUDA_FORCE_PTX_JIT",
-                                         "CUDA_DISABLE_PTX_JIT",
-                                         "CUDA_CACHE_DISABLE",
-                                         "CUDA_CACHE_PATH",
-                                         "NVIDIA_TF32_OVERRIDE",
-                                         "CUDA_INJECTION64_PATH",
-                                         "CUDA_INJECTION32_PATH",
-                                         "NSIGHT_CUDA_DEBUGGER",
-                                         "CUDA_AUTO_BOOST",
-                                         "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-                                         "CUDA_COREDUMP_FILE",
-                                         "CUDA_DEVICE_WAITS_ON_EXCEPTION",
-                                         "CUDA_PROFILE",
-                                         "COMPUTE_PROFILE",
-                                         "OPENCL_PROFILE",
-                                         "NVIDIA_DRIVER_CAPABILITIES",
-                                         "CUDA_DEVICE_MAX_CONNECTIONS",
-                                         "CUDA_MPS_PIPE_DIRECTORY",
-                                         "NVIDIA_VISIBLE_DEVICES",
-                                         "LD_LIBRARY_PATH",
-                                         "PITFALL_DEVICE_MEMORY_LIMIT",
-                                         // The CPU's speed: which kernels OpenBLAS runs, and
-                                         // threads (each case's own are set by the harness).
-                                         "OPENBLAS_CORETYPE",
-                                         "OPENBLAS_VERBOSE",
-                                         "OPENBLAS_NUM_THREADS",
-                                         "OMP_NUM_THREADS",
-                                         "OMP_PROC_BIND",
-                                         "GOMP_CPU_AFFINITY",
-                                         "MKL_NUM_THREADS"};
+constexpr const char* behaviour_env[] = {
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING",
+    "CUDA_FORCE_PTX_JIT", "CUDA_DISABLE_PTX_JIT", "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH",
+    "NVIDIA_TF32_OVERRIDE", "CUDA_INJECTION64_PATH", "CUDA_INJECTION32_PATH",
+    "NSIGHT_CUDA_DEBUGGER", "CUDA_AUTO_BOOST", "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "CUDA_COREDUMP_FILE", "CUDA_DEVICE_WAITS_ON_EXCEPTION", "CUDA_PROFILE", "COMPUTE_PROFILE",
+    "OPENCL_PROFILE", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_MPS_PIPE_DIRECTORY", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+    "PITFALL_DEVICE_MEMORY_LIMIT",
+    // The CPU's speed: which kernels OpenBLAS runs, and
+    // threads (each case's own are set by the harness).
+    "OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+    "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "MKL_NUM_THREADS"};
 
 std::string first_line_with(const std::string& path, const std::string& prefix) {
     std::ifstream in(path);

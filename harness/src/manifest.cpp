@@ -53,9 +53,9 @@ const std::vector<std::string> known_top_keys{
     "name",  "summary", "failure_class", "seeds",  "labels",        "backends", "timeout_seconds",
     "links", "params",  "variants",      "ratios", "compile_checks"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices"};
-const std::vector<std::string> known_variant_keys{
-    "name", "kind", "doc", "labels", "backends", "needs_device", "helper", "params", "param_set",
-    "threads"};
+const std::vector<std::string> known_variant_keys{"name",      "kind",         "doc",    "labels",
+                                                  "backends",  "needs_device", "helper", "params",
+                                                  "param_set", "threads"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -195,8 +195,8 @@ status read_variant_threads(const reader& r, const json& v, const std::string& p
     for (const auto& [key, value] : t.items())
         if (key != "count" && key != "why")
             return r.fail(field + "." + key, "unknown field (count, why)");
-    if (!t.contains("count") || !t["count"].is_number_integer() ||
-        t["count"].get<double>() < 1 || t["count"].get<double>() > 256)
+    if (!t.contains("count") || !t["count"].is_number_integer() || t["count"].get<double>() < 1 ||
+        t["count"].get<double>() > 256)
         return r.fail(field + ".count", "expected a whole number of threads from 1 to 256");
     spec.threads = t["count"].get<int>();
     PITFALL_TRY(r.string(t, field + ".", "why", spec.threads_why, true));

@@ -99,7 +99,7 @@ struct command_line {
     bool version = false;          ///< --version
     std::vector<std::string> runs; ///< the run folders of compare, bless and report
     std::string help_topic;
-    std::string explain; ///< doctor --explain
+    std::string explain;  ///< doctor --explain
     std::string spec_out; ///< resource-spec --out
     run_options run;
     compare_options compare;

@@ -450,7 +450,7 @@ void apply_limits(const resource_limits& limits) {
 // default signal handlers, its limits, output to the file; an exec failure goes back through
 // the pipe as errno.
 [[noreturn]] void exec_child(const exec_plan& plan, pid_t parent, int error_pipe,
-                            bool in_cgroup_already) {
+                             bool in_cgroup_already) {
     ::setpgid(0, 0); // its own group: a timeout ends it and everything it started
     if (plan.cgroup_procs_fd >= 0 && !in_cgroup_already)
         (void)!::write(plan.cgroup_procs_fd, "0", 1); // else the subreaper's sweep alone

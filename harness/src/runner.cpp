@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -35,9 +36,8 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <thread>
-#include <fcntl.h>
 #include <sys/file.h>
+#include <thread>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -126,8 +126,8 @@ std::vector<double> relative_slowness(const std::vector<const json*>& results,
         for (std::size_t i = 0; i < results.size(); ++i) {
             const double m = time_median(*results[i], name);
             slowness[i] += std::isfinite(m) && fastest > 0 ? m / fastest
-                           : std::isfinite(m)             ? 1.0
-                                                          : none;
+                           : std::isfinite(m)              ? 1.0
+                                                           : none;
         }
     }
     return slowness;
@@ -515,7 +515,7 @@ status start_session(run_plan& plan) {
     h.profile_reason = plan.choice.reason;
     for (const auto& c : plan.cases)
         h.selection.push_back(key_of(c));
-    h.options = {plan.options.samples,    plan.options.timeout_scale,
+    h.options = {plan.options.samples,      plan.options.timeout_scale,
                  plan.options.timing_floor, plan.options.remeasure_pause,
                  plan.options.jobs,         plan.options.timed_in_parallel};
     // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
@@ -606,11 +606,11 @@ public:
         ++m_ran;
         --m_left;
         std::ostringstream line;
-        line << (m_jobs == 1 && !again ? "" : head(index, record.key)) << std::left
-             << std::setw(16) << to_string(record.verdict) << std::right << std::fixed
-             << std::setprecision(1) << std::setw(6) << took << " s   ETA "
-             << format_duration(m_spent / static_cast<double>(m_ran) *
-                                static_cast<double>(m_left) / static_cast<double>(m_jobs));
+        line << (m_jobs == 1 && !again ? "" : head(index, record.key)) << std::left << std::setw(16)
+             << to_string(record.verdict) << std::right << std::fixed << std::setprecision(1)
+             << std::setw(6) << took << " s   ETA "
+             << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left) /
+                                static_cast<double>(m_jobs));
         std::cout << line.str() << '\n' << std::flush;
     }
 
@@ -629,7 +629,6 @@ private:
     std::size_t m_ran = 0;
     double m_spent = 0;
 };
-
 
 /// One case as it is run: its request, and what it is judged against.
 struct case_context {
@@ -888,7 +887,6 @@ status_or<std::optional<std::pair<attempt, json>>> measure_again(deferred_case& 
         std::make_pair(std::move(stands), std::move(summaries))};
 }
 
-
 case_record make_record(const case_context& ctx, const attempt& a, json attempts) {
     case_record r;
     r.key = ctx.key;
@@ -1004,8 +1002,7 @@ status settle_first(run_plan& plan, running_case& rc, progress& out,
 /// Each case not finished yet, up to --jobs at once (case_claim says which may share the
 /// machine), each record appended as its case ends. Returns the cases whose timing came out
 /// uncertain, for the end of the run; `interrupted` set on Ctrl-C (or TERM).
-status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out,
-                                                 bool& interrupted) {
+status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out, bool& interrupted) {
     std::vector<deferred_case> deferred;
     std::deque<std::size_t> pending;
     for (std::size_t i = 0; i < plan.cases.size(); ++i)
@@ -1030,8 +1027,7 @@ status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out,
                 held.take(claim);
             }
             pending.pop_front();
-            if (auto s = plan.folder->append_event("started", ctx.key, now_iso8601());
-                !s.is_ok()) {
+            if (auto s = plan.folder->append_event("started", ctx.key, now_iso8601()); !s.is_ok()) {
                 out.not_recorded(i, ctx.key);
                 failure = not_recorded(plan, ctx.key, s);
                 const std::lock_guard<std::mutex> lock(mutex);
@@ -1137,7 +1133,6 @@ status_or<bool> execute(run_plan& plan) {
         return true;
     return measure_deferred(plan, out, deferred);
 }
-
 
 // ---- summarise -----------------------------------------------------------------------------
 

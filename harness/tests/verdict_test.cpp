@@ -1,7 +1,7 @@
 #include "baseline.hpp"
-#include "runner.hpp"
 #include "fingerprint.hpp"
 #include "index.hpp"
+#include "runner.hpp"
 
 #include <gtest/gtest.h>
 
@@ -335,10 +335,11 @@ TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
 TEST(Verdict, TimingsOnlyAtTheThreadCountTheyWereBlessedWith) {
     const json result =
         ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
-    json expected = {{"outcome", {{"status", "ok"}}},
-                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
-                     {"provenance",
-                      {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}, {"threads", 2}}}};
+    json expected = {
+        {"outcome", {{"status", "ok"}}},
+        {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+        {"provenance",
+         {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}, {"threads", 2}}}};
     judge_context same;
     same.fingerprint_id = "00000000000000aa";
     observation one_thread = seen({{"status", "ok"}}, result);
@@ -585,7 +586,8 @@ TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
     stub_machine.environment_fault = "the CUDA toolkit's stub libcuda.so is loaded as the driver";
     stub_machine.environment_errors = {"cudaErrorStubLibrary"};
     stub_machine.explained_errors = {"cudaErrorStubLibrary"};
-    const verdict v = judge({stub, json(), std::nullopt, std::nullopt}, expected, "cuda", stub_machine);
+    const verdict v =
+        judge({stub, json(), std::nullopt, std::nullopt}, expected, "cuda", stub_machine);
     EXPECT_EQ(v.kind, verdict_kind::unsupported);
     EXPECT_EQ(v.reason.rfind("environment: the CUDA toolkit's stub", 0), 0u) << v.reason;
     EXPECT_EQ(judge({stub, json(), std::nullopt, std::nullopt}, expected, "cpu", stub_machine).kind,
@@ -600,7 +602,8 @@ TEST(VerdictEnvironment, TheStubIsTheMachinesFaultButNoDriverIsJudgedAsBefore) {
     EXPECT_EQ(judge({no_driver, json(), std::nullopt, std::nullopt}, expected, "cuda", host).kind,
               verdict_kind::fail);
     const json expects_it = {{"outcome", no_driver}};
-    const verdict pass = judge({no_driver, json(), std::nullopt, std::nullopt}, expects_it, "cuda", host);
+    const verdict pass =
+        judge({no_driver, json(), std::nullopt, std::nullopt}, expects_it, "cuda", host);
     EXPECT_EQ(pass.kind, verdict_kind::pass);
     EXPECT_NE(pass.reason.find("(this machine: no NVIDIA driver"), std::string::npos)
         << pass.reason;
