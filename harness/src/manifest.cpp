@@ -181,6 +181,13 @@ status read_variant_params(const reader& r, const json& v, const std::string& pa
     return status::ok();
 }
 
+std::string dotted_key(const std::string& field, const std::string& key) {
+    std::string out = field;
+    out += '.';
+    out += key;
+    return out;
+}
+
 // A variant's "threads": {"count": 2, "why": "..."}: more than one core, and the reason, since
 // every other case runs with one BLAS/OpenMP thread so that its times do not depend on what
 // else the machine runs (OpenBLAS with two threads on two shared cores runs at two speeds).
@@ -194,7 +201,7 @@ status read_variant_threads(const reader& r, const json& v, const std::string& p
         return r.fail(field, "expected an object {\"count\": N, \"why\": \"...\"}");
     for (const auto& [key, value] : t.items())
         if (key != "count" && key != "why")
-            return r.fail(field + "." + key, "unknown field (count, why)");
+            return r.fail(dotted_key(field, key), "unknown field (count, why)");
     if (!t.contains("count") || !t["count"].is_number_integer() || t["count"].get<double>() < 1 ||
         t["count"].get<double>() > 256)
         return r.fail(field + ".count", "expected a whole number of threads from 1 to 256");

@@ -109,7 +109,7 @@ std::vector<double> relative_slowness(const std::vector<const json*>& results,
         const json samples =
             first.contains("samples") && first["samples"].is_object() ? first["samples"] : json();
         for (const auto& item : samples.items()) {
-            const std::string name = item.key(); // a lambda may not capture a structured binding
+            const std::string& name = item.key(); // a lambda may not capture a structured binding
             const bool everywhere = std::all_of(results.begin(), results.end(), [&](const json* r) {
                 return std::isfinite(time_median(*r, name));
             });
@@ -821,6 +821,7 @@ std::vector<std::string> uncertain_series(const verdict& v) {
 std::pair<std::size_t, json> least_disturbed(const std::vector<attempt>& tried,
                                              const std::vector<std::string>& series) {
     std::vector<const json*> results;
+    results.reserve(tried.size());
     for (const auto& a : tried)
         results.push_back(&a.o.result);
     const std::vector<double> slowness = relative_slowness(results, series);
