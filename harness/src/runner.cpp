@@ -601,12 +601,12 @@ public:
         std::cout << (m_jobs == 1 ? "" : head(index, key)) << " NOT RECORDED\n" << std::flush;
     }
     /// `took`: the case's time in this session, a second measurement's included (the ETA's).
-    void end(std::size_t index, const case_record& record, double took, bool again) {
+    void end(std::size_t index, const case_record& record, double took) {
         m_spent += took;
         ++m_ran;
         --m_left;
         std::ostringstream line;
-        line << (m_jobs == 1 && !again ? "" : head(index, record.key)) << std::left << std::setw(16)
+        line << (m_jobs == 1 ? "" : head(index, record.key)) << std::left << std::setw(16)
              << to_string(record.verdict) << std::right << std::fixed << std::setprecision(1)
              << std::setw(6) << took << " s   ETA "
              << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left) /
@@ -995,7 +995,7 @@ status settle_first(run_plan& plan, running_case& rc, progress& out,
         out.not_recorded(rc.index, key);
         return not_recorded(plan, key, s);
     }
-    out.end(rc.index, record, rc.took, false);
+    out.end(rc.index, record, rc.took);
     plan.finished.emplace(key.str(), std::move(record));
     return status::ok();
 }
@@ -1116,7 +1116,7 @@ status_or<bool> measure_deferred(run_plan& plan, progress& out,
         }
         const double again =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        out.end(d.index, record, again, true);
+        out.end(d.index, record, again);
         plan.finished.emplace(key.str(), std::move(record));
     }
     return false;
