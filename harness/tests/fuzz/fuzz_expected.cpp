@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const json& outcome :
              {observed_result()["outcome"], json{{"status", "signal"}, {"signal", "SIGSEGV"}},
               json{{"status", "exit"}, {"exit_code", 3}}}) {
-            const runner::observation seen{outcome, observed_result(), 123456};
+            const runner::observation seen{outcome, observed_result(), 123456, 1};
             (void)runner::judge(seen, entry, backend, context);
         }
     }

@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     runner::judge_context context;
     context.fingerprint_id = "0123456789abcdef";
-    const runner::observation seen{doc.value()["outcome"], doc.value(), 5e8};
+    const runner::observation seen{doc.value()["outcome"], doc.value(), 5e8, 1};
     for (const char* backend : {"cpu", "cuda"}) {
         (void)runner::judge(seen, entry(), backend, context);
         (void)runner::judge(seen, json(), backend, context);
