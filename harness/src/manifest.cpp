@@ -50,9 +50,9 @@ bool is_identifier(const std::string& text) {
 }
 
 const std::vector<std::string> known_top_keys{
-    "name",  "summary", "failure_class", "seeds",  "labels",        "backends", "timeout_seconds",
-    "links", "params",  "variants",      "ratios", "compile_checks"};
-const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices"};
+    "name",  "summary", "failure_class", "seeds",  "labels",         "backends", "timeout_seconds",
+    "links", "params",  "variants",      "ratios", "compile_checks", "evidence"};
+const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
 const std::vector<std::string> known_variant_keys{"name",      "kind",         "doc",    "labels",
                                                   "backends",  "needs_device", "helper", "params",
                                                   "param_set", "threads"};
@@ -100,12 +100,12 @@ status read_param(const reader& r, const std::string& key, const json& value, pa
         std::string where = path;
         where += '.';
         where += field;
-        return r.fail(where, "unknown field (default, doc, min, max, choices)");
+        return r.fail(where, "unknown field (default, doc, min, max, choices, full)");
     }
     const json& def = value["default"];
     if (!(def.is_number() && std::isfinite(def.get<double>())) && !def.is_string())
         return r.fail(path + ".default", "expected a finite number or a string");
-    p = param_spec{key, def, {}, json(), json(), json()};
+    p = param_spec{key, def, {}, json(), json(), json(), json()};
     PITFALL_TRY(r.string(value, path + ".", "doc", p.doc, false));
     for (const char* bound : {"min", "max"}) {
         if (!value.contains(bound))
@@ -128,6 +128,13 @@ status read_param(const reader& r, const std::string& key, const json& value, pa
     }
     if (auto ok = check_param_value(p, def); !ok.is_ok())
         return r.fail(path + ".default", ok.message());
+    if (value.contains("full")) {
+        if (!same_kind(def, value["full"]))
+            return r.fail(path + ".full", "expected a value of the default's type");
+        if (auto ok = check_param_value(p, value["full"]); !ok.is_ok())
+            return r.fail(path + ".full", ok.message());
+        p.full_value = value["full"];
+    }
     return status::ok();
 }
 
@@ -323,6 +330,57 @@ status read_limits(const reader& r, const json& doc, manifest& m) {
     return status::ok();
 }
 
+// owner/name as GitHub spells them: letters, digits, '-', '_' and '.', one slash.
+bool is_repo_name(const std::string& text) {
+    const auto slash = text.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() ||
+        text.find('/', slash + 1) != std::string::npos || text.size() > 140)
+        return false;
+    return std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.' || c == '/';
+    });
+}
+
+// "evidence": the public threads a scenario reproduces (the catalog's own rule, at least one
+// seed or two threads per scenario, is checked over scenarios/ by ci/catalog.py --check).
+status read_evidence(const reader& r, const json& doc, manifest& m) {
+    if (doc.contains("evidence")) {
+        const json& list = doc["evidence"];
+        if (!list.is_array())
+            return r.fail("evidence", "expected an array of {repo, number, title, shows}");
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const std::string path = "evidence[" + std::to_string(i) + "].";
+            const json& item = list[i];
+            if (!item.is_object())
+                return r.fail(path.substr(0, path.size() - 1),
+                              "expected an object {repo, number, title, shows}");
+            for (const auto& [field, ignored] : item.items())
+                if (field != "repo" && field != "number" && field != "title" && field != "shows")
+                    return r.fail(path + field, "unknown field (repo, number, title, shows)");
+            evidence_spec e;
+            PITFALL_TRY(r.string(item, path, "repo", e.repo, true));
+            if (!is_repo_name(e.repo))
+                return r.fail(path + "repo", "'" + e.repo + "' is not owner/name");
+            if (!item.contains("number") || !item["number"].is_number_unsigned() ||
+                item["number"].get<std::uint64_t>() == 0 ||
+                item["number"].get<std::uint64_t>() > 100000000)
+                return r.fail(path + "number", "expected an issue number in [1, 100000000]");
+            e.number = item["number"].get<std::uint64_t>();
+            PITFALL_TRY(r.string(item, path, "title", e.title, true));
+            PITFALL_TRY(r.string(item, path, "shows", e.shows, true));
+            if (e.title.empty() || e.shows.empty())
+                return r.fail(path + (e.title.empty() ? "title" : "shows"), "must not be empty");
+            for (const auto& seen : m.evidence)
+                if (seen.repo == e.repo && seen.number == e.number)
+                    return r.fail(path + "number",
+                                  e.repo + "#" + std::to_string(e.number) + " is listed twice");
+            m.evidence.push_back(std::move(e));
+        }
+    }
+    return status::ok();
+}
+
 status read_top_level(const reader& r, const json& doc, manifest& m) {
     PITFALL_TRY(read_limits(r, doc, m));
     for (const auto& [key, value] : doc.items())
@@ -335,6 +393,7 @@ status read_top_level(const reader& r, const json& doc, manifest& m) {
     PITFALL_TRY(r.string(doc, "", "summary", m.summary, true));
     PITFALL_TRY(r.string(doc, "", "failure_class", m.failure_class, true));
     PITFALL_TRY(r.strings(doc, "", "seeds", m.seeds));
+    PITFALL_TRY(read_evidence(r, doc, m));
     PITFALL_TRY(r.strings(doc, "", "labels", m.labels));
     PITFALL_TRY(r.strings(doc, "", "backends", m.backends));
     if (m.backends.empty())

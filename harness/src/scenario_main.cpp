@@ -316,23 +316,25 @@ constexpr int exit_usage = 2;
 constexpr int exit_unsupported = 77;
 
 void print_help(const manifest& m, const char* argv0) {
-    std::cout << "usage: " << argv0 << " --list\n       " << argv0 << " --check-variants\n       "
-              << argv0
-              << " --backend cpu|cuda --variant V --out result.json [--param key=value ...]\n\n"
-              << m.name << ": " << m.summary << "\n\n"
-              << "Exit status: 0 a result was written (whatever the outcome); 77 unsupported here\n"
-              << "(reason in the result); 2 bad usage or a bad parameter; anything else or a\n"
-              << "signal is a crash. --check-variants: 0 when the variants in the code are\n"
-              << "exactly those of scenario.json, else 2 with the difference.\n";
+    std::cout
+        << "usage: " << argv0 << " --list\n       " << argv0 << " --check-variants\n       "
+        << argv0
+        << " --backend cpu|cuda --variant V --out result.json [--full] [--param key=value ...]\n\n"
+        << m.name << ": " << m.summary << "\n\n"
+        << "Exit status: 0 a result was written (whatever the outcome); 77 unsupported here\n"
+        << "(reason in the result); 2 bad usage or a bad parameter; anything else or a\n"
+        << "signal is a crash. --check-variants: 0 when the variants in the code are\n"
+        << "exactly those of scenario.json, else 2 with the difference.\n";
 }
 
 // The built-in parameters every scenario has, with their bounds.
 std::vector<param_spec> built_in_params() {
-    return {
-        param_spec{"samples", json(9), "timed repetitions (odd)", json(1), json(100001), json()},
-        param_spec{"warmup", json(1), "untimed repetitions first", json(0), json(1000000), json()},
-        param_spec{"warmup_seconds", json(0.25), "and at least this long warming up", json(0.0),
-                   json(3600.0), json()}};
+    return {param_spec{"samples", json(9), "timed repetitions (odd)", json(1), json(100001), json(),
+                       json()},
+            param_spec{"warmup", json(1), "untimed repetitions first", json(0), json(1000000),
+                       json(), json()},
+            param_spec{"warmup_seconds", json(0.25), "and at least this long warming up", json(0.0),
+                       json(3600.0), json(), json()}};
 }
 
 std::string bounds_text(const param_spec& p) {
@@ -361,8 +363,9 @@ void print_list(const manifest& m) {
     std::vector<param_spec> all = built_in_params();
     all.insert(all.end(), m.params.begin(), m.params.end());
     for (const auto& p : all)
-        std::cout << "  " << p.name << " = " << p.default_value.dump() << bounds_text(p) << "   "
-                  << p.doc << '\n';
+        std::cout << "  " << p.name << " = " << p.default_value.dump()
+                  << (p.full_value.is_null() ? "" : " (--full: " + p.full_value.dump() + ")")
+                  << bounds_text(p) << "   " << p.doc << '\n';
 }
 
 int usage_error(const std::string& what) {
@@ -434,16 +437,17 @@ status_or<json> typed_value(const param_spec& spec, const std::string& text) {
     return value;
 }
 
-// Defaults from scenario.json, then the variant's parameter set (checked when the manifest was
-// read), then the --param overrides, each typed and bounded: the command line wins.
+// Defaults from scenario.json (with --full, each parameter's "full" value where it has one),
+// then the variant's parameter set (checked when the manifest was read), then the --param
+// overrides, each typed and bounded: the command line wins.
 status_or<json> resolve_params(const manifest& m, const variant_spec& variant,
-                               const std::map<std::string, std::string>& raw) {
+                               const std::map<std::string, std::string>& raw, bool full) {
     const std::vector<param_spec> built_in = built_in_params();
     json params = json::object();
     for (const auto& p : built_in)
         params[p.name] = p.default_value;
     for (const auto& p : m.params)
-        params[p.name] = p.default_value;
+        params[p.name] = full && !p.full_value.is_null() ? p.full_value : p.default_value;
     for (const auto& [key, value] : variant.params.items())
         params[key] = value;
     for (const auto& [key, text] : raw) {
@@ -464,6 +468,7 @@ struct invocation {
     bool help = false;
     bool list = false;
     bool check_variants = false;
+    bool full = false; ///< the full parameter set instead of the quick defaults
     std::string backend;
     std::string variant;
     std::string out;
@@ -481,6 +486,10 @@ status_or<invocation> parse_arguments(int argc, char** argv) {
             (arg == "--list"             ? inv.list
              : arg == "--check-variants" ? inv.check_variants
                                          : inv.help) = true;
+            continue;
+        }
+        if (arg == "--full") {
+            inv.full = true;
             continue;
         }
         if (arg != "--backend" && arg != "--variant" && arg != "--out" && arg != "--param")
@@ -643,13 +652,16 @@ int scenario_main(int argc, char** argv, const char* manifest_json,
         return usage_error("unknown backend '" + inv.backend + "' (cpu, cuda)");
     PITFALL_ASSIGN_OR_USAGE_ERROR(const case_entry entry, select_entry(m, inv, *backend, variants));
     const variant_spec& variant = *m.find_variant(inv.variant); // select_entry found it
-    PITFALL_ASSIGN_OR_USAGE_ERROR(const json params, resolve_params(m, variant, inv.params));
+    PITFALL_ASSIGN_OR_USAGE_ERROR(const json params,
+                                  resolve_params(m, variant, inv.params, inv.full));
     if (auto env = apply_environment(m, inv); !env.is_ok())
         return usage_error(env.message());
 
     context ctx(m.name, inv.variant, *backend, params.dump());
     if (!variant.param_set.empty()) // which named set the params came from, for reports
         ctx.record_info("param_set", variant.param_set);
+    if (inv.full) // the larger sizes: baselines are blessed at the quick defaults
+        ctx.record_info("size_set", "full");
     const status outcome = run_case(variant, *backend, entry, ctx);
     if (is_bad_parameter(outcome)) // a rule between parameters: bad usage, no result
         return usage_error(outcome.message());

@@ -198,3 +198,40 @@ TEST(Manifest, VariantThreadsSayWhy) {
                   .find("'variants[0].threads.cores': unknown field"),
               std::string::npos);
 }
+
+namespace {
+std::string with_evidence(const std::string& list) {
+    return R"({"name":"d","summary":"s","failure_class":"c","backends":["cpu"],
+        "evidence":)" +
+           list + R"(, "variants":[{"name":"a","kind":"probe"}]})";
+}
+} // namespace
+
+TEST(Manifest, EvidenceNamesPublicThreads) {
+    auto m = parse_manifest(
+        with_evidence(R"([{"repo":"pytorch/pytorch","number":120901,"title":"t","shows":"s"}])"),
+        "f.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    ASSERT_EQ(m->evidence.size(), 1u);
+    EXPECT_EQ(m->evidence[0].repo, "pytorch/pytorch");
+    EXPECT_EQ(m->evidence[0].number, 120901u);
+    EXPECT_NE(error_of(with_evidence(R"({"repo":"a/b"})")).find("field 'evidence'"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"pytorch","number":1,"title":"t","shows":"s"}])"))
+                  .find("'pytorch' is not owner/name"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"a/b","number":-3,"title":"t","shows":"s"}])"))
+                  .find("evidence[0].number"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"a/b","number":2,"title":"","shows":"s"}])"))
+                  .find("evidence[0].title': must not be empty"),
+              std::string::npos);
+    EXPECT_NE(
+        error_of(with_evidence(R"([{"repo":"a/b","number":2,"title":"t","shows":"s","url":1}])"))
+            .find("evidence[0].url': unknown field"),
+        std::string::npos);
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"a/b","number":2,"title":"t","shows":"s"},
+                                         {"repo":"a/b","number":2,"title":"t","shows":"s"}])"))
+                  .find("listed twice"),
+              std::string::npos);
+}

@@ -28,6 +28,9 @@ struct param_spec {
     nlohmann::json min;     ///< null, or the smallest value allowed (numbers)
     nlohmann::json max;     ///< null, or the largest
     nlohmann::json choices; ///< null, or an array: the only values allowed
+    /// null, or the value of the full parameter set (`pitfall run --full`, a program's `--full`):
+    /// the default is the quick set CTest and plain runs use, sized to keep the suite short.
+    nlohmann::json full_value;
 };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
@@ -73,11 +76,21 @@ struct limits_spec {
     std::optional<std::uint64_t> file_size;     ///< bytes (RLIMIT_FSIZE)
 };
 
+/// A public issue thread a scenario reproduces ("evidence" in scenario.json): where users met
+/// the failure, in their own words.
+struct evidence_spec {
+    std::string repo; ///< owner/name on GitHub
+    std::uint64_t number = 0;
+    std::string title; ///< the thread's title
+    std::string shows; ///< what the thread reports that the scenario reproduces
+};
+
 struct manifest {
     std::string name;
     std::string summary;
     std::string failure_class;
     std::vector<std::string> seeds;
+    std::vector<evidence_spec> evidence;
     std::vector<std::string> labels;
     std::vector<std::string> backends;
     double timeout_seconds = 60;
