@@ -99,7 +99,16 @@ struct judge_context {
     std::vector<std::string> environment_errors;
     /// Every error the diagnosis explains: a PASS that reproduced one says "(this machine: ...)".
     std::vector<std::string> explained_errors;
+    /// The run used each scenario's full parameter set (`pitfall run --full`): baselines hold
+    /// the quick defaults' measurements, memory and times, so only outcomes, events and checks
+    /// are judged (the rest NOT_COMPARED, saying why).
+    bool full_sizes = false;
 };
+
+/// Why a --full run compares no measurement, memory, time or ratio with a baseline.
+inline constexpr const char* full_sizes_reason =
+    "this run used --full (each scenario's full parameter set); baselines are blessed at the "
+    "quick defaults";
 
 /// What was observed of one case, normalised: {"status": ok|error|unsupported|signal|exit|
 /// load_error|timeout|not_started, ...}.

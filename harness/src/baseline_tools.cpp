@@ -284,6 +284,9 @@ status_or<std::vector<loaded_run>> load_bless_runs(const std::vector<std::string
         if (runs.back().log.latest.pitfall_version.empty())
             return bad_run_input(dir + ": the run records no pitfall version, which an observed "
                                        "baseline must name: run it again");
+        if (runs.back().log.header.options.full)
+            return bad_run_input(dir + ": the run used --full; baselines hold the quick "
+                                       "defaults' observations: bless a run made without --full");
         if (runs.back().fingerprint_id() != first.fingerprint_id())
             return bad_run_input(dir + ": another machine or stack than " + first.dir +
                                  " (fingerprint " + runs.back().fingerprint_id() + " vs " +

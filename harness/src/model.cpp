@@ -254,7 +254,8 @@ json run_header::to_json() const {
               {"timing_floor", options.timing_floor},
               {"remeasure_pause_seconds", options.remeasure_pause_seconds},
               {"jobs", options.jobs},
-              {"timed_in_parallel", options.timed_in_parallel}}}};
+              {"timed_in_parallel", options.timed_in_parallel},
+              {"full", options.full}}}};
 }
 
 status_or<run_header> run_header::from_json(const json& j) {
@@ -299,6 +300,7 @@ status_or<run_header> run_header::from_json(const json& j) {
     else if (jobs)
         h.options.jobs = static_cast<int>(*jobs);
     options.boolean("timed_in_parallel", h.options.timed_in_parallel);
+    options.boolean("full", h.options.full);
     r.take_error(options);
     if (!r.ok())
         return r.error();

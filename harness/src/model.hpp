@@ -94,6 +94,7 @@ struct recorded_options {
     double remeasure_pause_seconds = 2.0;
     int jobs = 1;
     bool timed_in_parallel = false;
+    bool full = false; ///< --full: each scenario's full parameter set, not the quick defaults
 };
 
 /// The record that opens a run ("run") or a later session completing it ("resumed").

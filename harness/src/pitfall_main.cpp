@@ -294,6 +294,11 @@ void add_run(CLI::App& app, command_line& cl) {
     sub->add_flag("--fresh-probe", r.fresh_probe,
                   "start the environment probe even where an answer of the last\n"
                   "10 minutes of this boot is kept (see PITFALL_PROBE_CACHE)");
+    sub->add_flag("--full", r.full,
+                  "run each scenario with its full parameter set (the larger sizes of\n"
+                  "scenario.json's \"full\" values) instead of the quick defaults CTest\n"
+                  "uses; only outcomes and checks are judged (baselines hold the\n"
+                  "defaults' measurements, memory and times), and bless refuses the run");
     sub->add_flag("--timed-in-parallel", r.timed_in_parallel,
                   "with --jobs, let cases whose times are judged run beside others\n"
                   "(faster, and their times measure the contention too)");

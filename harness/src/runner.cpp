@@ -310,7 +310,8 @@ double series_median(const case_record& record, const std::string& name) {
 // (judge_ratio): PASS inside the bounds, PERF_REGRESSION outside (it fails the run), and an
 // observed bound of another machine NOT_COMPARED; unbounded ones are reported only.
 json compute_ratios(const scenario_index& index, const std::map<std::string, case_record>& finished,
-                    const profile_choice& choice, const std::string& fingerprint_id) {
+                    const profile_choice& choice, const judge_context& judging) {
+    const std::string& fingerprint_id = judging.fingerprint_id;
     json out = json::array();
     for (const auto& s : index.scenarios) {
         const std::string& scenario = s.description.name;
@@ -339,7 +340,11 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, cas
                               {"ratio", a / b}};
                 const auto [bound, from] =
                     choice.ratio_bounds_for(scenario, backend + "." + r.name);
-                if (bound != nullptr) {
+                if (bound != nullptr && judging.full_sizes) {
+                    ratio["verdict"] = "NOT_COMPARED";
+                    ratio["reason"] = full_sizes_reason;
+                    ratio["profile"] = from->name;
+                } else if (bound != nullptr) {
                     ratio.update(judge_ratio(r.name, a / b, *bound, fingerprint_id));
                     ratio["profile"] = from->name;
                 }
@@ -391,9 +396,10 @@ struct run_plan {
 status_or<std::set<std::string>> plan_resume(run_plan& plan) {
     const auto& f = plan.options.common.filter;
     if (!f.scenarios.empty() || !f.backends.empty() || !f.variants.empty() || !f.labels.empty() ||
-        plan.options.samples || plan.options.timeout_scale != 1.0)
+        plan.options.samples || plan.options.timeout_scale != 1.0 || plan.options.full)
         return bad_run_input("--resume completes a run as it was started: drop --scenario, "
-                             "--backend, --variant, --label, --samples and --timeout-scale");
+                             "--backend, --variant, --label, --samples, --timeout-scale and "
+                             "--full");
     auto folder = run_folder::resume(plan.options.resume_dir);
     if (!folder.is_ok())
         return bad_run_input("--resume " + folder.error().message());
@@ -404,6 +410,7 @@ status_or<std::set<std::string>> plan_resume(run_plan& plan) {
         selection.insert(key.str());
     plan.options.samples = log.header.options.samples;
     plan.options.timeout_scale = log.header.options.timeout_scale;
+    plan.options.full = log.header.options.full;
     for (const auto& c : log.cases)
         plan.finished.emplace(c.key.str(), c);
     plan.resuming = true;
@@ -517,7 +524,8 @@ status start_session(run_plan& plan) {
         h.selection.push_back(key_of(c));
     h.options = {plan.options.samples,      plan.options.timeout_scale,
                  plan.options.timing_floor, plan.options.remeasure_pause,
-                 plan.options.jobs,         plan.options.timed_in_parallel};
+                 plan.options.jobs,         plan.options.timed_in_parallel,
+                 plan.options.full};
     // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
     // recorded beside the fingerprint (not in its summary: profiles do not match on it).
     const char* mode = std::getenv("PITFALL_CONTAINMENT");
@@ -531,6 +539,7 @@ status start_session(run_plan& plan) {
     h.fingerprint["containment"] = {
         {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
     plan.judging.fingerprint_id = h.fingerprint_id;
+    plan.judging.full_sizes = plan.options.full;
     plan.machine = diagnose(h.fingerprint);
     plan.judging.environment_fault = plan.machine.headline();
     plan.judging.environment_errors = plan.machine.environment_errors();
@@ -714,6 +723,8 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
     if (plan.options.samples)
         req.argv.insert(req.argv.end(),
                         {"--param", "samples=" + std::to_string(*plan.options.samples)});
+    if (plan.options.full)
+        req.argv.emplace_back("--full");
     req.output_path = folder.case_log_path(ctx.key);
     req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
     req.limits = case_limits(c, req.timeout_seconds, plan.index.built_with_cuda);
@@ -1162,7 +1173,7 @@ run_totals tally(const run_plan& plan) {
         t.any_failing = t.any_failing || r.failing();
         t.all_unsupported = t.all_unsupported && r.verdict == verdict_kind::unsupported;
     }
-    t.ratios = compute_ratios(plan.index, plan.finished, plan.choice, plan.judging.fingerprint_id);
+    t.ratios = compute_ratios(plan.index, plan.finished, plan.choice, plan.judging);
     for (const auto& r : t.ratios)
         t.any_failing = t.any_failing || r.value("failing", false);
     return t;

@@ -51,6 +51,10 @@ struct run_options {
     bool timed_in_parallel = false;
     /// --fresh-probe: start the probe even where a kept answer is valid (see take_fingerprint).
     bool fresh_probe = false;
+    /// --full: every case runs with its scenario's full parameter set (the "full" values of
+    /// scenario.json) instead of the quick defaults; baselines are blessed at the defaults, so
+    /// only outcomes, events and checks are judged.
+    bool full = false;
     std::vector<std::string> argv; ///< recorded in the run header
 };
 

@@ -65,7 +65,8 @@ json full_header() {
               {"timing_floor", 0.1},
               {"remeasure_pause_seconds", 2.0},
               {"jobs", 1},
-              {"timed_in_parallel", false}}}};
+              {"timed_in_parallel", false},
+              {"full", false}}}};
 }
 
 TEST(VerdictTable, EachVerdictOnceWithItsNameAndWhetherItFails) {

@@ -428,6 +428,40 @@ class Baselines(FixtureTest):
             self.assertEqual(p.returncode, 0)
 
 
+class FullSizes(FixtureTest):
+    """`pitfall run --full`: each scenario's "full" parameter values, judged on outcome only."""
+
+    baseline = {"cpu.ok": {"outcome": {"status": "ok"},
+                           "memory": {"tracked_peak_bytes": {"max": 100}}}}
+
+    def test_full_runs_the_full_values_and_compares_only_outcomes(self):
+        quick = self.run_dir("quick")
+        p = self.pitfall("run", "--backend", "cpu", "--variant", "ok", "--out", quick, "--samples", "1")
+        rec = by_case(quick)["cpu.harness_fixture.ok"]
+        self.assertEqual(rec["verdict"], "MEM_REGRESSION", rec["reason"])  # the bounds bite at the defaults
+        self.assertEqual(rec["result"]["params"]["sleep_ms"], 0)
+        self.assertEqual(p.returncode, 1)
+
+        full = self.run_dir("full")
+        p = self.pitfall("run", "--backend", "cpu", "--variant", "ok", "--out", full, "--samples", "1", "--full")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rec = by_case(full)["cpu.harness_fixture.ok"]
+        self.assertEqual(rec["result"]["params"]["sleep_ms"], 5)  # scenario.json's "full" value
+        self.assertEqual(rec["result"]["info"]["size_set"], "full")
+        self.assertEqual(rec["verdict"], "PASS", rec["reason"])
+        self.assertIn("--full", rec["reason"])
+        self.assertIs(records(full, "run")[0]["options"]["full"], True)
+
+        # A --full run holds no observation for a baseline: bless refuses it, naming the run.
+        b = self.pitfall("bless", full, "--dry-run")
+        self.assertEqual(b.returncode, 2, b.stdout)
+        self.assertIn("used --full", b.stderr)
+
+    def test_the_program_lists_and_takes_full(self):
+        listed = subprocess.run([PROGRAM, "--list"], capture_output=True, text=True, timeout=30)
+        self.assertIn("sleep_ms = 0 (--full: 5)", listed.stdout)
+
+
 class Verdicts(FixtureTest):
     """Bless a run, then break it on purpose with PITFALL_INJECT: each verdict must catch its fault."""
 

@@ -104,6 +104,29 @@ TEST(Verdict, ChecksBoundsAndMemory) {
     EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), mem, "cpu").kind, verdict_kind::pass);
 }
 
+TEST(Verdict, FullSizesJudgeOutcomesAndChecksOnly) {
+    // Baselines hold the quick defaults' numbers: a --full run's larger measurements, memory
+    // and times are not compared, but its outcome and its own checks still are.
+    judge_context full;
+    full.full_sizes = true;
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"measurements", {{"loss", {{"max", 0.4}}}}},
+                     {"memory", {{"tracked_peak_bytes", {{"max", 999}}}}},
+                     {"timings", {{"step_seconds", {{"median", 1.0}}}}}};
+    const verdict v = judge(seen({{"status", "ok"}}, ok_result()), expected, "cpu", full);
+    EXPECT_EQ(v.kind, verdict_kind::pass);
+    EXPECT_NE(v.reason.find("--full"), std::string::npos) << v.reason;
+    EXPECT_EQ(v.timings["step_seconds"]["verdict"], "NOT_COMPARED");
+    json failed_check = ok_result(
+        {{"checks", json::array({{{"name", "agree"}, {"passed", false}, {"detail", "d"}}})}});
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, failed_check), expected, "cpu", full).kind,
+              verdict_kind::numeric_mismatch);
+    EXPECT_EQ(judge(seen(oom, ok_result({{"outcome", oom}})), expected, "cuda", full).kind,
+              verdict_kind::fail);
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, ok_result()), expected, "cpu").kind,
+              verdict_kind::numeric_mismatch); // the same entry bites at the quick sizes
+}
+
 TEST(Verdict, GpuAskedForCpuUsedFails) {
     const verdict v = judge(seen({{"status", "ok"}}, ok_result({{"ran_on", "cpu: fallback"}})),
                             {{"outcome", {{"status", "ok"}}}}, "cuda");
