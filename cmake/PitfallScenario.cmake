@@ -504,6 +504,17 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.ptxas_spills_detected PROPERTIES
     LABELS "static;gpu-compile" TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: ptxas-spills.log: kernel [^ ]*spill_kernel[^ ]* on sm_90 spills \\(256 bytes stored, 264 loaded\\).*FAIL: no-such-target.log: no ptxas log")
+  # A program without kernels of its own (it loads device code at run time) passes on its ptxas
+  # module lines; a log without any ptxas line is a target built without -Xptxas=-v.
+  add_test(NAME pitfall.static.ptxas_log_without_kernels
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   --ptxas-logs "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-no-kernels.log"
+                                "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-without-verbose.log")
+  set_tests_properties(pitfall.static.ptxas_log_without_kernels PROPERTIES
+    LABELS "static;gpu-compile" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "ptxas-no-kernels.log: no kernels \\(ptxas -v ran.*FAIL: ptxas-without-verbose.log: no kernel in the ptxas log"
+    FAIL_REGULAR_EXPRESSION "FAIL: ptxas-no-kernels.log")
   # A kernel that does not count itself is named: the fatbin sample's kernel is plain CUDA.
   add_test(NAME pitfall.static.uncounted_kernel_detected
            COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
