@@ -27,8 +27,10 @@
 //         prediction for 9.0: reproduce "fails: ... cudaErrorNoKernelImageForDevice",
 //         remedy_with_ptx "runs by PTX JIT from compute_75", remedy_device_sass "runs from
 //         SASS sm_90". On a GPU of CC >= 8.0 (H100 9.0, A100 8.0, L4 8.9...):
-//         reproduce_old_arch_only error cudaErrorNoKernelImageForDevice (at the load or the
-//         launch, docs/cuda-rules.md#lazy-loading); the remedies ok on the device. On a 7.5 GPU
+//         reproduce_old_arch_only error cudaErrorNoKernelImageForDevice at init: the load
+//         succeeds and cudaLibraryGetKernel answers it, lazy and eager loading alike (seen on
+//         an H200, driver 580.159.04, CUDA 13.0, 2026-11-26, with a standalone program making
+//         the same calls); the remedies ok on the device. On a 7.5 GPU
 //         all three run (SASS sm_75).
 //   cpu   UNSUPPORTED: no CPU analog here (see cuda_only below).
 //

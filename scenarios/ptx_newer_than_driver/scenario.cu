@@ -32,9 +32,11 @@
 //         driver JITs up to 8.8: cudaErrorUnsupportedPtxVersion"; remedy_driver_ptx_isa
 //         "PTX ISA 8.8: accepted by the CUDA 12.9 driver". A CUDA 12.x build judges its own
 //         PTX ISA (8.x) against the release before its toolkit the same way. On a GPU:
-//         reproduce_future_ptx error cudaErrorUnsupportedPtxVersion from cudaLibraryLoadData
-//         (init); the build's PTX case is the same rule (ok); remedy_driver_ptx_isa ok on the
-//         device, every element checked.
+//         reproduce_future_ptx error cudaErrorUnsupportedPtxVersion at init: cudaLibraryLoadData
+//         takes the text and cudaLibraryGetKernel, where the JIT runs, refuses it (seen on an
+//         H200, driver 580.159.04, with a standalone program making the same calls, 2026-11-26;
+//         the same kernel at .version 8.8 and 9.0 ran there); the build's PTX case is the same
+//         rule (ok); remedy_driver_ptx_isa ok on the device, every element checked.
 //   cpu   UNSUPPORTED: no CPU analog (see cuda_only below).
 //
 // Remedy
