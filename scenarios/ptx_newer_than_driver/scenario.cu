@@ -74,42 +74,6 @@ using pitfall::detail::ptx_isa;
 constexpr const char* no_cpu_analog =
     "PTX and its JIT belong to the GPU driver; a CPU binary is machine code, loaded as is";
 
-/// fill_index in PTX (out[i] = 3 i + 1 for i < n), for sm_75 and newer; `.version` is filled
-/// in. Checked with CUDA 13.0's ptxas at .version 9.0 and 7.8 (it refuses 9.9: "Unsupported
-/// .version 9.9; current version is '9.0'").
-std::string fill_index_ptx(ptx_isa isa) {
-    return ".version " + isa.text() + R"ptx(
-.target sm_75
-.address_size 64
-
-.visible .entry fill_index(
-    .param .u64 fill_index_out,
-    .param .u32 fill_index_n
-)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<5>;
-
-    ld.param.u64 %rd1, [fill_index_out];
-    ld.param.u32 %r1, [fill_index_n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra DONE;
-    cvta.to.global.u64 %rd2, %rd1;
-    mul.wide.u32 %rd3, %r5, 4;
-    add.s64 %rd4, %rd2, %rd3;
-    mad.lo.s32 %r6, %r5, 3, 1;
-    st.global.u32 [%rd4], %r6;
-DONE:
-    ret;
-}
-)ptx";
-}
-
 status_or<ptx_isa> parse_isa(const std::string& param, const std::string& text) {
     unsigned major = 0;
     unsigned minor = 0;
@@ -148,6 +112,42 @@ bool judge(pitfall::context& ctx, const std::string& prefix, ptx_isa isa, int dr
 }
 
 #if PITFALL_HAS_CUDA
+/// fill_index in PTX (out[i] = 3 i + 1 for i < n), for sm_75 and newer; `.version` is filled
+/// in. Checked with CUDA 13.0's ptxas at .version 9.0 and 7.8 (it refuses 9.9: "Unsupported
+/// .version 9.9; current version is '9.0'").
+std::string fill_index_ptx(ptx_isa isa) {
+    return ".version " + isa.text() + R"ptx(
+.target sm_75
+.address_size 64
+
+.visible .entry fill_index(
+    .param .u64 fill_index_out,
+    .param .u32 fill_index_n
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<5>;
+
+    ld.param.u64 %rd1, [fill_index_out];
+    ld.param.u32 %r1, [fill_index_n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    mad.lo.s32 %r6, %r5, 3, 1;
+    st.global.u32 [%rd4], %r6;
+DONE:
+    ret;
+}
+)ptx";
+}
+
 /// The driver of this machine, 0 when none answers (then nothing is loaded).
 int real_driver() {
     int driver = 0;
