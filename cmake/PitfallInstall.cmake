@@ -77,6 +77,7 @@ install(FILES
   "${PROJECT_SOURCE_DIR}/cmake/PitfallWarnings.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/CompileCheck.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/EmbedBinary.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/ptxas-log.sh"
   "${PROJECT_SOURCE_DIR}/cmake/NewScenario.cmake"
   DESTINATION "${PITFALL_INSTALL_CMAKEDIR}")

@@ -111,11 +111,51 @@ function(pitfall_scenario_program target dir links)
     target_include_directories(${target} PRIVATE "${dir}")
   endif()
   target_link_libraries(${target} PRIVATE pitfall::sdk pitfall.warnings)
+  if(PITFALL_HAS_CUDA)
+    _pitfall_add_device_images(${target} "${dir}" "${json}")
+  endif()
   if(PITFALL_HAS_CUDA AND lazy_library_dirs)
     list(REMOVE_DUPLICATES lazy_library_dirs)
     set_property(TARGET ${target} APPEND PROPERTY BUILD_RPATH ${lazy_library_dirs})
     set_property(TARGET ${target} APPEND PROPERTY INSTALL_RPATH ${lazy_library_dirs})
   endif()
+endfunction()
+
+# device_images of scenario.json: extra device code for a scenario to load at run time
+# (cudaLibraryLoadData), built by nvcc apart from the program's own architectures and embedded
+# in the program as `pitfall_image_<name>` / `pitfall_image_<name>_size` (EmbedBinary.cmake).
+# Each entry: name, source (in the scenario's folder), format (fatbin, cubin, ptx) and
+# nvcc_flags (the targets: "-gencode=arch=compute_75,code=sm_75", "-arch=compute_75").
+function(_pitfall_add_device_images target dir json)
+  string(JSON count ERROR_VARIABLE err LENGTH "${json}" device_images)
+  if(err OR count EQUAL 0)
+    return()
+  endif()
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON image GET "${json}" device_images ${i} name)
+    string(JSON source GET "${json}" device_images ${i} source)
+    string(JSON format GET "${json}" device_images ${i} format)
+    _pitfall_json_list(flags "${json}" device_images ${i} nvcc_flags)
+    if(NOT EXISTS "${dir}/${source}")
+      message(FATAL_ERROR "${dir}/scenario.json: field 'device_images[${i}].source': ${source} is missing")
+    endif()
+    set(binary "${CMAKE_CURRENT_BINARY_DIR}/generated/${target}_${image}.${format}")
+    set(embedded "${CMAKE_CURRENT_BINARY_DIR}/generated/${target}_${image}_${format}.cpp")
+    add_custom_command(
+      OUTPUT "${binary}"
+      COMMAND "${CMAKE_CUDA_COMPILER}" -${format} ${flags} -o "${binary}" "${dir}/${source}"
+      DEPENDS "${dir}/${source}" "${dir}/scenario.json"
+      COMMENT "nvcc -${format} ${flags}: ${image} for ${target}"
+      VERBATIM)
+    add_custom_command(
+      OUTPUT "${embedded}"
+      COMMAND "${CMAKE_COMMAND}" "-DINPUT=${binary}" "-DOUTPUT=${embedded}" "-DSYMBOL=pitfall_image_${image}"
+              -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedBinary.cmake"
+      DEPENDS "${binary}" "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedBinary.cmake"
+      VERBATIM)
+    target_sources(${target} PRIVATE "${embedded}")
+  endforeach()
 endfunction()
 
 function(add_failure_scenario dir)
@@ -464,6 +504,17 @@ function(pitfall_add_static_cuda_checks)
   set_tests_properties(pitfall.static.ptxas_spills_detected PROPERTIES
     LABELS "static;gpu-compile" TIMEOUT 60
     PASS_REGULAR_EXPRESSION "FAIL: ptxas-spills.log: kernel [^ ]*spill_kernel[^ ]* on sm_90 spills \\(256 bytes stored, 264 loaded\\).*FAIL: no-such-target.log: no ptxas log")
+  # A program without kernels of its own (it loads device code at run time) passes on its ptxas
+  # module lines; a log without any ptxas line is a target built without -Xptxas=-v.
+  add_test(NAME pitfall.static.ptxas_log_without_kernels
+           COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"
+                   --cuobjdump "" --architectures "90" --report-dir "${PROJECT_BINARY_DIR}/static-negative"
+                   --ptxas-logs "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-no-kernels.log"
+                                "${PROJECT_SOURCE_DIR}/ci/tests/fixtures/ptxas-without-verbose.log")
+  set_tests_properties(pitfall.static.ptxas_log_without_kernels PROPERTIES
+    LABELS "static;gpu-compile" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "ptxas-no-kernels.log: no kernels \\(ptxas -v ran.*FAIL: ptxas-without-verbose.log: no kernel in the ptxas log"
+    FAIL_REGULAR_EXPRESSION "FAIL: ptxas-no-kernels.log")
   # A kernel that does not count itself is named: the fatbin sample's kernel is plain CUDA.
   add_test(NAME pitfall.static.uncounted_kernel_detected
            COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/ci/check-cuda-binaries.py"

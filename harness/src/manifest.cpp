@@ -51,7 +51,7 @@ bool is_identifier(const std::string& text) {
 
 const std::vector<std::string> known_top_keys{
     "name",  "summary", "failure_class", "seeds",  "labels",         "backends", "timeout_seconds",
-    "links", "params",  "variants",      "ratios", "compile_checks", "evidence"};
+    "links", "params",  "variants",      "ratios", "compile_checks", "evidence", "device_images"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
 const std::vector<std::string> known_variant_keys{"name",      "kind",         "doc",    "labels",
                                                   "backends",  "needs_device", "helper", "params",
@@ -280,6 +280,36 @@ status read_ratios(const reader& r, const json& doc, manifest& m) {
     return status::ok();
 }
 
+// device_images: extra device code the build compiles with nvcc and embeds in the program
+// (add_failure_scenario); checked here so a typo is named before CMake meets it.
+status read_device_images(const reader& r, const json& doc) {
+    if (!doc.contains("device_images"))
+        return status::ok();
+    if (!doc["device_images"].is_array())
+        return r.fail("device_images", "expected an array of {name, source, format, nvcc_flags}");
+    for (std::size_t i = 0; i < doc["device_images"].size(); ++i) {
+        const json& v = doc["device_images"][i];
+        const std::string path = "device_images[" + std::to_string(i) + "].";
+        if (!v.is_object())
+            return r.fail(path.substr(0, path.size() - 1), "expected an object");
+        std::string name;
+        std::string source;
+        std::string format;
+        PITFALL_TRY(r.string(v, path, "name", name, true));
+        if (!is_identifier(name))
+            return r.fail(path + "name", "'" + name + "' must match [a-z][a-z0-9_]*");
+        PITFALL_TRY(r.string(v, path, "source", source, true));
+        PITFALL_TRY(r.string(v, path, "format", format, true));
+        if (format != "fatbin" && format != "cubin" && format != "ptx")
+            return r.fail(path + "format", "'" + format + "' is not fatbin, cubin or ptx");
+        if (!v.contains("nvcc_flags") || !v["nvcc_flags"].is_array() ||
+            !std::all_of(v["nvcc_flags"].begin(), v["nvcc_flags"].end(),
+                         [](const json& f) { return f.is_string(); }))
+            return r.fail(path + "nvcc_flags", "expected an array of strings");
+    }
+    return status::ok();
+}
+
 status read_compile_checks(const reader& r, const json& doc, manifest& m) {
     if (!doc.contains("compile_checks"))
         return status::ok();
@@ -455,6 +485,7 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
         PITFALL_TRY(read_variant(r, doc["variants"][i], "variants[" + std::to_string(i) + "].", m));
     PITFALL_TRY(read_ratios(r, doc, m));
     PITFALL_TRY(read_compile_checks(r, doc, m));
+    PITFALL_TRY(read_device_images(r, doc));
     return m;
 }
 

@@ -235,3 +235,34 @@ TEST(Manifest, EvidenceNamesPublicThreads) {
                   .find("listed twice"),
               std::string::npos);
 }
+
+namespace {
+std::string with_device_images(const std::string& list) {
+    return R"({"name":"d","summary":"s","failure_class":"c","backends":["cpu"],
+        "device_images":)" +
+           list + R"(, "variants":[{"name":"a","kind":"probe"}]})";
+}
+
+TEST(Manifest, DeviceImagesAreCheckedBeforeCMakeBuildsThem) {
+    EXPECT_TRUE(
+        parse_manifest(with_device_images(R"([{"name":"old","source":"k.cu","format":"fatbin",
+                                                    "nvcc_flags":["-gencode=arch=compute_75,code=sm_75"]}])"),
+                       "f.json")
+            .is_ok());
+    EXPECT_NE(error_of(with_device_images(R"({"name":"old"})")).find("field 'device_images'"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_device_images(
+                           R"([{"name":"old","source":"k.cu","format":"elf","nvcc_flags":[]}])"))
+                  .find("device_images[0].format': 'elf' is not fatbin, cubin or ptx"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_device_images(
+                           R"([{"name":"Old","source":"k.cu","format":"ptx","nvcc_flags":[]}])"))
+                  .find("device_images[0].name'"),
+              std::string::npos);
+    EXPECT_NE(
+        error_of(with_device_images(
+                     R"([{"name":"old","source":"k.cu","format":"ptx","nvcc_flags":"-arch"}])"))
+            .find("device_images[0].nvcc_flags': expected an array of strings"),
+        std::string::npos);
+}
+} // namespace
