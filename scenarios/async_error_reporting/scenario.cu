@@ -2,7 +2,8 @@
 //
 // What
 //   A kernel writes y[i * stride] for i < n with a wrong stride (the bug: every i >= n / stride
-//   writes past y, the far ones into unmapped memory). The program then goes on with unrelated
+//   writes past y, the far ones into unmapped memory: with the defaults, n = 2^20 floats and
+//   stride 16, up to 60 MiB past the 4 MiB buffer). The program then goes on with unrelated
 //   work on another buffer, checking every call:
 //     call 0  the launch check (cudaGetLastError)
 //     call 1  cudaMemcpy of another buffer to the device
@@ -42,6 +43,12 @@
 //         remedy_launch_blocking: UNSUPPORTED (CUDA_LAUNCH_BLOCKING is the CUDA driver's).
 //   cuda  reproduce_reported_later: cudaErrorIllegalAddress, sticky, reported by call 1 (the
 //         cudaMemcpy of the other buffer), stage copy; calls 2-4 fail with it too (events).
+//         The name depends on how far the stray writes go: a standalone copy of this kernel
+//         on an H200 (driver 580.159.04, CUDA 13.0, 2026-11-26) gave cudaErrorIllegalAddress
+//         (700) for strides 2-64 and cudaErrorInvalidAddressSpace (717, also sticky) for
+//         strides 256 and 4096, whose writes reach 1 GiB and more past the buffer; in every
+//         case the launch check saw nothing and call 1 reported it, and under
+//         CUDA_LAUNCH_BLOCKING=1 call 0 did.
 //         remedy_check_after_launch: the same error at the launch's own synchronize (call 0).
 //         remedy_launch_blocking: the child's outcome, the same error, reported by call 0
 //         (child.calls_after_launch 0). Sources: the Programming Guide sections above.

@@ -29,7 +29,9 @@
 //   cuda  reproduce_device_assert: cudaErrorAssert (710), sticky, at the synchronize after the
 //         launch; event after_assert_cuda_malloc: a later cudaMalloc fails with the same error
 //         (CUDA Runtime API, cudaError: cudaErrorAssert "...the process must be terminated and
-//         relaunched"; CUDA C++ Programming Guide, "Assertion"). reproduce_unchecked_gather
+//         relaunched"; CUDA C++ Programming Guide, "Assertion"; a standalone assert kernel on
+//         an H200, driver 580.159.04, CUDA 13.0, 2026-11-26: launch cudaSuccess, synchronize
+//         and a later cudaMalloc cudaErrorAssert). reproduce_unchecked_gather
 //         and the remedies: as on the CPU (the GPU reads the same bytes).
 //         Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init.
 //

@@ -35,7 +35,9 @@
 //   cuda  reproduce_int32_offsets: cudaErrorIllegalAddress, sticky, at the synchronize after
 //         the write kernel (CUDA Runtime API, cudaError: cudaErrorIllegalAddress; the 2.15 GB
 //         allocation needs a GPU with that much free memory, else cudaErrorMemoryAllocation
-//         at alloc). remedy_int64_offsets: ok, wrong_elements = 0.
+//         at alloc; the same 256 wrapped writes in a standalone kernel on an H200, driver
+//         580.159.04, CUDA 13.0, 2026-11-26: cudaErrorIllegalAddress at the synchronize).
+//         remedy_int64_offsets: ok, wrong_elements = 0.
 //         Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init.
 //
 // Remedy

@@ -33,6 +33,10 @@
 //         float64 plain-loop reference; 2 x + 1 is exact in float for these inputs).
 //   cuda  reproduce_misaligned_vector_load: cudaErrorMisalignedAddress, sticky, at the
 //         synchronize; event after_fault_cuda_malloc fails with it too. Remedies: ok, exact.
+//         A standalone copy of scale_float4 on an H200 (driver 580.159.04, CUDA 13.0,
+//         2026-11-26) compiled to LDG.E.128 and gave exactly that for offsets 1 and 2 (offset 0:
+//         ok). All four components must be used: a kernel that reads only v.x and v.w was
+//         narrowed by the compiler to scalar loads and did not fault.
 //         Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init.
 //
 // Remedy
