@@ -3,7 +3,10 @@
 // What
 //   A kernel that keeps 96 float accumulators live per thread (a recurrence in which each one
 //   feeds its neighbour, so none can die early): ptxas gives it more than 64 registers on every
-//   architecture the build targets. Three variants:
+//   architecture the build targets. Four variants:
+//     reproduce_register_budget_from_binary   no GPU needed: each kernel's registers in every
+//                                    SASS image of this program's own fatbinary, and the
+//                                    largest block each allows (the failure, predicted).
 //     reproduce_block_1024           the kernel as compiled, launched with 1024 threads.
 //     remedy_launch_bounds           the same body in a kernel declared __launch_bounds__(1024).
 //     remedy_block_from_attributes   the kernel as compiled, launched with the block size
@@ -33,14 +36,20 @@
 // Expected per backend
 //   cpu   UNSUPPORTED in every variant (cuda_only): a host thread has no register file shared
 //         with a block; the compiler spills to the stack and nothing refuses the work.
-//   cuda  (GPU; documented from the table above and ptxas's report)
+//   cuda  reproduce_register_budget_from_binary runs here too (host code): ok, with
+//         sm_XX.many_registers_kernel.registers 105 (sm_75..sm_89) / 125 (sm_90),
+//         .largest_block 576 / 512, bounded_to_1024_kernel 64 everywhere; its two checks say
+//         that every image is over budget at 1024 threads and the bounded kernel fits.
+//         (GPU; documented from the table above and ptxas's report)
 //         reproduce_block_1024           cudaErrorLaunchOutOfResources, stage launch, not
 //                                        sticky; num_regs > 64, registers_per_block_requested
 //                                        > 65536, max_threads_per_block < 1024; event
 //                                        next_launch_after_error ok (the same kernel at
 //                                        maxThreadsPerBlock, checked).
-//         remedy_launch_bounds           ok; num_regs <= 64, local_bytes_per_thread > 0 (the
-//                                        spill it pays), matches the reference.
+//         remedy_launch_bounds           ok; num_regs <= 64, max_threads_per_block 1024,
+//                                        matches the reference. The spill it pays lives in
+//                                        the stack frame (cuobjdump: STACK 304-312, LOCAL 0);
+//                                        local_bytes_per_thread is recorded, not bounded.
 //         remedy_block_from_attributes   ok; block_threads = max_threads_per_block < 1024,
 //                                        matches the reference.
 //         Here (no driver): UNSUPPORTED, cudaErrorInsufficientDriver at init.
@@ -55,11 +64,13 @@
 //   HazyResearch/ThunderKittens#37 (162 registers x 512 threads: "too many resources requested
 //   for launch"), openucx/ucc#1166 (156 x 512 = 79872 > 65536; fixed with the occupancy API),
 //   acts-project/traccc#730 (register growth fixed with __launch_bounds__).
+#include "pitfall/detail/fatbin.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -71,9 +82,9 @@ constexpr const char* why_cuda_only =
     "spilled to the stack by the compiler and nothing refuses the work";
 
 #if PITFALL_HAS_CUDA
-constexpr int live_values = 96;            // accumulators live at once: > 64 registers
-constexpr int registers_per_sm = 65536;    // the Programming Guide's table, every capability
-constexpr unsigned requested_block = 1024; // what the reproduce launches with
+constexpr int live_values = 96;              // accumulators live at once: > 64 registers
+constexpr unsigned registers_per_sm = 65536; // the Programming Guide's table, every capability
+constexpr unsigned requested_block = 1024;   // what the reproduce launches with
 
 /// The recurrence, in float on the device and in double for the reference: every accumulator
 /// starts from x and is updated from itself and its neighbour, `steps` times; the output is
@@ -168,6 +179,136 @@ pitfall::status launch_and_check(pitfall::context& ctx, const std::string& name,
     return pitfall::status::ok();
 }
 
+// =============================================================================================
+// Without a GPU: the register counts this very program carries, read from its fatbinary.
+// =============================================================================================
+
+/// What one SASS image says about one kernel.
+struct image_registers {
+    unsigned arch = 0;
+    std::string kernel; ///< the mangled name
+    unsigned registers = 0;
+};
+
+// A cubin's ".nv.info" section is a list of attributes, each {u8 format, u8 attribute, value}:
+// format 1 no value, 2 one byte, 3 two bytes, 4 a u16 size then that many bytes. Attribute
+// 0x2f (EIATTR_REGCOUNT, format 4) holds {u32 symbol index, u32 registers} for one kernel. The
+// layout is undocumented: these are the values cuobjdump --dump-resource-usage reads back
+// (CUDA 13.0, sm_75 through sm_90), and the case checks its numbers against ptxas's report.
+constexpr std::uint8_t eifmt_byte = 2, eifmt_half = 3, eifmt_sized = 4;
+constexpr std::uint8_t eiattr_regcount = 0x2f;
+
+/// The EIATTR_REGCOUNT records of one cubin, named through its symbol table.
+void cubin_registers(const pitfall::detail::elf_image& cubin, unsigned arch,
+                     std::vector<image_registers>& out) {
+    const Elf64_Shdr* info = cubin.find(".nv.info");
+    const Elf64_Shdr* symtab = cubin.find_type(SHT_SYMTAB);
+    if (info == nullptr || symtab == nullptr || symtab->sh_link >= cubin.sections.size())
+        return;
+    const Elf64_Shdr& strtab = cubin.sections[symtab->sh_link];
+    const std::uint64_t end = info->sh_offset + info->sh_size;
+    for (std::uint64_t at = info->sh_offset; at + 2 <= end;) {
+        std::uint8_t format = 0, attribute = 0;
+        std::uint16_t size = 0;
+        if (!cubin.read_at(at, format) || !cubin.read_at(at + 1, attribute))
+            return;
+        if (format == eifmt_sized) {
+            if (!cubin.read_at(at + 2, size))
+                return;
+            std::uint32_t symbol = 0, registers = 0;
+            Elf64_Sym sym{};
+            if (attribute == eiattr_regcount && size == 8 && cubin.read_at(at + 4, symbol) &&
+                cubin.read_at(at + 8, registers) &&
+                cubin.read_at(symtab->sh_offset + std::uint64_t{symbol} * sizeof(Elf64_Sym), sym))
+                out.push_back({arch, cubin.string_at(strtab.sh_offset + sym.st_name), registers});
+            at += 4 + std::uint64_t{size};
+        } else {
+            at += format == eifmt_half ? 4 : format == eifmt_byte ? 3 : 2;
+        }
+    }
+}
+
+/// Every SASS image of this program's fatbinary (layout: pitfall/detail/fatbin.hpp) and the
+/// registers of each kernel in it. Host code only: no driver, no device.
+pitfall::status_or<std::vector<image_registers>> registers_in_this_program() {
+    const std::string self = "/proc/self/exe";
+    PITFALL_ASSIGN_OR_RETURN(const pitfall::detail::elf_image elf, pitfall::detail::read_elf(self));
+    const Elf64_Shdr* fatbin = elf.find(".nv_fatbin");
+    if (fatbin == nullptr)
+        return PITFALL_HOST_ERROR(pitfall::stage::init, pitfall::host_error::malformed_elf,
+                                  self + ": no .nv_fatbin section");
+    std::vector<image_registers> found;
+    const std::uint64_t end = fatbin->sh_offset + fatbin->sh_size;
+    for (std::uint64_t container = fatbin->sh_offset; container + 16 <= end;) {
+        std::uint32_t magic = 0;
+        std::uint16_t header_size = 0;
+        std::uint64_t payload_size = 0;
+        if (!elf.read_at(container, magic) || magic != pitfall::detail::fatbin_magic ||
+            !elf.read_at(container + 6, header_size) || !elf.read_at(container + 8, payload_size))
+            break;
+        const std::uint64_t entries_end = container + header_size + payload_size;
+        for (std::uint64_t entry = container + header_size; entry + 64 <= entries_end;) {
+            std::uint16_t kind = 0;
+            std::uint32_t entry_header = 0, arch = 0;
+            std::uint64_t entry_payload = 0;
+            if (!elf.read_at(entry, kind) || !elf.read_at(entry + 4, entry_header) ||
+                !elf.read_at(entry + 8, entry_payload) || !elf.read_at(entry + 28, arch) ||
+                entry + entry_header + entry_payload > elf.bytes.size())
+                break;
+            // SASS is a plain ELF (a compressed image is not: parse_elf refuses it, skipped).
+            if (kind == pitfall::detail::fatbin_kind_sass) {
+                auto cubin = pitfall::detail::parse_elf(
+                    elf.bytes.substr(entry + entry_header, entry_payload),
+                    "sm_" + std::to_string(arch));
+                if (cubin.is_ok())
+                    cubin_registers(cubin.value(), arch, found);
+            }
+            entry += entry_header + entry_payload;
+        }
+        container = (entries_end + 7) / 8 * 8;
+    }
+    return found;
+}
+
+/// The largest block a kernel of `registers` per thread can launch with: registers are given
+/// to warps in units of 256 (each thread's count rounded up to a multiple of 8), 65536 a block.
+unsigned largest_block_for(unsigned registers) {
+    const unsigned per_warp = (registers * 32 + 255) / 256 * 256;
+    const unsigned warps = per_warp == 0 ? 32 : std::min(32u, registers_per_sm / per_warp);
+    return warps * 32;
+}
+
+pitfall::status register_budget_from_binary(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<image_registers> images,
+                             registers_in_this_program());
+    unsigned images_seen = 0, over_budget = 0, bounded_fits = 0, bounded_seen = 0;
+    for (const image_registers& image : images) {
+        const std::string arch = "sm_" + std::to_string(image.arch);
+        if (image.kernel.find("many_registers_kernel") != std::string::npos) {
+            ++images_seen;
+            over_budget += image.registers * requested_block > registers_per_sm ? 1 : 0;
+            ctx.record(arch + ".many_registers_kernel.registers", image.registers);
+            ctx.record(arch + ".many_registers_kernel.largest_block",
+                       largest_block_for(image.registers));
+        } else if (image.kernel.find("bounded_to_1024_kernel") != std::string::npos) {
+            ++bounded_seen;
+            bounded_fits += image.registers * requested_block <= registers_per_sm ? 1 : 0;
+            ctx.record(arch + ".bounded_to_1024_kernel.registers", image.registers);
+        }
+    }
+    ctx.record("sass_images_read", images_seen);
+    ctx.check("block_1024_over_register_budget_in_every_image",
+              images_seen > 0 && over_budget == images_seen,
+              std::to_string(over_budget) + " of " + std::to_string(images_seen) +
+                  " SASS images give many_registers_kernel more than 64 registers (a 1024-thread "
+                  "launch would need more than 65536)");
+    ctx.check("launch_bounds_fits_1024_in_every_image",
+              bounded_seen > 0 && bounded_fits == bounded_seen,
+              std::to_string(bounded_fits) + " of " + std::to_string(bounded_seen) +
+                  " SASS images give bounded_to_1024_kernel at most 64 registers");
+    return pitfall::status::ok();
+}
+
 struct inputs {
     std::vector<float> x;
     int steps = 0;
@@ -229,6 +370,16 @@ pitfall::status block_from_attributes(pitfall::context& ctx) {
 }
 #endif
 
+template <class Backend>
+pitfall::status reproduce_register_budget_from_binary(pitfall::context& ctx) {
+    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
+#if PITFALL_HAS_CUDA
+    return register_budget_from_binary(ctx);
+#else
+    (void)ctx;
+    return pitfall::status::ok();
+#endif
+}
 template <class Backend> pitfall::status reproduce_block_1024(pitfall::context& ctx) {
     PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
 #if PITFALL_HAS_CUDA
@@ -260,5 +411,6 @@ template <class Backend> pitfall::status remedy_block_from_attributes(pitfall::c
 } // namespace too_many_resources
 
 using namespace too_many_resources; // the variants by their own names
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_block_1024), PITFALL_VARIANT(remedy_launch_bounds),
+PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_register_budget_from_binary),
+                 PITFALL_VARIANT(reproduce_block_1024), PITFALL_VARIANT(remedy_launch_bounds),
                  PITFALL_VARIANT(remedy_block_from_attributes))
