@@ -37,7 +37,11 @@
 //   cuda  (GPU; documented from the rules above)
 //         reproduce_sync_memcpy_in_capture         cudaErrorStreamCaptureImplicit at the copy;
 //                                                  event end_capture:
-//                                                  cudaErrorStreamCaptureInvalidated.
+//                                                  cudaErrorStreamCaptureInvalidated. (Which
+//                                                  rule the runtime checks first, the legacy
+//                                                  stream's or global mode's, is undocumented:
+//                                                  900 instead of 906 is possible; a GPU run
+//                                                  blessed settles it.)
 //         reproduce_malloc_in_capture              cudaErrorStreamCaptureUnsupported at the
 //                                                  allocation; event end_capture:
 //                                                  cudaErrorStreamCaptureInvalidated.
