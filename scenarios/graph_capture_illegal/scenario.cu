@@ -308,7 +308,9 @@ pitfall::status captured_and_replayed(pitfall::context& ctx, bool scratch_from_m
     std::size_t nodes = 0;
     PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphGetNodes(graph, nullptr, &nodes));
     ctx.record("graph_nodes", static_cast<double>(nodes));
-    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphInstantiate(&owner.exec, graph, 0));
+    // cudaGraphInstantiateWithFlags: the same call in CUDA 11.4 through 13.x (cudaGraphInstantiate
+    // took five arguments before CUDA 12), so the CUDA 11.8 build compiles it too.
+    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphInstantiateWithFlags(&owner.exec, graph, 0));
     std::size_t wrong = 0;
     for (long long round = 1; round <= replays; ++round) {
         b.fill_input(n, round); // the graph reads the pinned buffer at each launch
