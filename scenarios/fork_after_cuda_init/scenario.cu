@@ -31,7 +31,9 @@
 //         remedy_fork_before_init      ok; the child took the lock, y checked.
 //         remedy_spawn_fresh_process   ok; the fresh program's lock is its own, y checked.
 //   cuda  (GPU; documented) reproduce_fork_after_init: cudaErrorInitializationError (3) from
-//         the child's cudaGetDeviceCount, reported through the pipe, stage init; both remedies
+//         the child's cudaGetDeviceCount (or, where the runtime answers the count from what the
+//         parent cached, from its first cudaMalloc: info child_failed_call says which),
+//         reported through the pipe, stage init; both remedies
 //         ok with the result checked. Here, with no driver, the parent's cudaFree(0) answers
 //         cudaErrorInsufficientDriver (35) before any fork: that is the reproduce's observed
 //         outcome; the remedies are UNSUPPORTED with that reason (nothing to show without a
@@ -160,6 +162,7 @@ enum class failed_in : int { nothing = 0, errno_value = 1, cuda_error = 2, backe
 struct child_message {
     failed_in failure = failed_in::nothing;
     int code = 0;         ///< the errno or cudaError_t
+    int call = 0;         ///< cuda: which of first_calls failed
     long long wrong = -1; ///< wrong elements of the step (when it ran)
 };
 
@@ -174,12 +177,21 @@ template <class Backend> child_message child_work(std::size_t n, long long lock_
         }
     } else {
 #if PITFALL_HAS_CUDA
+        // The runtime may answer the count from what the parent cached before the fork; the
+        // first call that needs a context (an allocation) cannot.
         int devices = 0;
-        if (const cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess) {
+        void* probe = nullptr;
+        cudaError_t err = cudaGetDeviceCount(&devices);
+        if (err == cudaSuccess) {
+            m.call = 1;
+            err = cudaMalloc(&probe, 256);
+        }
+        if (err != cudaSuccess) {
             m.failure = failed_in::cuda_error;
             m.code = static_cast<int>(err);
             return m;
         }
+        (void)cudaFree(probe);
 #endif
     }
     auto wrong = run_step<Backend>(n);
@@ -272,9 +284,12 @@ pitfall::status judge_child(pitfall::context& ctx, const fork_result& r, std::si
             pitfall::stage::init);
     case failed_in::cuda_error:
 #if PITFALL_HAS_CUDA
-        return pitfall::detail::from_cuda(static_cast<cudaError_t>(r.message.code),
-                                          pitfall::stage::init, "forked child: cudaGetDeviceCount",
-                                          __FILE__, __LINE__);
+        ctx.record_info("child_failed_call",
+                        r.message.call == 1 ? "cudaMalloc" : "cudaGetDeviceCount");
+        return pitfall::detail::from_cuda(
+            static_cast<cudaError_t>(r.message.code), pitfall::stage::init,
+            r.message.call == 1 ? "forked child: cudaMalloc" : "forked child: cudaGetDeviceCount",
+            __FILE__, __LINE__);
 #else
         [[fallthrough]]; // a CUDA code from a build without CUDA cannot be named
 #endif
