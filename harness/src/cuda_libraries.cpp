@@ -152,6 +152,10 @@ cublasStatus_t CUBLASWINAPI cublasCreate_v2(cublasHandle_t* handle) {
     PITFALL_FORWARD(cublas, cublasCreate_v2, CUBLAS_STATUS_NOT_INITIALIZED, (handle));
 }
 
+cublasStatus_t CUBLASWINAPI cublasDestroy_v2(cublasHandle_t handle) {
+    PITFALL_FORWARD(cublas, cublasDestroy_v2, CUBLAS_STATUS_NOT_INITIALIZED, (handle));
+}
+
 cublasStatus_t CUBLASWINAPI cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
     PITFALL_FORWARD(cublas, cublasSetStream_v2, CUBLAS_STATUS_NOT_INITIALIZED, (handle, streamId));
 }
