@@ -19,11 +19,11 @@
 //   rule compounds that over the degree. nvcc contracts a*b+c into FMA by default
 //   (--fmad=true; CUDA Programming Guide, "Floating-Point Standard"; NVIDIA, "Floating Point
 //   and IEEE 754 Compliance for NVIDIA GPUs", section "The Fused Multiply-Add"). GCC contracts
-//   only with -ffp-contract=fast (its default outside ISO mode) and a target with FMA
-//   instructions (-march=haswell or later); this build targets x86-64 baseline, so the host
-//   side's plain expression is not fused here (the case records whether it was:
-//   host_plain_expression_fused). Code that passed a bitwise test on the CPU fails it against
-//   the GPU with no bug on either side.
+//   only where -ffp-contract allows it (fast is its default in the GNU dialects) and the target
+//   has FMA instructions (-march=haswell or later); this build targets the x86-64 baseline,
+//   which has none, so the host's plain expression is not fused here (the case records
+//   whether it was: host_plain_expression_fused). Code that passed a bitwise test on the CPU fails
+//   it against the GPU with no bug on either side.
 //
 // Expected per backend
 //   cpu   outcome ok. reproduce: std::fma against separately rounded float operations:

@@ -35,8 +35,9 @@
 //         thread per row: the same counts, judged by the same float64 reference (IEEE 754
 //         semantics of __hadd and of float subtraction: CUDA Math API, "Half Arithmetic
 //         Functions"; CUDA Programming Guide, "Floating-Point Standard"). No architecture or
-//         version rule changes them (fp16 conversion is exact IEEE rounding on sm_53 and up).
-//         Without a driver the case ends UNSUPPORTED (cudaErrorInsufficientDriver, 35) at init.
+//         version rule changes them (__hadd needs sm_53; every architecture built, 75 and up, has
+//         it). Without a driver the case ends UNSUPPORTED (cudaErrorInsufficientDriver, 35) at
+//         init.
 //
 // Remedy
 //   Never let the mask or a score leave fp16's range: mask with the dtype's lowest finite
