@@ -166,6 +166,10 @@ cublasStatus_t CUBLASWINAPI cublasSetWorkspace_v2(cublasHandle_t handle, void* w
                     (handle, workspace, workspaceSizeInBytes));
 }
 
+cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+    PITFALL_FORWARD(cublas, cublasSetMathMode, CUBLAS_STATUS_NOT_INITIALIZED, (handle, mode));
+}
+
 cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
                                            cublasOperation_t transb, int m, int n, int k,
                                            const float* alpha, const float* A, int lda,
