@@ -75,6 +75,17 @@ float to_tf32(float x) {
     return r;
 }
 
+/// The identity, written on the backend (a kernel on the GPU): the B of A x I.
+struct identity_fill {
+    float* b;
+    int size;
+    PITFALL_HOST_DEVICE void operator()(std::size_t cell) const {
+        b[cell] = cell % static_cast<std::size_t>(size) == cell / static_cast<std::size_t>(size)
+                      ? 1.f
+                      : 0.f;
+    }
+};
+
 /// C = A B with one fp32 accumulator per output, in k order: the CPU's "pedantic" product.
 struct plain_fp32_product {
     const float* a; // m x k, column-major
@@ -105,18 +116,19 @@ cublasMath_t cublas_mode(math how) {
 }
 #endif
 
-/// C = A B on the backend in the given math (all square, size s, column-major).
+/// C = A B on the backend in the given math (all square, size s, column-major); with no `b`
+/// (null), B is the identity, made on the backend.
 template <class Backend>
-pitfall::status product(math how, int s, const std::vector<float>& a, const std::vector<float>& b,
+pitfall::status product(math how, int s, const std::vector<float>& a, const std::vector<float>* b,
                         std::vector<float>& c) {
     const std::size_t cells = static_cast<std::size_t>(s) * s;
     std::vector<float> a_in = a;
-    std::vector<float> b_in = b;
+    std::vector<float> b_in = b != nullptr ? *b : std::vector<float>();
     if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
         if (how == math::tf32) { // what the tensor core reads; its products are exact in fp32
             for (auto& x : a_in)
                 x = to_tf32(x);
-            for (auto& x : b_in)
+            for (auto& x : b_in) // (the identity's 0 and 1 are TF32 values already)
                 x = to_tf32(x);
         }
     }
@@ -124,7 +136,10 @@ pitfall::status product(math how, int s, const std::vector<float>& a, const std:
     PITFALL_ASSIGN_OR_RETURN(auto d_b, Backend::template allocate<float>(cells));
     PITFALL_ASSIGN_OR_RETURN(auto d_c, Backend::template allocate<float>(cells));
     PITFALL_TRY(Backend::copy_to_device(d_a, a_in.data(), cells));
-    PITFALL_TRY(Backend::copy_to_device(d_b, b_in.data(), cells));
+    if (b != nullptr)
+        PITFALL_TRY(Backend::copy_to_device(d_b, b_in.data(), cells));
+    else
+        PITFALL_TRY(Backend::for_each(cells, identity_fill{d_b.data(), s}));
 #if PITFALL_HAS_CUDA
     if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
         PITFALL_ASSIGN_OR_RETURN(cublasHandle_t handle, Backend::blas_handle());
@@ -161,14 +176,10 @@ template <class Backend> pitfall::status run(pitfall::context& ctx, math how) {
         x = static_cast<float>(rng.uniform(-1.0, 1.0));
     for (auto& x : b)
         x = static_cast<float>(rng.uniform(-1.0, 1.0));
-    std::vector<float> identity(cells, 0.f);
-    for (int i = 0; i < s; ++i)
-        identity[static_cast<std::size_t>(i) * s + i] = 1.f;
-
     std::vector<float> c;
     std::vector<float> a_times_identity;
-    PITFALL_TRY(product<Backend>(how, s, a, b, c));
-    PITFALL_TRY(product<Backend>(how, s, a, identity, a_times_identity));
+    PITFALL_TRY(product<Backend>(how, s, a, &b, c));
+    PITFALL_TRY(product<Backend>(how, s, a, nullptr, a_times_identity));
     ctx.ran_on(Backend::describe_device());
 
     // The float64 reference, written as a loop over i, j, p (no BLAS): R and |A||B|.
