@@ -30,9 +30,9 @@
 //         context creation). remedy_host_only_workers: ok, device_bytes_per_worker near 0.
 //         Without a driver: UNSUPPORTED, cudaErrorInsufficientDriver (the SDK's probe).
 //   cpu   reproduce_context_per_worker: ok; each worker's PSS includes the whole data set
-//         (private_pss_bytes >= data set). remedy_host_only_workers: ok; the shared mapping is
-//         divided among the processes that map it (proc(5), /proc/pid/smaps_rollup "Pss"),
-//         so a worker's share is at most half the data set (the parent maps it too).
+//         (data_pss_bytes_per_worker >= data set). remedy_host_only_workers: ok; the shared mapping
+//         is divided among the processes that map it (proc(5), /proc/pid/smaps_rollup "Pss"), so a
+//         worker's share is at most half the data set (the parent maps it too).
 //         reproduce_eager_module_loading: UNSUPPORTED, no CPU analog.
 //
 // Remedy
@@ -151,6 +151,9 @@ template <class Backend> status helper_worker(pitfall::context& ctx) {
     std::size_t words = 0;
     void* mapping = MAP_FAILED;
     std::size_t mapped_bytes = 0;
+    // The whole process's PSS includes the program, its libraries and a sanitizer's shadow
+    // memory: the data set's share is what reading it added.
+    const double pss_before_data = memory_rollup()["Pss"];
     if (mode == "private_copy" || mode == "shared_mapping") {
         const int fd = ::open(data_path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0)
@@ -201,8 +204,11 @@ template <class Backend> status helper_worker(pitfall::context& ctx) {
     const std::string me = std::to_string(index);
     PITFALL_TRY(touch(dir + "/ready" + me));
     PITFALL_TRY(wait_for(dir + "/go", 0, wait));
-    for (const auto& [key, bytes] : memory_rollup())
+    const auto rollup = memory_rollup();
+    for (const auto& [key, bytes] : rollup)
         ctx.record(key == "Pss" ? "pss_bytes" : "rss_bytes", bytes, "B");
+    ctx.record("data_pss_bytes", rollup.count("Pss") ? rollup.at("Pss") - pss_before_data : -1.0,
+               "B");
     PITFALL_TRY(touch(dir + "/measured" + me));
     PITFALL_TRY(wait_for(dir + "/exit", 0, wait));
     if (mapping != MAP_FAILED)
@@ -342,7 +348,7 @@ status host_cost(pitfall::context& ctx, const std::string& mode) {
     double pss_sum = 0, pss_max = 0;
     int wrong_sums = 0;
     for (const auto& r : results.value()) {
-        const double pss = measurement(r, "pss_bytes");
+        const double pss = measurement(r, "data_pss_bytes");
         pss_sum += pss;
         pss_max = std::max(pss_max, pss);
         wrong_sums +=
@@ -350,20 +356,22 @@ status host_cost(pitfall::context& ctx, const std::string& mode) {
     }
     const double n = static_cast<double>(results.value().size());
     ctx.record("data_bytes", static_cast<double>(bytes), "B");
-    ctx.record("pss_bytes_per_worker", pss_sum / n, "B");
-    ctx.record("pss_bytes_max_worker", pss_max, "B");
-    ctx.record("pss_bytes_all_workers", pss_sum, "B");
+    ctx.record("data_pss_bytes_per_worker", pss_sum / n, "B");
+    ctx.record("data_pss_bytes_max_worker", pss_max, "B");
+    ctx.record("data_pss_bytes_all_workers", pss_sum, "B");
     ctx.check("workers_read_the_data_set", wrong_sums == 0,
               std::to_string(wrong_sums) + " workers summed the data set differently");
     if (mode == "private_copy")
-        ctx.check("each_worker_holds_a_whole_copy",
-                  pss_max >= static_cast<double>(bytes) &&
-                      pss_sum / n >= static_cast<double>(bytes),
-                  "mean PSS " + std::to_string(pss_sum / n) + " B, data set " +
-                      std::to_string(bytes) + " B");
+        // Each worker's own copy: its PSS grew by the whole data set. 10% of slack: the shares
+        // of the pages it had before (libraries) move as the other workers come and go.
+        ctx.check("each_worker_holds_a_whole_copy", pss_sum / n >= 0.9 * static_cast<double>(bytes),
+                  "mean PSS added by the data set " + std::to_string(pss_sum / n) +
+                      " B, data set " + std::to_string(bytes) + " B");
     else
-        ctx.check("workers_share_one_copy", pss_max <= static_cast<double>(bytes) / 2 + 16.0 * mib,
-                  "largest PSS " + std::to_string(pss_max) + " B, data set " +
+        // Shared pages are divided among the processes that map them: the parent and this
+        // worker at least, so no worker's share exceeds half (1 MiB for page tables and such).
+        ctx.check("workers_share_one_copy", pss_max <= static_cast<double>(bytes) / 2 + 1.0 * mib,
+                  "largest PSS added by the data set " + std::to_string(pss_max) + " B, data set " +
                       std::to_string(bytes) + " B shared by the parent and " +
                       std::to_string(results.value().size()) + " workers");
     return status::ok();
