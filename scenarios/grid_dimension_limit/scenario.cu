@@ -16,9 +16,11 @@
 //   per Compute Capability" (every capability from 3.0 through 12.x): maximum x-dimension of a
 //   grid 2^31-1, maximum y- or z-dimension of a grid 65535, maximum x- or y-dimension of a
 //   block 1024, maximum number of threads per block 1024. A launch past any of them is refused
-//   before anything runs: the launch returns cudaErrorInvalidConfiguration (9, "invalid
-//   configuration argument"; cudaGetLastError right after the <<<>>> sees it). The error is not
-//   sticky (docs/cuda-rules.md#sticky-errors lists the sticky ones; 9 is not among them): the
+//   before anything runs. Which error says so depends on the runtime: the field reports (CUDA
+//   10-12) show cudaErrorInvalidConfiguration (9, "invalid configuration argument"), while the
+//   CUDA 13.0 runtime on an H200 (driver 580.159.04) answered cudaErrorInvalidValue (1) for
+//   both launches below (observed, blessed in expected/hopper-cuda13). Either way it is not
+//   sticky (docs/cuda-rules.md#sticky-errors lists the sticky ones; neither is among them): the
 //   context is intact, which the reproduce cases prove by running the next launch (the grid-
 //   stride remedy) and checking its result. Code tested with small batches meets it only in
 //   production, at 65536 samples. The CPU has no such limit: a loop over blocks and threads
@@ -28,12 +30,14 @@
 //   cpu   every variant ok and checked against the float64 reference. The two reproduce cases
 //         run the launch's own block/thread loops on the host: the control that shows the work
 //         itself is fine and only the GPU's launch limits refuse it.
-//   cuda  (GPU; documented from the Programming Guide's table above)
-//         reproduce_grid_y_batch     cudaErrorInvalidConfiguration, stage launch, not sticky;
+//   cuda  (GPU; observed with CUDA 13.0 on an H200; the CUDA 11/12 profiles keep the
+//         documented cudaErrorInvalidConfiguration of the field reports until a run there)
+//         reproduce_grid_y_batch     CUDA 13: cudaErrorInvalidValue (CUDA 11/12, documented:
+//                                    cudaErrorInvalidConfiguration), stage launch, not sticky;
 //                                    event next_launch_after_error ok and the check
 //                                    next_launch_matches_reference passes; the measurements
 //                                    max_grid_dim_y = 65535 and requested_grid_dim_y = batch.
-//         reproduce_block_over_1024  cudaErrorInvalidConfiguration, stage launch, not sticky;
+//         reproduce_block_over_1024  the same error as above, stage launch, not sticky;
 //                                    max_threads_per_block = 1024, requested 2048.
 //         remedy_batch_in_x          ok, matches the reference.
 //         remedy_grid_stride         ok, matches the reference.

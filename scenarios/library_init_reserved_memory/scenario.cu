@@ -25,7 +25,10 @@
 //         reserve: cudnnCreate fails, CUDNN_STATUS_ALLOC_FAILED or CUDNN_STATUS_INTERNAL_ERROR
 //         (cuDNN API, "cudnnCreate()"). Both remedies: ok, the SGEMM checked against float64.
 //         The status names are recorded as observed, the reservation and what was left free as
-//         measurements. Without a driver: UNSUPPORTED, cudaErrorInsufficientDriver (the SDK's
+//         measurements. Observed with CUDA 13.0, cuBLAS 13 and cuDNN 9.14 on an H200 (3 MiB
+//         left free): CUBLAS_STATUS_ALLOC_FAILED and CUDNN_STATUS_INTERNAL_ERROR (blessed in
+//         expected/hopper-cuda13); the CUDA 11/12 profiles keep their documented names until a
+//         run there. Without a driver: UNSUPPORTED, cudaErrorInsufficientDriver (the SDK's
 //         probe).
 //   cpu   UNSUPPORTED: no CPU analog. A CPU BLAS keeps no per-device state and allocates from
 //         the same heap as the framework, which does not reserve host memory up front.

@@ -29,13 +29,16 @@
 //         all within gamma_(chunk-1+chunks-1) sum |x| of float64; remedy: exactly 1 distinct result
 //         over 16 runs whose chunks were computed in a different order each run, bit-equal to the
 //         host's recursive pairwise sum, within gamma_(chunk-1+log2 chunks) sum |x|.
-//   cuda  reproduce: atomicAdd of 16384 partials from 64 blocks of 256 threads, 16 runs: more
-//         than one distinct result is expected on every architecture (no ordering guarantee
-//         exists to rely on; the count itself varies between runs and machines, so only "> 1"
-//         is judged); remedy: the two-pass tree, exactly 1 distinct result, bit-equal to the
-//         host's tree (IEEE 754 float addition on the device: CUDA Programming Guide,
-//         "Floating-Point Standard"; no contraction is possible in a sum). Without a driver
-//         every CUDA case ends UNSUPPORTED (cudaErrorInsufficientDriver, 35) at init.
+//   cuda  reproduce: atomicAdd of 16384 partials from 64 blocks of 256 threads, 16 runs, the
+//         same order handed to every run (only the hardware's arrival order can differ): no
+//         ordering guarantee exists to rely on, and how many distinct results come out varies
+//         between runs and machines, so it is recorded (distinct_results, info runs_disagree),
+//         not judged; each result is judged against the error bound (an H200 with CUDA 13.0
+//         gave 16 distinct results in 16 runs, blessed in expected/hopper-cuda13). remedy: the
+//         two-pass tree, exactly 1 distinct result, bit-equal to the host's tree (IEEE 754 float
+//         addition on the device: CUDA Programming Guide, "Floating-Point Standard"; no contraction
+//         is possible in a sum). Without a driver every CUDA case ends UNSUPPORTED
+//         (cudaErrorInsufficientDriver, 35) at init.
 //
 // Remedy
 //   Fix the order: store partials by block index and reduce them in a fixed tree (two passes,
@@ -57,6 +60,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -225,9 +229,13 @@ template <class Backend> pitfall::status reproduce_arrival_order_sum(pitfall::co
     PITFALL_TRY(Backend::for_each(
         d.chunks, chunk_sum{d_x.data(), d_order.data(), d_partial.data(), d.x.size(), d.chunk}));
     std::vector<float> results;
+    constexpr bool on_cpu = std::is_same<Backend, pitfall::cpu_backend>::value;
     for (long long run = 0; run < d.runs; ++run) {
-        // The GPU's arrival order is its own; the CPU's is this run's permutation.
-        const std::vector<std::uint32_t> order = order_of_run(d.chunks, run);
+        // The GPU gets the same (identity) order every run: whatever differs between its runs
+        // is the hardware's arrival order at the atomic, nothing the host chose. The CPU has no
+        // arrival order of its own in one thread: its stand-in for threads finishing in
+        // another order is this run's permutation.
+        const std::vector<std::uint32_t> order = order_of_run(d.chunks, on_cpu ? run : 0);
         PITFALL_TRY(Backend::copy_to_device(d_order, order.data(), d.chunks));
         const float zero = 0.f;
         PITFALL_TRY(Backend::copy_to_device(d_total, &zero, 1));
@@ -242,7 +250,10 @@ template <class Backend> pitfall::status reproduce_arrival_order_sum(pitfall::co
     // A value passes through chunk - 1 additions in its chunk, its partial through up to
     // chunks - 1 in the accumulator.
     judge(ctx, d, results, static_cast<double>(d.chunk - 1 + d.chunks - 1));
-    ctx.check("runs_disagree", distinct_count(results) > 1, distinct_detail(results));
+    if (on_cpu) // the permuted orders: a different order of the same additions changes the bits
+        ctx.check("runs_disagree", distinct_count(results) > 1, distinct_detail(results));
+    else // how often the hardware's order differs is the GPU's, not a promise: recorded only
+        ctx.record_info("runs_disagree", distinct_detail(results));
     return pitfall::status::ok();
 }
 

@@ -224,8 +224,10 @@ template <class Backend> status reproduce_future_ptx(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const ptx_isa isa, parse_isa("future_ptx_isa", text));
     const bool known = pitfall::detail::first_driver_for_ptx_isa(isa).has_value();
     (void)judge(ctx, "", isa, 0);
-    ctx.check("no_driver_in_table", !known,
-              "PTX ISA " + isa.text() + (known ? " has a driver in the table" : " has none"));
+    // What the table says of this ISA is recorded, not checked: the table is the rule itself,
+    // and only a driver (on_device) can say whether it holds.
+    ctx.record_info("driver_in_table",
+                    "PTX ISA " + isa.text() + (known ? " has a driver in the table" : " has none"));
 #if PITFALL_HAS_CUDA
     return on_device(ctx, fill_index_ptx(isa), isa);
 #else
@@ -291,9 +293,11 @@ template <class Backend> status reproduce_build_ptx_on_older_driver(pitfall::con
     ctx.record_info("embedded_ptx", ptx.back().describe());
     ctx.record("ptx_images", count);
     ctx.record("ptx_images_refused", refused);
-    ctx.check("build_ptx_refused_by_driver", refused == count,
-              std::to_string(refused) + " of " + std::to_string(count) +
-                  " embedded PTX images refused by a " + driver_text(driver) + " driver");
+    // The prediction of the table for the PTX this build really embeds (its .version read from
+    // the fatbin): recorded, since the judged driver is chosen from the same table.
+    ctx.record_info("build_ptx_refused_by_driver",
+                    std::to_string(refused) + " of " + std::to_string(count) +
+                        " embedded PTX images refused by a " + driver_text(driver) + " driver");
     return status::ok();
 }
 
@@ -306,8 +310,9 @@ template <class Backend> status remedy_driver_ptx_isa(pitfall::context& ctx) {
         return pitfall::bad_parameter("driver_version", "older than any driver in the PTX table");
     ctx.record_info("written_ptx_isa", isa->text());
     const bool accepted = judge(ctx, "", *isa, driver);
-    ctx.check("accepted_by_driver", accepted,
-              "PTX ISA " + isa->text() + " on a " + driver_text(driver) + " driver");
+    ctx.record_info("accepted_by_driver", std::string(accepted ? "yes" : "no") + ": PTX ISA " +
+                                              isa->text() + " on a " + driver_text(driver) +
+                                              " driver");
 #if PITFALL_HAS_CUDA
     return on_device(ctx, fill_index_ptx(*isa), *isa);
 #else
