@@ -154,6 +154,15 @@ status check_device_copy(pitfall::context& ctx, const pitfall::buffer<std::uint3
     return status::ok();
 }
 
+/// mlock(2) and munlock(2) as system calls: AddressSanitizer replaces the libc functions with
+/// ones that do nothing and succeed, which would hide the kernel's answer in a sanitizer build.
+int lock_pages(void* addr, std::size_t len) {
+    return static_cast<int>(::syscall(SYS_mlock, addr, len));
+}
+void unlock_pages(void* addr, std::size_t len) {
+    (void)::syscall(SYS_munlock, addr, len);
+}
+
 /// Page-aligned anonymous memory (what mlock and cudaHostRegister work on), unmapped on exit.
 class host_pages {
 public:
@@ -222,7 +231,7 @@ template <class Backend> status reproduce_pin_whole_buffer(pitfall::context& ctx
 #endif
     host_pages buffer(c.transfer);
     PITFALL_TRY(filled_source(buffer));
-    if (::mlock(buffer.data(), c.transfer) != 0)
+    if (lock_pages(buffer.data(), c.transfer) != 0)
         return status::from_errno(errno,
                                   "mlock(" + std::to_string(c.transfer) +
                                       " bytes) under RLIMIT_MEMLOCK " + std::to_string(c.limit) +
@@ -230,7 +239,7 @@ template <class Backend> status reproduce_pin_whole_buffer(pitfall::context& ctx
                                   pitfall::stage::alloc, __FILE__, __LINE__);
     ctx.record("pinned_bytes", static_cast<double>(c.transfer), "B");
     ctx.record("pinned_beyond_memlock_limit", c.transfer > c.limit ? 1.0 : 0.0);
-    (void)::munlock(buffer.data(), c.transfer);
+    unlock_pages(buffer.data(), c.transfer);
     return status::ok();
 }
 
@@ -292,7 +301,7 @@ template <class Backend> status remedy_staging_pool(pitfall::context& ctx) {
         if (staging.data() == nullptr)
             return status::from_errno(errno, "mmap of the staging buffers", pitfall::stage::alloc,
                                       __FILE__, __LINE__);
-        if (::mlock(staging.data(), staging.bytes()) != 0)
+        if (lock_pages(staging.data(), staging.bytes()) != 0)
             return status::from_errno(errno, "mlock of the two staging buffers",
                                       pitfall::stage::alloc, __FILE__, __LINE__);
         for (std::size_t first = 0, n = 0; first < words; first += chunk_words, ++n) {
@@ -301,7 +310,7 @@ template <class Backend> status remedy_staging_pool(pitfall::context& ctx) {
             std::memcpy(stage_buf, src + first, count * 4);
             std::memcpy(dev.data() + first, stage_buf, count * 4);
         }
-        (void)::munlock(staging.data(), staging.bytes());
+        unlock_pages(staging.data(), staging.bytes());
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
