@@ -9,7 +9,8 @@
 //     remedy_default_math  cuda: CUBLAS_DEFAULT_MATH; cpu: OpenBLAS sgemm on the fp32 inputs.
 //     remedy_pedantic_math cuda: CUBLAS_PEDANTIC_MATH; cpu: a plain fp32 loop in k order.
 //   Measured: the largest normwise error |C - R|_ij / (|A||B|)_ij against the float64 result R,
-//   next to fp32's worst-case bound gamma_k = k u / (1 - k u), u = 2^-24; and the product
+//   next to the fp32 product's on the same inputs (the reproduce case computes both) and fp32's
+//   worst-case bound gamma_k = k u / (1 - k u), u = 2^-24; and the product
 //   A x I, which in fp32 is exactly A (pytorch/pytorch#53635 printed 1025 for 1024.5 x 1).
 //
 // Why it fails
@@ -25,7 +26,8 @@
 //
 // Expected per backend
 //   cpu   outcome ok. reproduce: the TF32-rounded product's normwise error (~1e-4 at size 256)
-//         is above gamma_k (1.5e-5) and within the TF32 bound 2^-10 + gamma_k; A x I differs
+//         is more than 8x the fp32 product's on the same inputs (~2e-7: about 500x) and within
+//         the TF32 bound 2^-10 + gamma_k; A x I differs
 //         from A in almost every entry. The rounding emulated is PTX's cvt.rna.tf32.f32
 //         (nearest, ties away from zero: 1024.5 -> 1025, the value of #53635). The remedies:
 //         within gamma_k, A x I == A everywhere.
@@ -34,7 +36,7 @@
 //         documentation, "cublasMath_t": CUBLAS_TF32_TENSOR_OP_MATH "allows the library to use
 //         Tensor Core operations with TF32 [for] single-precision routines"). Turing (sm_75)
 //         and older have no TF32: cuBLAS falls back to fp32 there and the reproduce case's
-//         checks fail (the error stays within gamma_k): that is the 2080 of #53635.
+//         checks fail (its error is the fp32 product's): that is the 2080 of #53635.
 //         CUBLAS_DEFAULT_MATH does not use TF32 since cuBLAS 11.0 and CUBLAS_PEDANTIC_MATH never
 //         does: the remedies stay within gamma_k on every architecture. NVIDIA_TF32_OVERRIDE=0
 //         in the environment turns TF32 off whatever the program asks
@@ -180,10 +182,19 @@ template <class Backend> pitfall::status run(pitfall::context& ctx, math how) {
     std::vector<float> a_times_identity;
     PITFALL_TRY(product<Backend>(how, s, a, &b, c));
     PITFALL_TRY(product<Backend>(how, s, a, nullptr, a_times_identity));
+    // The same inputs in fp32 math, for the reproduce case to measure TF32 against: fp32's
+    // worst-case bound gamma_k grows with k faster than TF32's typical error (at size 1024 the
+    // TF32 error is already below it), so what TF32 costs is judged against the fp32 product's
+    // own error on the same data.
+    std::vector<float> c_fp32;
+    if (how == math::tf32)
+        PITFALL_TRY(product<Backend>(math::default_fp32, s, a, &b, c_fp32));
     ctx.ran_on(Backend::describe_device());
 
-    // The float64 reference, written as a loop over i, j, p (no BLAS): R and |A||B|.
+    // The float64 reference, written as a loop over i, j, p (no BLAS): R and |A||B|, and each
+    // product's largest normwise error |C - R| / (|A||B|) against it.
     double worst = 0.0;
+    double worst_fp32 = 0.0;
     for (int j = 0; j < s; ++j) {
         for (int i = 0; i < s; ++i) {
             double exact = 0.0;
@@ -194,8 +205,10 @@ template <class Backend> pitfall::status run(pitfall::context& ctx, math how) {
                 exact += term;
                 magnitude += std::fabs(term);
             }
-            const double got = c[i + static_cast<std::size_t>(j) * s];
-            worst = std::fmax(worst, std::fabs(got - exact) / magnitude);
+            const std::size_t cell = i + static_cast<std::size_t>(j) * s;
+            worst = std::fmax(worst, std::fabs(c[cell] - exact) / magnitude);
+            if (!c_fp32.empty())
+                worst_fp32 = std::fmax(worst_fp32, std::fabs(c_fp32[cell] - exact) / magnitude);
         }
     }
     long long identity_changed = 0;
@@ -214,7 +227,14 @@ template <class Backend> pitfall::status run(pitfall::context& ctx, math how) {
     d << "largest |C - R| / (|A||B|) = " << worst << "; fp32 bound gamma_k = " << gamma_k
       << ", TF32 bound " << tf32_bound;
     if (how == math::tf32) {
-        ctx.check("error_above_fp32_bound", worst > gamma_k, d.str());
+        // TF32 keeps 10 of fp32's 23 mantissa bits: its error is orders of magnitude above the
+        // fp32 product's on the same inputs (500x at size 256, ~100x at 1024 here); 8x is far
+        // from what two fp32 summation orders can differ by.
+        ctx.record("fp32_product_max_normwise_error", worst_fp32);
+        std::ostringstream vs;
+        vs << "TF32 product " << worst << ", fp32 product " << worst_fp32
+           << " (largest |C - R| / (|A||B|))";
+        ctx.check("error_far_above_fp32_product", worst > 8.0 * worst_fp32, vs.str());
         ctx.check("error_within_tf32_bound", worst <= tf32_bound, d.str());
         ctx.check("a_times_identity_changes_a", identity_changed > 0,
                   std::to_string(identity_changed) + " of " + std::to_string(cells) +
