@@ -12,7 +12,9 @@
 #                                                  NewScenario.cmake and the scenario template
 #
 # so that a project elsewhere builds its own scenarios against it (see README, "A scenario
-# of your own"). The matrix driver is not installed: it builds pitfall from a source tree.
+# of your own"). The matrix driver is not installed: it builds pitfall from a source tree. The
+# fleet driver is (P/share/pitfall/fleet/): a cluster runs an installed pitfall from a shared
+# prefix.
 include(CMakePackageConfigHelpers)
 
 set(PITFALL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/pitfall"
@@ -53,7 +55,10 @@ list(JOIN pitfall_installed_entries ",\n" pitfall_installed_body)
 _pitfall_relative(pitfall_installed_probe "${CMAKE_INSTALL_FULL_BINDIR}/pitfall-probe")
 # No "runs": a prefix is no place for them (the command then uses reports/runs of the working
 # folder), and no "matrix_driver" (not installed).
-_pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}")
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/ci/fleet.py" DESTINATION "${pitfall_share}/fleet")
+install(FILES "${PROJECT_SOURCE_DIR}/ci/safe_json.py" DESTINATION "${pitfall_share}/fleet")
+_pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}"
+                     FLEET_DRIVER "fleet/fleet.py")
 _pitfall_index_document(pitfall_installed_index "${pitfall_installed_paths}" "${pitfall_installed_body}")
 file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/install/pitfall-index.json"
      CONTENT "${pitfall_installed_index}")

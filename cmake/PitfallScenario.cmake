@@ -310,12 +310,12 @@ function(_pitfall_add_compile_checks name dir json)
 endfunction()
 
 # pitfall_write_scenario_index(<path> [EXPECTED <dir>] [PROBE <file>] [MATRIX_DRIVER <file>]
-#                              [RUNS <dir>])
+#                              [FLEET_DRIVER <file>] [RUNS <dir>])
 # Writes the index the `pitfall` command reads: each scenario's program and scenario.json, and
-# under "paths" where its baselines, probe, matrix driver and runs are (absolute here; the
+# under "paths" where its baselines, probe, matrix and fleet drivers and runs are (absolute here; the
 # installed index has them relative to itself). A path left out is left out of "paths".
 function(pitfall_write_scenario_index path)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;RUNS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;FLEET_DRIVER;RUNS" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "pitfall_write_scenario_index: unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -328,7 +328,8 @@ function(pitfall_write_scenario_index path)
   endforeach()
   list(JOIN entries ",\n" body)
   _pitfall_index_paths(paths EXPECTED "${ARG_EXPECTED}" PROBE "${ARG_PROBE}"
-                       MATRIX_DRIVER "${ARG_MATRIX_DRIVER}" RUNS "${ARG_RUNS}")
+                       MATRIX_DRIVER "${ARG_MATRIX_DRIVER}"
+                       FLEET_DRIVER "${ARG_FLEET_DRIVER}" RUNS "${ARG_RUNS}")
   _pitfall_index_document(document "${paths}" "${body}")
   file(GENERATE OUTPUT "${path}" CONTENT "${document}")
   set_property(GLOBAL APPEND PROPERTY _PITFALL_INDEX_FILES "${path}")
@@ -336,9 +337,9 @@ endfunction()
 
 # The "paths" object of an index (its members, one a line), from keyword arguments.
 function(_pitfall_index_paths out)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;RUNS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;FLEET_DRIVER;RUNS" "")
   set(members "")
-  foreach(key IN ITEMS EXPECTED PROBE MATRIX_DRIVER RUNS)
+  foreach(key IN ITEMS EXPECTED PROBE MATRIX_DRIVER FLEET_DRIVER RUNS)
     if(NOT "${ARG_${key}}" STREQUAL "")
       string(TOLOWER "${key}" json_key)
       list(APPEND members "    \"${json_key}\": \"${ARG_${key}}\"")

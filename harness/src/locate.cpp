@@ -72,7 +72,8 @@ status read_paths(installation& at) {
     const fs::path base = fs::path(at.index).parent_path();
     for (auto [key, target] :
          {std::pair{"expected", &at.expected}, std::pair{"probe", &at.probe},
-          std::pair{"matrix_driver", &at.matrix_driver}, std::pair{"runs", &at.runs}}) {
+          std::pair{"matrix_driver", &at.matrix_driver},
+          std::pair{"fleet_driver", &at.fleet_driver}, std::pair{"runs", &at.runs}}) {
         if (!paths.contains(key))
             continue;
         if (!paths[key].is_string() || paths[key].get<std::string>().empty())
@@ -131,6 +132,14 @@ status_or<std::string> locate_matrix_driver() {
     PITFALL_ASSIGN_OR_RETURN(const installation at, locate(""));
     return required_path(at, at.matrix_driver, "matrix driver", "matrix_driver",
                          "set PITFALL_MATRIX_DRIVER");
+}
+
+status_or<std::string> locate_fleet_driver() {
+    if (std::string from_env = env_or_empty("PITFALL_FLEET_DRIVER"); !from_env.empty())
+        return from_env;
+    PITFALL_ASSIGN_OR_RETURN(const installation at, locate(""));
+    return required_path(at, at.fleet_driver, "fleet driver", "fleet_driver",
+                         "set PITFALL_FLEET_DRIVER");
 }
 
 } // namespace pitfall::runner

@@ -10,7 +10,8 @@
 namespace pitfall::runner {
 
 /// The paths of one pitfall (a build tree or an install prefix). The index declares them as
-///   "paths": {"expected": ..., "probe": ..., "matrix_driver": ..., "runs": ...}
+///   "paths": {"expected": ..., "probe": ..., "matrix_driver": ..., "fleet_driver": ...,
+///             "runs": ...}
 /// each absolute or relative to the index file's folder; here they are absolute, or empty
 /// where nothing names them.
 struct installation {
@@ -18,6 +19,7 @@ struct installation {
     std::string expected;      ///< the baselines folder (expected/)
     std::string probe;         ///< the environment probe program (pitfall-probe)
     std::string matrix_driver; ///< the container matrix driver (ci/matrix.py)
+    std::string fleet_driver;  ///< the cluster fleet driver (ci/fleet.py)
     /// Where a run without --out makes its folder: the index's, else reports/runs under the
     /// working directory (an installed index names none: its prefix is no place for runs).
     std::string runs;
@@ -44,5 +46,8 @@ status_or<std::string> required_path(const installation& at, const std::string& 
 
 /// $PITFALL_MATRIX_DRIVER, else the matrix_driver of the index locate("") finds.
 status_or<std::string> locate_matrix_driver();
+
+/// $PITFALL_FLEET_DRIVER, else the fleet_driver of the index locate("") finds.
+status_or<std::string> locate_fleet_driver();
 
 } // namespace pitfall::runner

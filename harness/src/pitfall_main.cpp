@@ -51,7 +51,8 @@ NO_BASELINE (a warning).
 where things are: the scenario index is --index FILE, else $PITFALL_INDEX, else the one beside
 this program (<bin>/../pitfall-index.json in a build tree, <bin>/../share/pitfall/ installed);
 the index names the baselines (--expected DIR, $PITFALL_EXPECTED override it), the probe, the
-matrix driver ($PITFALL_MATRIX_DRIVER overrides it) and the folder for runs.
+matrix and fleet drivers ($PITFALL_MATRIX_DRIVER, $PITFALL_FLEET_DRIVER override them) and the
+folder for runs.
 
 environment:
   PITFALL_INJECT     fault injection for testing the verdicts: kind:case:argument, comma-
@@ -418,6 +419,20 @@ examples:
   pitfall matrix list
   pitfall matrix run --cells cuda13.0-host --scenarios version_mismatch --out /tmp/m
   pitfall matrix run --dry-run --out /tmp/m)");
+    CLI::App* fleet = app.add_subcommand(
+        "fleet", "run|status|collect|cancel|manifest [...]: the suite on every GPU node of\n"
+                 "a cluster (one Slurm array job, one task per node), and which node\n"
+                 "differs; a Kubernetes Indexed Job manifest for the same");
+    fleet->prefix_command()->set_help_flag();
+    fleet->footer(
+        R"(Arguments go to the fleet driver unchanged: `pitfall fleet --help` lists them. The driver is
+$PITFALL_FLEET_DRIVER, else the scenario index's paths.fleet_driver (ci/fleet.py).
+
+examples:
+  pitfall fleet run --engine slurm --partition gpu --out /shared/fleet/a --scenario float64_inputs
+  pitfall fleet run --engine slurm --nodelist gpu[01-04] --gres gpu:1 --dry-run
+  pitfall fleet status /shared/fleet/a
+  pitfall fleet manifest --engine kubernetes --nodes 8 --image registry/pitfall:1 --claim results)");
     CLI::App* doctor = app.add_subcommand(
         "doctor", "what is wrong with this machine for CUDA work: findings worst first,\n"
                   "each with the evidence, why it matters, the fix and the case that\n"
@@ -539,17 +554,17 @@ int do_help(const CLI::App& app, const std::string& topic) {
     return exit_ok;
 }
 
-int do_matrix(const CLI::App& matrix) {
-    // The matrix driver is a script (it drives podman or docker, debootstrap and pip); it
-    // renders the merged report with this very binary.
-    auto driver = locate_matrix_driver();
+/// `pitfall matrix` and `pitfall fleet`: scripts (they drive podman, debootstrap and pip, or
+/// Slurm's commands) that render their merged reports with this very binary, so they are told
+/// its path.
+int exec_driver(const CLI::App& command, const pitfall::status_or<std::string>& driver) {
     if (!driver.is_ok())
         return input_error(driver.error());
     const std::string self = self_executable();
     if (!self.empty())
         ::setenv("PITFALL_BINARY", self.c_str(), 1);
     std::vector<std::string> args{"python3", driver.value()};
-    for (const auto& arg : matrix.remaining())
+    for (const auto& arg : command.remaining())
         args.push_back(arg);
     std::vector<char*> child;
     child.reserve(args.size() + 1);
@@ -841,7 +856,9 @@ int main(int argc, char** argv) try {
     CLI::App& sub = *chosen.front();
     const std::string& command = sub.get_name();
     if (command == "matrix")
-        return do_matrix(sub);
+        return exec_driver(sub, locate_matrix_driver());
+    if (command == "fleet")
+        return exec_driver(sub, locate_fleet_driver());
     if (const int rc = reject_leftovers(sub); rc != exit_ok)
         return rc;
     if (const int rc = reject_empty_values(sub); rc != exit_ok)

@@ -1,0 +1,899 @@
+#!/usr/bin/env python3
+"""pitfall fleet: the suite on every GPU node of a cluster, and which node differs.
+
+`pitfall fleet` runs this file. On Slurm, `fleet run` submits ONE array job with one task per
+node: the job is submitted held, each task is pinned to its own node (`scontrol update
+JobId=<job>_<i> ReqNodeList=<node>`, which splits the task out of the array's pending record),
+then released; every task asks for its node whole (--exclusive). Each task runs
+`pitfall doctor --json` and `pitfall run` into DIR/nodes/<node>/ on a shared file system. The
+driver follows the tasks with squeue (pending, running) and sacct, or scontrol where the cluster
+keeps no accounting (done), writes each node's outcome into DIR/nodes/<node>/node.json (ran, or
+why not: run_failed, job_failed, node_down, timed_out, cancelled) and ends with the merged report
+(`pitfall report --merge DIR/nodes/*`): nodes grouped by fingerprint, and first the cases whose
+verdict or outcome differs between nodes of one group. A node that fails is a result, never an
+abort. `fleet manifest --engine kubernetes` writes an Indexed Job instead (ci/fleet_k8s.py).
+
+Exit status: 0 every node ran and met its baselines, and no case differs within a fingerprint
+group; 1 not; 2 bad usage or bad input (no Slurm client, unknown node, malformed fleet folder);
+130 interrupted (the job is cancelled, what finished is kept and merged).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from safe_json import BadInput, read_json, write_atomically  # noqa: E402
+
+EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+FLEET_SCHEMA, NODE_SCHEMA, TASK_SCHEMA = "pitfall.fleet/1", "pitfall.fleet-node/1", "pitfall.fleet-task/1"
+# Slurm node names as slurm.conf allows them in practice; anything else is refused before it
+# reaches a command line or a folder name.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# A node in one of these states takes no new job: its task would pend for ever.
+UNUSABLE_STATES = ("down", "drain", "fail", "maint", "inval", "unknown", "future", "power", "reboot", "not_responding")
+LIVE_STATES = {"PENDING": "pending", "CONFIGURING": "running", "RUNNING": "running", "COMPLETING": "running",
+               "SUSPENDED": "running", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "RESIZING": "running",
+               "SIGNALING": "running", "STAGE_OUT": "running", "STOPPED": "running"}
+# Slurm's final job states (squeue(1), "JOB STATE CODES") and the node outcome each means.
+FINAL_STATES = {"COMPLETED": "ran", "FAILED": "job_failed", "OUT_OF_MEMORY": "job_failed", "BOOT_FAIL": "job_failed",
+                "DEADLINE": "timed_out", "TIMEOUT": "timed_out", "NODE_FAIL": "node_down", "CANCELLED": "cancelled",
+                "PREEMPTED": "job_failed", "REVOKED": "cancelled", "SPECIAL_EXIT": "job_failed"}
+NODE_OUTCOMES = ("ran", "run_failed", "job_failed", "node_down", "timed_out", "cancelled", "pending", "running", "lost")
+FILTER_FLAGS = ("scenario", "backend", "variant", "label")
+
+USAGE = """\
+usage: pitfall fleet <command> [options]
+
+The suite on every GPU node of a cluster, one Slurm array job with one task per node, and the
+merged report that says which node differs.
+
+commands:
+  run --engine slurm [--out DIR] [options] [filters]
+                      submit the array job, follow it, collect, merge (see run options)
+  status DIR [--json] each node's state now (from squeue, sacct or scontrol); changes nothing
+  collect DIR         write each node's node.json from Slurm's states and merge the report
+                      (DIR/fleet.md, DIR/fleet.html); safe to repeat
+  cancel DIR          scancel the fleet's job, then collect
+  manifest --engine kubernetes ...
+                      a Kubernetes Indexed Job doing the same, one pod per GPU node
+                      (`pitfall fleet manifest --help`; docs/kubernetes.md)
+
+run options:
+  --engine slurm      the scheduler (Slurm is the one there is; Kubernetes: `fleet manifest`)
+  --out DIR           the fleet folder, on a file system every node mounts at the same path
+                      (default: reports/fleet/<UTC time>): fleet.json, fleet.sbatch,
+                      nodes/<node>/{node.json,task.json,doctor.json,slurm.out,run/}, fleet.md,
+                      fleet.html
+  --partition P       the partition (default: the cluster's default partition)
+  --nodes N           N nodes of the partition that are up (the first N by name)
+  --nodelist LIST     these nodes (Slurm's form: gpu[01-04],gpu07); default: every node of the
+                      partition (the GPU nodes, where some have a gpu GRES)
+  --gres G            each task's generic resources (gpu:1); auto (default): gpu:<count> when
+                      the chosen nodes have a gpu GRES, none otherwise; none: ask for none
+  --time T            each task's time limit (Slurm's forms: MM, HH:MM:SS, D-HH:MM:SS)
+  --container IMAGE   run doctor and run inside IMAGE through the cluster's container plugin:
+                      pyxis (srun --container-image) where srun offers it, else Slurm's own OCI
+                      support (srun --container, IMAGE an OCI bundle folder)
+  --pitfall PATH      the pitfall binary every node runs (default: this one; in a container:
+                      `pitfall` on the image's PATH)
+  --profile P, --samples N, --timeout-scale X
+                      passed to `pitfall run` on every node
+  --poll S            seconds between looks at the queue (default 5)
+  --no-wait           submit and return: follow with `fleet status`, end with `fleet collect`
+  --dry-run           print the batch script and the sbatch and scontrol commands; submit nothing
+
+filters (passed to `pitfall run`): --scenario S, --backend B, --variant V, --label L (repeatable,
+or comma-separated)
+
+node outcomes: ran (pitfall run judged its cases), run_failed (the job ran, pitfall could not:
+its exit status and the reason), job_failed (Slurm's state and reason), node_down (down or drained
+when submitted, failed while running), timed_out, cancelled, pending or running (not over yet),
+lost (Slurm no longer knows the task and it left no record).
+
+exit status: 0 every node ran and met its baselines, and no case differs between nodes of one
+fingerprint group; 1 not (or not over yet); 2 bad usage or bad input; 130 interrupted (the job is
+cancelled, finished nodes are kept and merged).
+"""
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_seconds(s: float) -> str:
+    s = int(round(max(s, 0)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+# ---- Slurm's notations -------------------------------------------------------------------------
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's host list notation ("gpu[01-03,07],cpu1") as names, in order, without duplicates.
+    Malformed text is BadInput naming it (scontrol would say less)."""
+    names: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = i
+        depth = 0
+        while j < n and (text[j] != "," or depth):
+            depth += text[j] == "["
+            depth -= text[j] == "]"
+            if depth < 0 or depth > 1:
+                raise BadInput(f"--nodelist {text!r}: unbalanced brackets")
+            j += 1
+        if depth:
+            raise BadInput(f"--nodelist {text!r}: unbalanced brackets")
+        names += _expand_one(text[i:j], text)
+        i = j + 1
+    if not names:
+        raise BadInput(f"--nodelist {text!r}: no node named")
+    seen: set[str] = set()
+    return [x for x in names if not (x in seen or seen.add(x))]
+
+
+def _expand_one(item: str, whole: str) -> list[str]:
+    m = re.fullmatch(r"([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)", item)
+    if not m:
+        if not NODE_NAME.fullmatch(item):
+            raise BadInput(f"--nodelist {whole!r}: {item!r} is not a node name")
+        return [item]
+    prefix, ranges, suffix = m.groups()
+    out = []
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise BadInput(f"--nodelist {whole!r}: {part!r} is not a number or a range")
+        hi = hi or lo
+        if int(hi) < int(lo) or int(hi) - int(lo) > 100000:
+            raise BadInput(f"--nodelist {whole!r}: range {part!r} runs backwards or is too long")
+        width = len(lo) if lo.startswith("0") else 0
+        out += [f"{prefix}{k:0{width}d}{suffix}" for k in range(int(lo), int(hi) + 1)]
+    for name in out:
+        if not NODE_NAME.fullmatch(name):
+            raise BadInput(f"--nodelist {whole!r}: {name!r} is not a node name")
+    return out
+
+
+def parse_time_limit(text: str) -> int:
+    """Slurm's --time forms (sbatch(1)) in seconds: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM,
+    D-HH:MM:SS. BadInput naming --time otherwise."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not m:
+        raise BadInput(f"--time {text!r}: expected MM, HH:MM:SS or D-HH:MM:SS")
+    days, a, b, c = m.groups()
+    a, b, c = int(a), int(b or 0), int(c or 0)
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = int(days) * 86400 + a * 3600 + b * 60 + c
+    elif m.group(4) is not None:  # HH:MM:SS
+        seconds = a * 3600 + b * 60 + c
+    else:  # MM or MM:SS
+        seconds = a * 60 + b
+    if seconds <= 0:
+        raise BadInput(f"--time {text!r}: must be more than zero")
+    return seconds
+
+
+def parse_gpu_gres(gres: str) -> int:
+    """The number of GPUs in a node's GRES text as sinfo %G prints it ("gpu:h100:4(S:0-1),
+    mps:100"), 0 without a gpu entry."""
+    total = 0
+    for item in gres.split(","):
+        item = re.sub(r"\(.*?\)", "", item.strip())
+        parts = item.split(":")
+        if parts[0] == "gpu":
+            count = parts[-1] if len(parts) > 1 else "1"
+            total += int(count) if count.isdigit() else 1
+    return total
+
+
+# ---- talking to Slurm --------------------------------------------------------------------------
+
+
+class Slurm:
+    """The Slurm commands, run as child processes (never a shell), with what they said."""
+
+    TOOLS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel")
+
+    def __init__(self, check: bool = True):
+        missing = [t for t in self.TOOLS if shutil.which(t) is None]
+        if check and missing:
+            raise BadInput(f"no Slurm client here: {', '.join(missing)} not on PATH (install slurm-client, "
+                           f"or run on a login node)")
+        self.accounting: bool | None = None  # found out on first use of sacct
+
+    @staticmethod
+    def call(argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
+        except FileNotFoundError:
+            return 127, "", f"{argv[0]}: not found"
+        except subprocess.TimeoutExpired:
+            return 124, "", f"{argv[0]} did not answer in {timeout:.0f} s"
+        return p.returncode, p.stdout, p.stderr.strip()
+
+    def nodes(self, partition: str | None, names: list[str] | None) -> dict[str, dict]:
+        """Node -> {state, gres, reason, partitions} from sinfo (one line per node and partition)."""
+        argv = ["sinfo", "-h", "-N", "-o", "%N|%T|%G|%E|%P"]
+        if partition:
+            argv += ["-p", partition]
+        if names:
+            argv += ["-n", ",".join(names)]
+        rc, out, err = self.call(argv)
+        if rc != 0:
+            raise BadInput(f"sinfo failed ({err or rc}): is slurmctld up, and the partition right?")
+        found: dict[str, dict] = {}
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) < 5 or not NODE_NAME.fullmatch(parts[0]):
+                continue
+            node = found.setdefault(parts[0], {"state": parts[1], "gres": parts[2], "reason": parts[3],
+                                               "partitions": []})
+            node["partitions"].append(parts[4].rstrip("*"))
+        return found
+
+    def node_state(self, node: str) -> tuple[str, str]:
+        rc, out, _ = self.call(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"])
+        first = out.splitlines()[0] if rc == 0 and out.strip() else "unknown|"
+        state, _, reason = first.partition("|")
+        return state, reason
+
+    def live(self, job_id: str) -> dict[int, dict]:
+        """Array task -> {state, reason, node, elapsed} for the tasks squeue still lists."""
+        rc, out, _ = self.call(["squeue", "-h", "-r", "-j", job_id, "-o", "%K|%T|%r|%N|%M"])
+        tasks: dict[int, dict] = {}
+        if rc != 0:
+            return tasks
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) == 5 and parts[0].isdigit():
+                tasks[int(parts[0])] = {"state": parts[1], "reason": parts[2], "node": parts[3],
+                                        "elapsed_s": slurm_duration(parts[4]), "source": "squeue"}
+        return tasks
+
+    def finished(self, job_id: str) -> dict[int, dict]:
+        """Array task -> {state, reason, exit_code, node, elapsed} from sacct, or from scontrol
+        where the cluster keeps no accounting (scontrol remembers a job MinJobAge seconds)."""
+        tasks: dict[int, dict] = {}
+        if self.accounting is not False:
+            rc, out, _ = self.call(["sacct", "-n", "-P", "-X", "-j", job_id,
+                                    "-o", "JobID,State,ExitCode,NodeList,ElapsedRaw,Reason"])
+            self.accounting = rc == 0
+            for line in out.splitlines() if rc == 0 else []:
+                parts = line.split("|")
+                m = re.fullmatch(r"\d+_(\d+)", parts[0]) if len(parts) == 6 else None
+                if m:
+                    tasks[int(m.group(1))] = {"state": parts[1].split()[0], "exit_code": parts[2], "node": parts[3],
+                                              "elapsed_s": float(parts[4]) if parts[4].isdigit() else None,
+                                              "reason": parts[5], "source": "sacct"}
+        rc, out, _ = self.call(["scontrol", "-o", "show", "job", job_id])
+        for line in out.splitlines() if rc == 0 else []:
+            fields = dict(re.findall(r"(\w+)=(\S*)", line))
+            task = fields.get("ArrayTaskId", "")
+            if not task.isdigit() or int(task) in tasks:
+                continue
+            tasks[int(task)] = {"state": fields.get("JobState", "?"), "exit_code": fields.get("ExitCode", ""),
+                                "node": fields.get("NodeList", ""), "reason": fields.get("Reason", ""),
+                                "elapsed_s": slurm_duration(fields.get("RunTime", "")), "source": "scontrol"}
+        return tasks
+
+
+def slurm_duration(text: str) -> float | None:
+    """Seconds of Slurm's elapsed-time text: [D-]HH:MM:SS, or MM:SS as squeue prints it."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
+    if not m:
+        return None
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return float(d * 86400 + h * 3600 + mi * 60 + s)
+
+
+# ---- the batch script --------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    out: Path
+    nodes: list[str]                      # one array task each, in task order
+    skipped: dict[str, dict]              # nodes left out when submitting: {state, reason}
+    pitfall: str
+    run_args: list[str]
+    sbatch: list[str] = field(default_factory=list)
+    container: str = ""
+    container_kind: str = ""              # pyxis or oci
+
+
+def batch_script(plan: Plan) -> str:
+    """The array task: on node NODES[SLURM_ARRAY_TASK_ID], doctor then run into nodes/<node>/,
+    then task.json (what the task saw) written atomically. It exits 0 whenever pitfall run judged
+    its cases (exit 0 or 1), so Slurm's FAILED means the job itself went wrong."""
+    q = shlex.quote
+    # In a container, each of the two commands is a job step started inside the image.
+    if plan.container_kind == "pyxis":
+        step = (f"srun --ntasks=1 --container-image={q(plan.container)} "
+                f"--container-mounts={q(str(plan.out))}:{q(str(plan.out))} --container-workdir=/tmp ")
+    elif plan.container_kind == "oci":
+        step = f"srun --ntasks=1 --container={q(plan.container)} "
+    else:
+        step = ""
+    run_args = " ".join(q(a) for a in plan.run_args)
+    return f"""#!/bin/bash
+# pitfall fleet: one task of the fleet's array job, pinned to NODES[SLURM_ARRAY_TASK_ID].
+# Written by `pitfall fleet run` (fleet.json beside this file says with what).
+set -u
+fleet={q(str(plan.out))}
+pitfall={q(plan.pitfall)}
+NODES=({" ".join(q(n) for n in plan.nodes)})
+expected=${{NODES[${{SLURM_ARRAY_TASK_ID:-0}}]}}
+node=${{SLURMD_NODENAME:-$(hostname -s)}}
+node=${{node//[^A-Za-z0-9._-]/_}}
+dir="$fleet/nodes/$node"
+mkdir -p "$dir" || exit 3
+exec >"$dir/slurm.out" 2>&1
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+task_record() {{  # doctor_exit run_exit message
+  printf '{{"schema": "{TASK_SCHEMA}", "node": "%s", "expected_node": "%s", "job_id": "%s_%s", "array_task": %s, "started_at": "%s", "ended_at": "%s", "doctor_exit": %s, "run_exit": %s, "message": "%s"}}\\n' \\
+    "$node" "$expected" "${{SLURM_ARRAY_JOB_ID:-0}}" "${{SLURM_ARRAY_TASK_ID:-0}}" "${{SLURM_ARRAY_TASK_ID:-0}}" \\
+    "$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$1" "$2" "$3" >"$dir/.task.json.tmp" &&
+    mv -f "$dir/.task.json.tmp" "$dir/task.json"
+}}
+if [ "$node" != "$expected" ]; then
+  task_record null null "task ${{SLURM_ARRAY_TASK_ID:-0}} was meant for $expected and started on $node"
+  exit 3
+fi
+echo "pitfall fleet: task ${{SLURM_ARRAY_TASK_ID:-0}} on $node, job ${{SLURM_ARRAY_JOB_ID:-?}}, $started"
+{step}"$pitfall" doctor --json >"$dir/.doctor.json.tmp"
+doctor_exit=$?
+mv -f "$dir/.doctor.json.tmp" "$dir/doctor.json"
+{step}"$pitfall" run --out "$dir/run" --replace {run_args}
+run_exit=$?
+case $run_exit in
+  0|1) task_record "$doctor_exit" "$run_exit" ""; exit 0 ;;
+  *) task_record "$doctor_exit" "$run_exit" "pitfall run exited $run_exit (see slurm.out)"; exit "$run_exit" ;;
+esac
+"""
+
+
+def sbatch_argv(args, plan: Plan, gres: str) -> list[str]:
+    argv = ["sbatch", "--parsable", "--hold", f"--array=0-{len(plan.nodes) - 1}", "--nodes=1", "--exclusive",
+            "--job-name=pitfall-fleet", f"--output={plan.out / 'slurm' / 'task-%a.out'}", "--export=ALL",
+            f"--chdir={plan.out}"]
+    if args.partition:
+        argv.append(f"--partition={args.partition}")
+    if gres:
+        argv.append(f"--gres={gres}")
+    if args.time:
+        argv.append(f"--time={args.time}")
+    return argv + [str(plan.out / "fleet.sbatch")]
+
+
+# ---- node outcomes -----------------------------------------------------------------------------
+
+
+def read_task(node_dir: Path) -> dict | None:
+    path = node_dir / "task.json"
+    if not path.exists():
+        return None
+    try:
+        doc = read_json(path)
+    except BadInput as e:
+        return {"message": f"unreadable task record: {e}"}
+    return doc if isinstance(doc, dict) else {"message": f"{path}: not a JSON object"}
+
+
+def node_record(fleet: dict, node: str, task: int | None, slurm: dict | None, node_dir: Path) -> dict:
+    """node.json: Slurm's word on the node's task and the task's own record, as one outcome."""
+    rec = {"schema": NODE_SCHEMA, "node": node, "engine": "slurm"}
+    skipped = fleet.get("skipped", {}).get(node)
+    if task is None or skipped:
+        info = skipped or {}
+        rec.update(outcome="node_down", slurm_state=str(info.get("state", "")), reason=str(info.get("reason", "")),
+                   message=f"not submitted: the node was {info.get('state', '?')} "
+                           f"({info.get('reason') or 'no reason given'}) when the fleet was submitted")
+        return rec
+    rec.update(job_id=f"{fleet['job_id']}_{task}", array_task=task)
+    own = read_task(node_dir) or {}
+    for key in ("started_at", "ended_at"):
+        if isinstance(own.get(key), str):
+            rec[key] = own[key]
+    for key in ("run_exit", "doctor_exit"):
+        if isinstance(own.get(key), int) and not isinstance(own.get(key), bool):
+            rec[key] = own[key]
+    if fleet.get("node_down", {}).get(node):  # cancelled by the driver: its node went down
+        info = fleet["node_down"][node]
+        rec.update(outcome="node_down", slurm_state=info.get("state", ""), reason=info.get("reason", ""),
+                   message=f"the node went {info.get('state', 'down')} before the task started; the task was cancelled")
+        return rec
+    if slurm is None:
+        if "run_exit" in rec:  # Slurm forgot it (MinJobAge, no accounting); the task's record remains
+            rec.update(outcome="ran" if rec["run_exit"] in (0, 1) else "run_failed",
+                       message="Slurm no longer knows the task; outcome from its own record")
+        else:
+            rec.update(outcome="lost", message="Slurm no longer knows the task and it left no record")
+        return rec
+    state = slurm.get("state", "?").split()[0].rstrip("+")
+    rec.update(slurm_state=state, reason=slurm.get("reason", ""))
+    if slurm.get("exit_code"):
+        rec["exit_code"] = slurm["exit_code"]
+    if slurm.get("elapsed_s") is not None:
+        rec["elapsed_s"] = slurm["elapsed_s"]
+    if state in LIVE_STATES:
+        rec["outcome"] = LIVE_STATES[state]
+        return rec
+    outcome = FINAL_STATES.get(state, "job_failed")
+    if outcome == "ran" or (outcome == "job_failed" and "run_exit" in rec):
+        if rec.get("run_exit") in (0, 1):
+            outcome = "ran"
+        else:
+            outcome = "run_failed"
+            rec["message"] = str(own.get("message") or "the task ended without running pitfall run (see slurm.out)")
+    if outcome != "ran" and "message" not in rec:
+        rec["message"] = f"Slurm: {state}" + (f" ({rec['reason']})" if rec["reason"] not in ("", "None") else "") + \
+                         (f", exit code {rec['exit_code']}" if rec.get("exit_code") else "")
+    rec["outcome"] = outcome
+    return rec
+
+
+def load_fleet(out: Path) -> dict:
+    path = out / "fleet.json"
+    if not path.exists():
+        raise BadInput(f"{out}: no fleet.json: not a fleet folder (made by `pitfall fleet run`)")
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("schema") != FLEET_SCHEMA:
+        raise BadInput(f"{path}: not a fleet record (schema {FLEET_SCHEMA})")
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, str) and NODE_NAME.fullmatch(n) for n in nodes):
+        raise BadInput(f"{path}: field 'nodes': expected a list of node names")
+    if not isinstance(doc.get("job_id"), str) or not re.fullmatch(r"\d*", doc["job_id"]):
+        raise BadInput(f"{path}: field 'job_id': expected the job id as a string of digits")
+    for key in ("skipped", "node_down"):
+        if not isinstance(doc.setdefault(key, {}), dict):
+            raise BadInput(f"{path}: field '{key}': expected an object")
+    all_nodes = doc.get("all_nodes", nodes)
+    if not isinstance(all_nodes, list) or not all(isinstance(n, str) and NODE_NAME.fullmatch(n) for n in all_nodes):
+        raise BadInput(f"{path}: field 'all_nodes': expected a list of node names")
+    doc["all_nodes"] = all_nodes
+    return doc
+
+
+def gather(fleet: dict, out: Path, slurm: Slurm) -> dict[str, dict]:
+    """Every node's record now: node -> node.json content."""
+    job = fleet["job_id"]
+    live = slurm.live(job) if job else {}
+    done = slurm.finished(job) if job else {}
+    records = {}
+    for node in fleet["all_nodes"]:
+        task = fleet["nodes"].index(node) if node in fleet["nodes"] else None
+        info = live.get(task) if task is not None else None
+        if info is None and task is not None:
+            info = done.get(task)
+        records[node] = node_record(fleet, node, task, info, out / "nodes" / node)
+    return records
+
+
+def write_records(out: Path, records: dict[str, dict]) -> None:
+    for node, rec in records.items():
+        (out / "nodes" / node).mkdir(parents=True, exist_ok=True)
+        write_atomically(out / "nodes" / node / "node.json", json.dumps(rec, indent=2) + "\n")
+
+
+# ---- progress ----------------------------------------------------------------------------------
+
+
+def counts(records: dict[str, dict]) -> dict[str, int]:
+    c = {"pending": 0, "running": 0, "done": 0, "failed": 0}
+    for rec in records.values():
+        o = rec["outcome"]
+        key = o if o in ("pending", "running") else "done" if o == "ran" else "failed"
+        c[key] += 1
+    return c
+
+
+def eta_text(records: dict[str, dict]) -> str:
+    """Each pinned task waits only for its own node, so the fleet ends when its slowest node
+    does: the mean time of the nodes done so far, less what each running node has had."""
+    active = [r for r in records.values() if r["outcome"] in ("pending", "running")]
+    done = [r["elapsed_s"] for r in records.values() if r["outcome"] == "ran" and r.get("elapsed_s") is not None]
+    if not active:
+        return ""
+    if not done:
+        return "ETA unknown until a node finishes"
+    mean = sum(done) / len(done)
+    left = max(mean - (r.get("elapsed_s") or 0.0) for r in active)
+    return f"ETA {human_seconds(left)}" if left > 0 else "ETA any moment (slower than the nodes done)"
+
+
+def describe(rec: dict) -> str:
+    o = rec["outcome"]
+    if o == "ran":
+        text = f"ran (pitfall run exit {rec.get('run_exit', '?')}"
+        if rec.get("elapsed_s") is not None:
+            text += f", {human_seconds(rec['elapsed_s'])}"
+        return text + ")"
+    if o in ("pending", "running"):
+        reason = rec.get("reason", "")
+        return o + (f" ({reason})" if reason and reason != "None" else "")
+    return f"{o}: {rec.get('message', '')}".rstrip(": ")
+
+
+def cancel_down_nodes(fleet: dict, out: Path, slurm: Slurm, records: dict[str, dict]) -> bool:
+    """A pinned task whose node went down or was drained before it started would pend for ever:
+    cancel it and record node_down with the node's state and reason. True when one was."""
+    changed = False
+    for node, rec in records.items():
+        if rec["outcome"] != "pending" or node in fleet["node_down"]:
+            continue
+        if not re.search(r"ReqNodeNotAvail|NodeDown|DRAIN|Unavailable", rec.get("reason", ""), re.I):
+            continue
+        state, reason = slurm.node_state(node)
+        if any(word in state.lower() for word in UNUSABLE_STATES) or state.endswith("*"):
+            slurm.call(["scancel", rec["job_id"]])
+            fleet["node_down"][node] = {"state": state, "reason": reason}
+            changed = True
+    if changed:
+        write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
+    return changed
+
+
+def follow(fleet: dict, out: Path, slurm: Slurm, poll: float) -> dict[str, dict]:
+    """Polls until no task is pending or running, printing each node's change and the counts."""
+    last: dict[str, str] = {}
+    last_line, last_print = "", 0.0
+    while True:
+        records = gather(fleet, out, slurm)
+        if cancel_down_nodes(fleet, out, slurm, records):
+            records = gather(fleet, out, slurm)
+        write_records(out, records)
+        for node, rec in records.items():
+            text = describe(rec)
+            if rec["outcome"] == "running":
+                text = "running"  # its elapsed time changes every poll: say it once
+            if last.get(node) != text:
+                print(f"  {node}: {text}", flush=True)
+                last[node] = text
+        c = counts(records)
+        line = (f"fleet {fleet['job_id']}: {len(records)} nodes: {c['pending']} pending, {c['running']} running, "
+                f"{c['done']} done, {c['failed']} failed")
+        if line != last_line or time.monotonic() - last_print > 30:
+            eta = eta_text(records)
+            print(line + (f"  {eta}" if eta else ""), flush=True)
+            last_line, last_print = line, time.monotonic()
+        if c["pending"] == 0 and c["running"] == 0:
+            return records
+        time.sleep(poll)
+
+
+# ---- the merged report -------------------------------------------------------------------------
+
+
+def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int:
+    """fleet.md and fleet.html from `pitfall report --merge` over the node folders; the exit
+    status the fleet's outcome deserves."""
+    dirs = [str(out / "nodes" / n) for n in fleet["all_nodes"]]
+    problems = []
+    for fmt, name in (("markdown", "fleet.md"), ("html", "fleet.html")):
+        rc, _, err = Slurm.call([pitfall, "report", "--merge", *dirs, "--format", fmt, "--out", str(out / name)],
+                                timeout=600)
+        if rc != 0:
+            problems.append(f"the merged report ({name}) failed: {err.splitlines()[-1] if err else rc}")
+    differing = None
+    if (out / "fleet.md").exists():
+        text = (out / "fleet.md").read_text(errors="replace")
+        m = re.search(r"(\d+) cases? differs? within a group", text)
+        differing = int(m.group(1)) if m else None
+        section = re.search(r"^### Which node differs\n.*?(?=^### |\Z)", text, re.S | re.M)
+        if section:
+            print("\n" + section.group(0).rstrip())
+        print(f"\nmerged report: {out / 'fleet.md'}, {out / 'fleet.html'}")
+    not_ran = [n for n, r in records.items() if r["outcome"] != "ran"]
+    failing = [n for n, r in records.items() if r["outcome"] == "ran" and r.get("run_exit") != 0]
+    if not_ran:
+        problems.append(f"{len(not_ran)} node(s) did not run the suite: " +
+                        ", ".join(f"{n} ({records[n]['outcome']})" for n in not_ran))
+    if failing:
+        problems.append(f"{len(failing)} node(s) missed their baselines (pitfall run exit 1): {', '.join(failing)}")
+    if differing:
+        problems.append(f"{differing} case(s) differ between nodes of one fingerprint group")
+    if differing is None and (out / "fleet.md").exists():
+        problems.append("the merged report does not say how many cases differ within a group")
+    for p in problems:
+        print(f"pitfall fleet: {p}", file=sys.stderr)
+    if not problems:
+        print(f"pitfall fleet: all {len(records)} nodes ran, met their baselines and agree within their groups")
+    return EXIT_DIFFERS if problems else EXIT_OK
+
+
+# ---- commands ----------------------------------------------------------------------------------
+
+
+def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict], dict[str, dict]]:
+    """(nodes to submit, nodes left out as down, sinfo's facts) for --nodes/--nodelist/partition."""
+    wanted = expand_hostlist(args.nodelist) if args.nodelist else None
+    if slurm is None:  # --dry-run without Slurm: only a --nodelist can say which nodes
+        if not wanted:
+            raise BadInput("--dry-run without a Slurm client here needs --nodelist")
+        return wanted, {}, {}
+    info = slurm.nodes(args.partition, wanted)
+    if wanted:
+        unknown = [n for n in wanted if n not in info]
+        if unknown:
+            where = f" in partition {args.partition}" if args.partition else ""
+            raise BadInput(f"--nodelist: Slurm knows no node {', '.join(unknown)}{where}")
+        names = wanted
+    else:
+        names = sorted(info)
+        if any(parse_gpu_gres(v["gres"]) for v in info.values()):
+            names = [n for n in names if parse_gpu_gres(info[n]["gres"])]
+    if not names:
+        raise BadInput(f"no nodes in {'partition ' + args.partition if args.partition else 'the cluster'}")
+
+    def down(n: str) -> bool:
+        state = info[n]["state"].lower()
+        return state.endswith("*") or any(word in state for word in UNUSABLE_STATES)
+
+    skipped = {n: {"state": info[n]["state"], "reason": info[n]["reason"]} for n in names if down(n)}
+    usable = [n for n in names if n not in skipped]
+    if args.nodes is not None:
+        if args.nodes > len(usable):
+            raise BadInput(f"--nodes {args.nodes}: only {len(usable)} node(s) are up"
+                           f"{' in partition ' + args.partition if args.partition else ''}")
+        usable, skipped = usable[:args.nodes], {}
+    return usable, skipped, info
+
+
+def resolve_gres(args, nodes: list[str], info: dict[str, dict]) -> str:
+    if args.gres != "auto":
+        return "" if args.gres == "none" else args.gres
+    counts_ = [parse_gpu_gres(info[n]["gres"]) for n in nodes if n in info]
+    if counts_ and all(counts_):
+        return f"gpu:{min(counts_)}"
+    return ""
+
+
+def container_kind(image: str) -> str:
+    """pyxis where srun offers --container-image, else Slurm's own OCI support for a bundle."""
+    rc, out, err = Slurm.call(["srun", "--help"])
+    if "--container-image" in out + err:
+        return "pyxis"
+    if (Path(image) / "config.json").is_file():
+        return "oci"
+    raise BadInput(f"--container {image}: this cluster's srun has no --container-image (the pyxis plugin), "
+                   f"and {image} is not an OCI bundle folder (config.json) for srun --container")
+
+
+def run_args(args) -> list[str]:
+    out = []
+    for flag in FILTER_FLAGS:
+        for value in getattr(args, flag) or []:
+            out += [f"--{flag}", value]
+    for flag in ("profile", "samples", "timeout_scale"):
+        value = getattr(args, flag)
+        if value is not None:
+            out += ["--" + flag.replace("_", "-"), str(value)]
+    return out
+
+
+def command_run(args) -> int:
+    if args.engine != "slurm":
+        raise BadInput(f"--engine {args.engine}: `fleet run` drives Slurm; for Kubernetes, "
+                       f"`pitfall fleet manifest --engine kubernetes`")
+    if args.nodes is not None and args.nodelist:
+        raise BadInput("--nodes and --nodelist: give one of them")
+    if args.nodes is not None and args.nodes < 1:
+        raise BadInput(f"--nodes {args.nodes}: expected a number >= 1")
+    if args.time:
+        parse_time_limit(args.time)
+    if args.poll <= 0:
+        raise BadInput(f"--poll {args.poll}: expected seconds > 0")
+    if args.gres not in ("auto", "none") and not re.fullmatch(r"[A-Za-z0-9_:.,-]+", args.gres):
+        raise BadInput(f"--gres {args.gres!r}: expected Slurm's form, e.g. gpu:1 (or auto, none)")
+    if args.partition and not NODE_NAME.fullmatch(args.partition):
+        raise BadInput(f"--partition {args.partition!r}: not a partition name")
+    out = Path(args.out or Path(__file__).resolve().parent.parent / "reports" / "fleet" /
+               time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime())).absolute()
+    if (out / "fleet.json").exists():
+        raise BadInput(f"--out {out}: already holds a fleet run (fleet.json); give another folder")
+    have_slurm = all(shutil.which(t) for t in Slurm.TOOLS)
+    slurm = Slurm() if (have_slurm or not args.dry_run) else None
+    nodes, skipped, info = choose_nodes(args, slurm)
+    if not nodes:
+        raise BadInput("every node asked for is down or drained: " +
+                       ", ".join(f"{n} ({v['state']}: {v['reason']})" for n, v in skipped.items()))
+    gres = resolve_gres(args, nodes, info)
+    pitfall = args.pitfall or ("pitfall" if args.container else os.environ.get("PITFALL_BINARY", "pitfall"))
+    plan = Plan(out=out, nodes=nodes, skipped=skipped, pitfall=pitfall, run_args=run_args(args),
+                container=args.container or "")
+    if args.container:
+        plan.container_kind = container_kind(args.container)
+    plan.sbatch = sbatch_argv(args, plan, gres)
+    script = batch_script(plan)
+    if args.dry_run:
+        print(f"# fleet.sbatch (would be written to {out / 'fleet.sbatch'})")
+        print(script)
+        print("# submitted held, each task pinned to its node, then released:")
+        print(shlex.join(plan.sbatch))
+        for i, node in enumerate(nodes):
+            print(shlex.join(["scontrol", "update", f"JobId=<job>_{i}", f"ReqNodeList={node}"]))
+        print(shlex.join(["scontrol", "release", "<job>"]))
+        for node, why in skipped.items():
+            print(f"# not submitted: {node} is {why['state']} ({why['reason'] or 'no reason given'})")
+        return EXIT_OK
+
+    (out / "slurm").mkdir(parents=True, exist_ok=True)
+    for node in nodes + list(skipped):
+        (out / "nodes" / node).mkdir(parents=True, exist_ok=True)
+    write_atomically(out / "fleet.sbatch", script)
+    fleet = {"schema": FLEET_SCHEMA, "engine": "slurm", "job_id": "", "nodes": nodes,
+             "all_nodes": nodes + sorted(skipped), "skipped": skipped, "node_down": {},
+             "submitted_at": utc_now(), "sbatch": plan.sbatch, "pitfall": pitfall,
+             "run_args": plan.run_args, "gres": gres, "container": plan.container,
+             "container_kind": plan.container_kind}
+    write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
+    print(f"pitfall fleet: {len(nodes)} node(s): {', '.join(nodes)}" +
+          (f"; gres {gres}" if gres else "; no GRES asked for") +
+          (f"; left out (down): {', '.join(skipped)}" if skipped else ""), flush=True)
+    job = submit(plan, slurm)
+    fleet["job_id"] = job
+    write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
+    print(f"pitfall fleet: submitted array job {job} ({len(nodes)} tasks, one per node); folder {out}", flush=True)
+    if args.no_wait:
+        print(f"follow it: pitfall fleet status {out}; end it: pitfall fleet collect {out}")
+        return EXIT_OK
+    try:
+        records = follow(fleet, out, slurm, args.poll)
+    except KeyboardInterrupt:
+        slurm.call(["scancel", job])
+        print(f"pitfall fleet: interrupted: job {job} cancelled; finished nodes are kept", file=sys.stderr)
+        time.sleep(1)
+        records = gather(fleet, out, slurm)
+        write_records(out, records)
+        merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+        return EXIT_INTERRUPTED
+    return merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+
+
+def submit(plan: Plan, slurm: Slurm) -> str:
+    rc, out, err = slurm.call(plan.sbatch)
+    job = out.strip().split(";")[0]
+    if rc != 0 or not job.isdigit():
+        raise BadInput(f"sbatch refused the fleet job: {err or out.strip() or rc}")
+    for i, node in enumerate(plan.nodes):
+        rc, _, err = slurm.call(["scontrol", "update", f"JobId={job}_{i}", f"ReqNodeList={node}"])
+        if rc != 0:
+            slurm.call(["scancel", job])
+            raise BadInput(f"could not pin task {i} of job {job} to {node} ({err}); the job is cancelled")
+    rc, _, err = slurm.call(["scontrol", "release", job])
+    if rc != 0:
+        slurm.call(["scancel", job])
+        raise BadInput(f"could not release job {job} ({err}); the job is cancelled")
+    return job
+
+
+def command_status(out: Path, as_json: bool) -> int:
+    fleet = load_fleet(out)
+    records = gather(fleet, out, Slurm())
+    if as_json:
+        print(json.dumps({"job_id": fleet["job_id"], "counts": counts(records), "nodes": records}, indent=2))
+        return EXIT_OK
+    c = counts(records)
+    print(f"fleet {fleet['job_id']} ({out}): {len(records)} nodes: {c['pending']} pending, {c['running']} running, "
+          f"{c['done']} done, {c['failed']} failed")
+    for node, rec in records.items():
+        print(f"  {node}: {describe(rec)}")
+    return EXIT_OK
+
+
+def command_collect(out: Path) -> int:
+    fleet = load_fleet(out)
+    slurm = Slurm()
+    records = gather(fleet, out, slurm)
+    write_records(out, records)
+    for node, rec in records.items():
+        print(f"  {node}: {describe(rec)}")
+    code = merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+    active = [n for n, r in records.items() if r["outcome"] in ("pending", "running")]
+    if active:
+        print(f"pitfall fleet: not over: {', '.join(active)} still pending or running", file=sys.stderr)
+    return code
+
+
+def command_cancel(out: Path) -> int:
+    fleet = load_fleet(out)
+    slurm = Slurm()
+    if fleet["job_id"]:
+        rc, _, err = slurm.call(["scancel", fleet["job_id"]])
+        if rc != 0:
+            print(f"pitfall fleet: scancel {fleet['job_id']}: {err or rc}", file=sys.stderr)
+        else:
+            print(f"pitfall fleet: job {fleet['job_id']} cancelled")
+        time.sleep(1)
+    return command_collect(out)
+
+
+def parser_for(command: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"pitfall fleet {command}", add_help=False)
+    p.add_argument("-h", "--help", action="store_true")
+    if command == "run":
+        p.add_argument("--engine", default="slurm")
+        p.add_argument("--out")
+        p.add_argument("--partition")
+        p.add_argument("--nodes", type=int)
+        p.add_argument("--nodelist")
+        p.add_argument("--gres", default="auto")
+        p.add_argument("--time")
+        p.add_argument("--container")
+        p.add_argument("--pitfall")
+        p.add_argument("--profile")
+        p.add_argument("--samples", type=int)
+        p.add_argument("--timeout-scale", type=float)
+        p.add_argument("--poll", type=float, default=5.0)
+        p.add_argument("--no-wait", action="store_true")
+        p.add_argument("--dry-run", action="store_true")
+        for flag in FILTER_FLAGS:
+            p.add_argument(f"--{flag}", action="append", type=lambda v: [x for x in v.split(",") if x])
+    else:
+        p.add_argument("dir", nargs="?")
+        if command == "status":
+            p.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        (sys.stdout if argv else sys.stderr).write(USAGE)
+        return EXIT_OK if argv else EXIT_BAD_INPUT
+    command, rest = argv[0], argv[1:]
+    if command == "manifest":
+        import fleet_k8s  # noqa: PLC0415 (only this command needs it)
+        return fleet_k8s.main(rest)
+    if command not in ("run", "status", "collect", "cancel"):
+        raise BadInput(f"unknown fleet command '{command}' (run, status, collect, cancel, manifest)")
+    p = parser_for(command)
+
+    def refuse(message: str):
+        raise BadInput(f"`pitfall fleet {command}`: {message}")
+
+    p.error = refuse  # one line naming the flag, not argparse's usage block
+    args, unknown = p.parse_known_args(rest)
+    if unknown:
+        raise BadInput(f"unknown option '{unknown[0]}' for `pitfall fleet {command}`")
+    if args.help:
+        sys.stdout.write(USAGE)
+        return EXIT_OK
+    if command == "run":
+        for flag in FILTER_FLAGS:  # --scenario a,b --scenario c -> [a, b, c]
+            setattr(args, flag, [v for group in getattr(args, flag) or [] for v in group])
+        return command_run(args)
+    if not args.dir:
+        raise BadInput(f"`pitfall fleet {command}` needs the fleet folder (DIR)")
+    out = Path(args.dir).absolute()
+    if command == "status":
+        return command_status(out, args.json)
+    if command == "collect":
+        return command_collect(out)
+    return command_cancel(out)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BadInput as e:
+        print(f"pitfall fleet: error: {e} (see `pitfall fleet --help`)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        print("pitfall fleet: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)

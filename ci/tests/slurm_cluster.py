@@ -1,0 +1,179 @@
+"""A real Slurm cluster on this machine for the fleet tests: munged, slurmctld and one slurmd per
+node, all Debian's packages (slurmctld, slurmd, munge, slurm-client), in a temporary folder with
+their own ports, state and logs.
+
+Several slurmd share the machine, each under its own node name (`slurmd -N`, with its own port
+in slurm.conf). A node can be made to differ as a real node does: its slurmd (and so every job
+it starts) runs in a mount namespace of its own where the system library folder has the CUDA
+toolkit's stub libcuda.so as libcuda.so.1, as on a node whose image was built with the stubs
+on its library path. Each node has one "gpu" GRES backed by a device file of its own (a copy of
+/dev/null's device numbers), so --gres gpu:1 is asked for and granted as on a GPU cluster.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
+SYSTEM_LIBS = Path("/usr/lib/x86_64-linux-gnu")
+CUDA_STUB = Path("/usr/local/cuda/lib64/stubs/libcuda.so")
+
+
+def missing_tools() -> list[str]:
+    return [t for t in DAEMONS if shutil.which(t) is None and not Path("/usr/sbin", t).exists()]
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports nothing listens on now (bound once by the kernel's choice, then released)."""
+    socks, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+class LocalSlurm:
+    def __init__(self, nodes: list[str], stub_driver_nodes: tuple[str, ...] = ()):
+        self.nodes = nodes
+        self.stub_driver_nodes = stub_driver_nodes
+        self.root = Path(tempfile.mkdtemp(prefix="pitfall-slurm-"))
+        self.env = dict(os.environ, SLURM_CONF=str(self.root / "slurm.conf"))
+        self.started = False
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60) -> None:
+        r = self.root
+        for sub in ("munge", "state", "log", "dev", "stub"):
+            (r / sub).mkdir(mode=0o755)
+        key = r / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        (r / "munge").chmod(0o700)
+        self._run(["munged", "--force", f"--socket={r / 'munge' / 'socket'}", f"--key-file={key}",
+                   f"--log-file={r / 'log' / 'munged.log'}", f"--pid-file={r / 'munge' / 'munged.pid'}",
+                   f"--seed-file={r / 'munge' / 'seed'}"])
+        ctld_port, *node_ports = free_ports(1 + len(self.nodes))
+        conf = [
+            "ClusterName=pitfalltest", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld_port}",
+            "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
+            f"AuthInfo=socket={r / 'munge' / 'socket'}", f"StateSaveLocation={r / 'state'}",
+            f"SlurmdSpoolDir={r / 'spool'}/%n", f"SlurmctldPidFile={r / 'slurmctld.pid'}",
+            f"SlurmdPidFile={r / 'spool'}/slurmd-%n.pid", f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={r / 'log'}/slurmd-%n.log",
+            # No cgroups (the machine mixes v1 and v2) and no accounting daemon: the fleet falls
+            # back from sacct to scontrol, which keeps finished jobs MinJobAge seconds.
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none", "MpiDefault=none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "ReturnToService=2",
+            "MinJobAge=600", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5", "GresTypes=gpu",
+        ]
+        gres = []
+        for name, port in zip(self.nodes, node_ports):
+            (r / "spool" / name).mkdir(parents=True)
+            device = r / "dev" / f"{name}-nvidia0"
+            os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
+            conf.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=2 "
+                        f"RealMemory=1000 Gres=gpu:1 State=UNKNOWN")
+            gres.append(f"NodeName={name} Name=gpu File={device}")
+        conf.append(f"PartitionName=gpu Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP "
+                    "OverSubscribe=EXCLUSIVE")
+        (r / "slurm.conf").write_text("\n".join(conf) + "\n")
+        (r / "gres.conf").write_text("\n".join(gres) + "\n")
+        shutil.copy(CUDA_STUB, r / "stub" / "libcuda.so.1")
+        self._run(["slurmctld", "-i"])
+        self.started = True
+        for name in self.nodes:
+            self.start_node(name)
+        self.wait_idle(self.nodes, timeout)
+
+    def start_node(self, name: str) -> None:
+        if name in self.stub_driver_nodes:
+            # The node's own view of the system library folder: an overlay with the stub on top.
+            lower = f"{self.root / 'stub'}:{SYSTEM_LIBS}"
+            self._run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       f"mount -t overlay overlay -o lowerdir={lower} {SYSTEM_LIBS} && exec slurmd -N {name}"])
+        else:
+            self._run(["slurmd", "-N", name])
+
+    def stop_node(self, name: str, reason: str) -> None:
+        """The node taken out as an administrator does: marked down with a reason, slurmd ended."""
+        self.scontrol("update", f"NodeName={name}", "State=DOWN", f"Reason={reason}")
+        self._kill_pidfile(self.root / "spool" / f"slurmd-{name}.pid")
+
+    def wait_idle(self, names: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            states = self.node_states()
+            if all(states.get(n) == "idle" for n in names):
+                return
+            for n in names:  # a node registering for the first time may come up as unknown or down
+                if states.get(n, "").rstrip("*") in ("down", "unknown", "drained", "inval"):
+                    self.scontrol("update", f"NodeName={n}", "State=RESUME", check=False)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nodes not idle after {timeout:.0f} s: {states}\n{self.logs()}")
+            time.sleep(0.5)
+
+    def node_states(self) -> dict[str, str]:
+        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=self.env, capture_output=True, text=True)
+        return dict(line.split() for line in p.stdout.splitlines() if len(line.split()) == 2)
+
+    def stop(self) -> None:
+        if self.started:
+            subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True)
+            for pid_file in sorted((self.root / "spool").glob("slurmd-*.pid")):
+                self._kill_pidfile(pid_file)
+            self._kill_pidfile(self.root / "slurmctld.pid")
+        self._kill_pidfile(self.root / "munge" / "munged.pid")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def scontrol(self, *args: str, check: bool = True) -> str:
+        p = subprocess.run(["scontrol", *args], env=self.env, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"scontrol {' '.join(args)}: {p.stderr}")
+        return p.stdout
+
+    def logs(self) -> str:
+        out = []
+        for log in sorted((self.root / "log").glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-8:]
+            out.append(f"== {log.name}\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    def _run(self, argv: list[str]) -> None:
+        p = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {p.stderr}\n{self.logs()}")
+
+    @staticmethod
+    def _kill_pidfile(path: Path, wait: float = 10) -> None:
+        try:
+            pid = int(path.read_text().strip())
+        except (OSError, ValueError):
+            return
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
