@@ -1,0 +1,369 @@
+"""The fleet driver (ci/fleet.py): its parsing of Slurm's notations, the outcome it gives each
+node from Slurm's word and the task's own record, its batch script run for real by bash, its
+refusals of bad input; then a real Slurm cluster on this machine (ci/tests/slurm_cluster.py):
+three nodes, one whose driver is the toolkit's stub, one taken down, a fleet run across them and
+the merged report asserted to name the node that differs and the cases where it does.
+
+Environment: PITFALL_BIN (the pitfall binary); CI=true turns the real cluster's missing
+prerequisites into failures instead of skips.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+CI_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CI_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet  # noqa: E402
+from safe_json import BadInput  # noqa: E402
+from slurm_cluster import CUDA_STUB, LocalSlurm, missing_tools  # noqa: E402
+
+PITFALL = os.environ.get("PITFALL_BIN", str(CI_DIR.parent / "build" / "ci" / "bin" / "pitfall"))
+IN_CI = os.environ.get("CI") == "true"
+
+
+def pitfall_fleet(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([PITFALL, "fleet", *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+class Notations(unittest.TestCase):
+    def test_host_lists_expand_as_slurm_does(self):
+        self.assertEqual(fleet.expand_hostlist("gpu[01-03,07],cpu1"), ["gpu01", "gpu02", "gpu03", "gpu07", "cpu1"])
+        self.assertEqual(fleet.expand_hostlist("a[8-10]x"), ["a8x", "a9x", "a10x"])
+        self.assertEqual(fleet.expand_hostlist("n1,n1,n2"), ["n1", "n2"])
+        for bad in ("gpu[1-", "gpu]1[", "gpu[3-1]", "gpu[a-b]", "", ",", "bad name", "x;rm", "gpu[1-999999]"):
+            with self.subTest(bad=bad), self.assertRaisesRegex(BadInput, "--nodelist"):
+                fleet.expand_hostlist(bad)
+
+    def test_time_limits_in_slurms_forms(self):
+        for text, seconds in (("30", 1800), ("1:30", 90), ("02:00:00", 7200), ("1-0", 86400),
+                              ("1-02:03", 93780), ("1-02:03:04", 93784)):
+            with self.subTest(text=text):
+                self.assertEqual(fleet.parse_time_limit(text), seconds)
+        for bad in ("", "0", "1h", "-5", "1:2:3:4", "abc"):
+            with self.subTest(bad=bad), self.assertRaisesRegex(BadInput, "--time"):
+                fleet.parse_time_limit(bad)
+
+    def test_gpu_counts_from_sinfo_gres(self):
+        self.assertEqual(fleet.parse_gpu_gres("gpu:h100:4(S:0-1),mps:100"), 4)
+        self.assertEqual(fleet.parse_gpu_gres("gpu:2,gpu:a10:1"), 3)
+        self.assertEqual(fleet.parse_gpu_gres("(null)"), 0)
+        self.assertEqual(fleet.parse_gpu_gres("gpu"), 1)
+
+    def test_elapsed_times(self):
+        self.assertEqual(fleet.slurm_duration("00:05"), 5.0)
+        self.assertEqual(fleet.slurm_duration("1:02:03"), 3723.0)
+        self.assertEqual(fleet.slurm_duration("2-00:00:01"), 172801.0)
+        self.assertIsNone(fleet.slurm_duration("INVALID"))
+
+
+class Outcomes(unittest.TestCase):
+    """Slurm's state and the task's own record (task.json) make one outcome per node."""
+
+    FLEET = {"job_id": "77", "nodes": ["n1"], "all_nodes": ["n1", "n2"], "skipped": {"n2": {"state": "drained", "reason": "bad fan"}},
+             "node_down": {}}
+
+    def outcome(self, slurm: dict | None, task: dict | None, node: str = "n1") -> dict:
+        with tempfile.TemporaryDirectory() as d:
+            if task is not None:
+                Path(d, "task.json").write_text(json.dumps(task))
+            index = 0 if node == "n1" else None
+            return fleet.node_record(self.FLEET, node, index, slurm, Path(d))
+
+    def test_each_slurm_state_gives_its_outcome(self):
+        ran = {"run_exit": 1, "doctor_exit": 0}
+        cases = [
+            ({"state": "COMPLETED", "exit_code": "0:0"}, ran, "ran"),
+            ({"state": "COMPLETED", "exit_code": "0:0"}, None, "run_failed"),
+            ({"state": "FAILED", "exit_code": "2:0"}, {"run_exit": 2, "message": "pitfall run exited 2"}, "run_failed"),
+            ({"state": "FAILED", "exit_code": "1:0", "reason": "NonZeroExitCode"}, None, "job_failed"),
+            ({"state": "OUT_OF_MEMORY"}, None, "job_failed"),
+            ({"state": "NODE_FAIL"}, None, "node_down"),
+            ({"state": "TIMEOUT"}, None, "timed_out"),
+            ({"state": "CANCELLED+"}, None, "cancelled"),
+            ({"state": "CANCELLED by 0"}, None, "cancelled"),
+            ({"state": "PENDING", "reason": "Resources"}, None, "pending"),
+            ({"state": "RUNNING"}, None, "running"),
+            (None, ran, "ran"),
+            (None, None, "lost"),
+        ]
+        for slurm, task, want in cases:
+            with self.subTest(slurm=slurm, task=task):
+                rec = self.outcome(slurm, task)
+                self.assertEqual(rec["outcome"], want)
+                self.assertIn(rec["outcome"], fleet.NODE_OUTCOMES)
+                if want not in ("ran", "pending", "running"):
+                    self.assertTrue(rec.get("message"), rec)
+
+    def test_a_node_down_when_submitted_says_why(self):
+        rec = self.outcome(None, None, node="n2")
+        self.assertEqual(rec["outcome"], "node_down")
+        self.assertEqual(rec["reason"], "bad fan")
+        self.assertIn("drained", rec["message"])
+
+    def test_a_hostile_task_record_is_no_crash(self):
+        for payload in (b"[1, 2]", b'{"run_exit": "0"}', b'{"run_exit": true}', b"\xff\xfe{}", b"[" * 5000,
+                        b'{"run_exit": 1e999}', b'{"run_exit": NaN}'):
+            with self.subTest(payload=payload[:20]), tempfile.TemporaryDirectory() as d:
+                Path(d, "task.json").write_bytes(payload)
+                rec = fleet.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
+                self.assertEqual(rec["outcome"], "run_failed")
+
+    def test_a_fifo_task_record_does_not_hang(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkfifo(Path(d, "task.json"))
+            rec = fleet.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
+            self.assertEqual(rec["outcome"], "run_failed")
+
+
+class BatchScript(unittest.TestCase):
+    """The array task's script, run by bash as slurmstepd would, against a stand-in for pitfall
+    (a shell script that records its arguments and exits as told)."""
+
+    def run_task(self, task: int, node: str, run_exit: int) -> tuple[int, Path]:
+        d = Path(tempfile.mkdtemp(prefix="pitfall-fleet-script-"))
+        self.addCleanup(subprocess.run, ["rm", "-rf", str(d)])
+        fake = d / "fake-pitfall"
+        fake.write_text(f"""#!/bin/sh
+echo "$@" >> {d}/argv
+case "$1" in
+  doctor) echo '{{"schema": "pitfall.doctor/1", "headline": "ok"}}'; exit 1 ;;
+  run) mkdir -p "$3" && touch "$3/results.jsonl"; exit {run_exit} ;;
+esac
+""")
+        fake.chmod(0o755)
+        plan = fleet.Plan(out=d / "fleet", nodes=["gpu1", "gpu2"], skipped={}, pitfall=str(fake),
+                          run_args=["--scenario", "float64_inputs", "--label", "it's $(quoted)"])
+        script = d / "fleet.sbatch"
+        script.write_text(fleet.batch_script(plan))
+        env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), SLURMD_NODENAME=node, SLURM_ARRAY_JOB_ID="42")
+        rc = subprocess.run(["bash", str(script)], env=env, timeout=60).returncode
+        return rc, d
+
+    def test_a_judged_run_is_a_completed_task(self):
+        for run_exit in (0, 1):
+            with self.subTest(run_exit=run_exit):
+                rc, d = self.run_task(1, "gpu2", run_exit)
+                self.assertEqual(rc, 0)
+                node = d / "fleet" / "nodes" / "gpu2"
+                task = json.loads((node / "task.json").read_text())
+                self.assertEqual((task["node"], task["run_exit"], task["doctor_exit"], task["job_id"]),
+                                 ("gpu2", run_exit, 1, "42_1"))
+                self.assertEqual(json.loads((node / "doctor.json").read_text())["headline"], "ok")
+                self.assertTrue((node / "run" / "results.jsonl").exists())
+                argv = (d / "argv").read_text().splitlines()
+                self.assertEqual(argv[1], f"run --out {node}/run --replace --scenario float64_inputs "
+                                          "--label it's $(quoted)")
+                self.assertFalse(list(node.glob(".*.tmp")))
+
+    def test_a_run_that_could_not_judge_fails_the_task(self):
+        rc, d = self.run_task(0, "gpu1", 2)
+        self.assertEqual(rc, 2)
+        task = json.loads((d / "fleet" / "nodes" / "gpu1" / "task.json").read_text())
+        self.assertEqual(task["run_exit"], 2)
+        self.assertIn("exited 2", task["message"])
+
+    def test_a_task_on_the_wrong_node_says_so(self):
+        rc, d = self.run_task(0, "gpu2", 0)
+        self.assertEqual(rc, 3)
+        task = json.loads((d / "fleet" / "nodes" / "gpu2" / "task.json").read_text())
+        self.assertIn("meant for gpu1", task["message"])
+        self.assertFalse((d / "argv").exists(), "pitfall ran on a node it was not meant for")
+
+
+class BadFleetInput(unittest.TestCase):
+    def test_flags_are_checked_before_anything_is_submitted(self):
+        for args, word in ((["run", "--nodes", "2", "--nodelist", "a,b"], "--nodes and --nodelist"),
+                           (["run", "--nodes", "0"], "--nodes 0"),
+                           (["run", "--time", "soon"], "--time"),
+                           (["run", "--engine", "kubernetes"], "fleet manifest"),
+                           (["run", "--gres", "gpu;rm"], "--gres"),
+                           (["run", "--poll", "0"], "--poll"),
+                           (["run", "--frobnicate"], "--frobnicate"),
+                           (["launch"], "unknown fleet command"),
+                           (["status"], "needs the fleet folder")):
+            with self.subTest(args=args):
+                p = pitfall_fleet(*args)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(word, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+
+    def test_a_hostile_fleet_folder_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = pitfall_fleet("status", d)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("no fleet.json", p.stderr)
+            path = Path(d, "fleet.json")
+            for content, word in ((b"\xff\xfe", "not UTF-8"), (b"[" * 10000, "deeper"), (b"{}", "not a fleet record"),
+                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "1", "nodes": ["a b"]}).encode(),
+                                   "'nodes'"),
+                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": 7, "nodes": []}).encode(), "'job_id'")):
+                with self.subTest(content=content[:30]):
+                    path.write_bytes(content)
+                    p = pitfall_fleet("collect", d)
+                    self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                    self.assertIn(word, p.stderr)
+                    self.assertNotIn("Traceback", p.stderr)
+            path.unlink()
+            os.mkfifo(path)
+            p = pitfall_fleet("status", d, timeout=30)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("FIFO", p.stderr)
+
+    def test_help_lists_the_commands_and_exit_codes(self):
+        p = pitfall_fleet("--help")
+        self.assertEqual(p.returncode, 0)
+        for word in ("run --engine slurm", "status DIR", "collect DIR", "cancel DIR", "manifest --engine kubernetes",
+                     "node outcomes", "130 interrupted"):
+            self.assertIn(word, p.stdout)
+
+
+def cluster_prerequisites() -> str:
+    """Why the real cluster cannot run here, or ''."""
+    if os.geteuid() != 0:
+        return "the local Slurm cluster needs root (mknod, a mount namespace per node, slurmd)"
+    if missing_tools():
+        return f"Slurm is not installed here ({', '.join(missing_tools())}): ci/setup.sh --slurm installs it"
+    if not CUDA_STUB.exists():
+        return f"no CUDA toolkit stub at {CUDA_STUB} (the node made to differ loads it as its driver)"
+    return ""
+
+
+class SlurmFleet(unittest.TestCase):
+    """A fleet run on a real Slurm: gpu1 as this machine is, gpu2 whose libcuda.so.1 is the
+    toolkit's stub, gpu3 taken down by its administrator before the run."""
+
+    @classmethod
+    def setUpClass(cls):
+        why = cluster_prerequisites()
+        if why:
+            if IN_CI:
+                raise AssertionError(f"CI must run the Slurm fleet test: {why}")
+            raise unittest.SkipTest(why)
+        cls.cluster = LocalSlurm(["gpu1", "gpu2", "gpu3"], stub_driver_nodes=("gpu2",))
+        try:
+            cls.cluster.start()
+            cls.cluster.stop_node("gpu3", "fan failure (taken out for the fleet test)")
+        except Exception:
+            cls.cluster.stop()
+            raise
+        cls.out = Path(tempfile.mkdtemp(prefix="pitfall-fleet-"))
+        started = time.monotonic()
+        cls.fleet_run = pitfall_fleet("run", "--engine", "slurm", "--out", str(cls.out / "a"), "--poll", "0.5",
+                                "--scenario", "float64_inputs,version_mismatch", "--backend", "cuda",
+                                env=cls.cluster.env)
+        cls.wall = time.monotonic() - started
+        print(f"\nfleet run across the local cluster: {cls.wall:.1f} s\n{cls.fleet_run.stdout}\n{cls.fleet_run.stderr}",
+              file=sys.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        subprocess.run(["rm", "-rf", str(cls.out)])
+
+    def node(self, name: str) -> dict:
+        return json.loads((self.out / "a" / "nodes" / name / "node.json").read_text())
+
+    def test_the_run_reports_progress_and_fails_for_the_node_that_differs(self):
+        out = self.fleet_run.stdout
+        self.assertEqual(self.fleet_run.returncode, 1, out + self.fleet_run.stderr)
+        self.assertRegex(out, r"submitted array job \d+ \(2 tasks, one per node\)")
+        self.assertRegex(out, r"fleet \d+: 3 nodes: \d pending, \d running, \d done, 1 failed")
+        self.assertRegex(out, r"fleet \d+: 3 nodes: 0 pending, 0 running, 2 done, 1 failed")
+        self.assertIn("gpu3 (node_down)", self.fleet_run.stderr)
+        self.assertIn("differ between nodes of one fingerprint group", self.fleet_run.stderr)
+
+    def test_each_node_has_its_outcome(self):
+        for name in ("gpu1", "gpu2"):
+            rec = self.node(name)
+            self.assertEqual((rec["outcome"], rec["slurm_state"], rec["run_exit"]), ("ran", "COMPLETED", 0), rec)
+            self.assertRegex(rec["job_id"], r"^\d+_[01]$")
+        down = self.node("gpu3")
+        self.assertEqual(down["outcome"], "node_down")
+        self.assertEqual(down["reason"], "fan failure (taken out for the fleet test)")
+        # Each task ran on the node it was pinned to, and the node's own doctor saw the stub.
+        self.assertEqual(json.loads((self.out / "a" / "nodes" / "gpu2" / "task.json").read_text())["node"], "gpu2")
+        findings = json.loads((self.out / "a" / "nodes" / "gpu2" / "doctor.json").read_text())["findings"]
+        self.assertIn("stub-driver", [f.get("id") for f in findings])
+        findings = json.loads((self.out / "a" / "nodes" / "gpu1" / "doctor.json").read_text())["findings"]
+        self.assertNotIn("stub-driver", [f.get("id") for f in findings])
+
+    def test_the_merged_report_names_the_node_and_the_cases_that_differ(self):
+        md = (self.out / "a" / "fleet.md").read_text()
+        self.assertTrue((self.out / "a" / "fleet.html").stat().st_size > 0)
+        section = re.search(r"^### Which node differs\n(.*?)(?=^### |\Z)", md, re.S | re.M)
+        self.assertIsNotNone(section, md)
+        text = section.group(1)
+        self.assertIn("`gpu2`", text)
+        self.assertNotIn("`gpu1` differs", text)
+        # Every CUDA case differs on gpu2: the stub answers cudaErrorStubLibrary where the
+        # other node, with no driver at all, answers cudaErrorInsufficientDriver.
+        for case in ("cuda.float64_inputs.reproduce", "cuda.float64_inputs.remedy"):
+            self.assertIn(case, text)
+        self.assertIn("cudaErrorStubLibrary", text)
+        self.assertIn("cudaErrorInsufficientDriver", text)
+        self.assertIn("gpu3", md)  # in the nodes table, with why it did not run
+        self.assertIn("node_down", md)
+        # The section the closing summary printed is the report's.
+        self.assertIn("### Which node differs", self.fleet_run.stdout)
+
+    def test_status_and_collect_read_the_finished_fleet(self):
+        p = pitfall_fleet("status", str(self.out / "a"), env=self.cluster.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"3 nodes: 0 pending, 0 running, 2 done, 1 failed")
+        p = pitfall_fleet("status", str(self.out / "a"), "--json", env=self.cluster.env)
+        self.assertEqual(json.loads(p.stdout)["nodes"]["gpu3"]["outcome"], "node_down")
+        before = (self.out / "a" / "fleet.md").read_text()
+        p = pitfall_fleet("collect", str(self.out / "a"), env=self.cluster.env)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual((self.out / "a" / "fleet.md").read_text(), before)
+
+    def test_dry_run_prints_the_script_and_submits_nothing(self):
+        p = pitfall_fleet("run", "--engine", "slurm", "--out", str(self.out / "dry"), "--nodelist", "gpu[1-2]",
+                          "--dry-run", "--time", "10", env=self.cluster.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("#!/bin/bash", p.stdout)
+        self.assertIn("--hold --array=0-1 --nodes=1 --exclusive", p.stdout)
+        self.assertIn("--gres=gpu:1", p.stdout)
+        self.assertIn("--time=10", p.stdout)
+        self.assertIn("ReqNodeList=gpu2", p.stdout)
+        self.assertFalse((self.out / "dry").exists())
+        p = pitfall_fleet("run", "--nodelist", "gpu9", "--dry-run", env=self.cluster.env)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("knows no node gpu9", p.stderr)
+
+    def test_an_interrupted_fleet_cancels_its_job(self):
+        # A task that would take minutes (the CPU cases with many samples), interrupted once
+        # it runs: the job is cancelled, the nodes say so, the exit status is 130.
+        proc = subprocess.Popen([PITFALL, "fleet", "run", "--out", str(self.out / "b"), "--nodelist", "gpu1",
+                                 "--poll", "0.5", "--backend", "cpu", "--samples", "301"],
+                                env=self.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        node_json = self.out / "b" / "nodes" / "gpu1" / "node.json"
+        while time.monotonic() < deadline:
+            if node_json.exists() and json.loads(node_json.read_text())["outcome"] == "running":
+                break
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, out + err)
+        self.assertIn("cancelled", err)
+        deadline = time.monotonic() + 30
+        while json.loads(node_json.read_text())["outcome"] != "cancelled" and time.monotonic() < deadline:
+            pitfall_fleet("collect", str(self.out / "b"), env=self.cluster.env)
+            time.sleep(1)
+        self.assertEqual(json.loads(node_json.read_text())["outcome"], "cancelled")
+        self.cluster.wait_idle(["gpu1"], 60)
+
+
+if __name__ == "__main__":
+    unittest.main()
