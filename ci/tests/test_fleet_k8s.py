@@ -16,7 +16,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 import unittest
 from pathlib import Path
 
@@ -284,6 +283,7 @@ class NodeScript(unittest.TestCase):
         if VALIDATOR is not None:
             _, yaml = VALIDATOR
             rc, text, err = generate(*flags)
+            self.assertEqual(rc, 0, err)
             self.assertEqual(yaml.safe_load(text), doc)
 
     def test_a_node_name_that_is_no_node_name_is_refused_before_anything_is_written(self):
