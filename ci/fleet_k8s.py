@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""`pitfall fleet manifest --engine kubernetes`: a Kubernetes Indexed Job that runs pitfall once
+on each of N GPU nodes and leaves, on a volume every node mounts, the same folders a Slurm fleet
+run leaves on its shared file system:
+
+  <results>/nodes/<node>/doctor.json   `pitfall doctor --json` on that node
+  <results>/nodes/<node>/run/          that node's `pitfall run` folder
+  <results>/nodes/<node>/node.json     the node's record ("schema": "pitfall.fleet-node/1")
+
+so that `pitfall report --merge <results>/nodes/*` compares the nodes. docs/kubernetes.md says
+what each part of the manifest does and why.
+
+usage: pitfall fleet manifest --engine kubernetes --image IMAGE (--nodes N | --nodelist a,b,c)
+         [--gpus G] [--namespace NS] [--name NAME] (--claim PVC | --host-path DIR)
+         [--results-dir PATH] [--time T] [--format yaml|json] [--out FILE]
+         [--scenario S] [--backend B] [--variant V] [--label L]
+
+Exit status: 0 the manifest was printed (or written to --out); 2 a bad flag (the message names
+it) or --out could not be written (the message names the file and the reason).
+
+Standard library only: the YAML is written by hand, every string as a JSON string (a JSON string
+is a valid YAML double-quoted scalar) but the node script, which is a literal block ("|") so a
+person can read what will run; no YAML library is needed to make it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+PROG = "pitfall fleet manifest"
+NODE_SCHEMA = "pitfall.fleet-node/1"
+CONTAINER_NAME = "pitfall"
+VOLUME_NAME = "results"
+# The resource the NVIDIA device plugin advertises, and the taint GPU node pools commonly carry
+# so that pods asking for no GPU stay off them.
+GPU_RESOURCE = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# The API server refuses an Indexed Job whose parallelism exceeds 10^5.
+MAX_NODES = 100_000
+# More GPUs than any one node carries would leave every pod Pending; this only catches typos.
+MAX_GPUS_PER_NODE = 64
+
+# RFC 1123 label (names, namespaces) and subdomain (node names, claim names), as Kubernetes
+# validates them: lower case alphanumerics and '-', starting and ending alphanumeric.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+FILTER_FLAGS = ("scenario", "backend", "variant", "label")
+BACKENDS = ("cpu", "cuda")
+
+
+class UsageError(Exception):
+    """A bad flag: the message names it. main() prints it and returns 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse would print and sys.exit(2) itself; main() must return its status instead.
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog=PROG, add_help=True, allow_abbrev=False,
+                description="Print a Kubernetes Indexed Job that runs `pitfall doctor --json` and "
+                            "`pitfall run` once on each of N GPU nodes (docs/kubernetes.md).")
+    p.add_argument("--engine", required=True, choices=["kubernetes"],
+                   help="the only engine this command writes a manifest for")
+    p.add_argument("--image", required=True, help="a container image with `pitfall` on its PATH")
+    count = p.add_mutually_exclusive_group(required=True)
+    count.add_argument("--nodes", help="how many GPU nodes, any N of them")
+    count.add_argument("--nodelist", help="exactly these nodes, by Kubernetes node name: a,b,c")
+    p.add_argument("--gpus", default="1", help="GPUs each pod asks for (default 1)")
+    p.add_argument("--namespace", default="default", help="(default default)")
+    p.add_argument("--name", default="pitfall-fleet", help="the Job's name (default pitfall-fleet)")
+    volume = p.add_mutually_exclusive_group(required=True)
+    volume.add_argument("--claim", help="a ReadWriteMany PersistentVolumeClaim every node mounts")
+    volume.add_argument("--host-path", help="a folder of a file system mounted on every node")
+    p.add_argument("--results-dir", default="/results",
+                   help="where the volume is mounted in the container (default /results)")
+    p.add_argument("--time", help="the Job's time limit, as Slurm writes it: MM, MM:SS, HH:MM:SS, "
+                                  "D-HH, D-HH:MM or D-HH:MM:SS")
+    p.add_argument("--format", default="yaml", choices=["yaml", "json"], help="(default yaml)")
+    p.add_argument("--out", help="write the manifest to FILE (atomically) instead of printing it")
+    for flag in FILTER_FLAGS:
+        p.add_argument(f"--{flag}", action="append", default=[],
+                       help=f"passed to `pitfall run --{flag}` (repeatable)")
+    return p
+
+
+def _check_text(flag: str, value: str) -> str:
+    # One rule for every value that reaches the manifest or the script: present, and nothing
+    # that is not printable (a newline would start a new shell command in an unquoted context,
+    # and a control character is not allowed in a YAML stream).
+    if value == "":
+        raise UsageError(f"--{flag}: empty value")
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise UsageError(f"--{flag} {value!r}: contains the unprintable character {bad!r}")
+    return value
+
+
+def _check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str) -> str:
+    _check_text(flag, value)
+    if len(value) > limit or not pattern.fullmatch(value):
+        raise UsageError(f"--{flag} {value!r}: not {what} (lower case letters, digits and '-'"
+                         f"{', dots between parts' if pattern is DNS_SUBDOMAIN else ''}; starting "
+                         f"and ending with a letter or digit; at most {limit} characters)")
+    return value
+
+
+def _check_count(flag: str, value: str, limit: int) -> int:
+    if not re.fullmatch(r"[0-9]+", value or "") or not 1 <= int(value) <= limit:
+        raise UsageError(f"--{flag} {value!r}: expected a whole number in [1, {limit}]")
+    return int(value)
+
+
+def _check_abs_path(flag: str, value: str) -> str:
+    _check_text(flag, value)
+    parts = value.split("/")
+    if not value.startswith("/") or ".." in parts:
+        raise UsageError(f"--{flag} {value!r}: expected an absolute path with no '..'")
+    if value.rstrip("/") == "":
+        raise UsageError(f"--{flag} {value!r}: the root folder cannot be the results folder")
+    return value
+
+
+def parse_time(value: str) -> int:
+    """Slurm's --time forms, in seconds: "minutes", "minutes:seconds", "hours:minutes:seconds",
+    "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"."""
+    forms = (
+        (r"(\d+)", ("minutes",)),
+        (r"(\d+):(\d+)", ("minutes", "seconds")),
+        (r"(\d+):(\d+):(\d+)", ("hours", "minutes", "seconds")),
+        (r"(\d+)-(\d+)", ("days", "hours")),
+        (r"(\d+)-(\d+):(\d+)", ("days", "hours", "minutes")),
+        (r"(\d+)-(\d+):(\d+):(\d+)", ("days", "hours", "minutes", "seconds")),
+    )
+    for pattern, names in forms:
+        m = re.fullmatch(pattern, value)
+        if m:
+            break
+    else:
+        raise UsageError(f"--time {value!r}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+                         "D-HH:MM:SS")
+    fields = dict(zip(names, (int(g) for g in m.groups())))
+    # The first field may be as large as it likes (Slurm reads "90" as 90 minutes); the ones
+    # after it are on a clock.
+    for unit, limit in (("hours", 24), ("minutes", 60), ("seconds", 60)):
+        if unit in fields and unit != names[0] and fields[unit] >= limit:
+            raise UsageError(f"--time {value!r}: {unit} after the first field must be below {limit}")
+    scale = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+    total = sum(scale[unit] * n for unit, n in fields.items())
+    if total <= 0:
+        raise UsageError(f"--time {value!r}: must be longer than 0 (leave --time out for no limit)")
+    return total
+
+
+def _check_filter(flag: str, value: str) -> str:
+    _check_text(flag, value)
+    items = value.split(",")
+    if any(item == "" for item in items):
+        raise UsageError(f"--{flag} {value!r}: an empty item in the list")
+    if flag == "backend":
+        unknown = [item for item in items if item not in BACKENDS]
+        if unknown:
+            raise UsageError(f"--backend {value!r}: unknown backend {unknown[0]!r} "
+                             f"(expected {' or '.join(BACKENDS)})")
+    return value
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags, checked: raises UsageError naming the flag that is wrong."""
+    opts = _parser().parse_args(argv)
+    _check_text("image", opts.image)
+    if any(c.isspace() for c in opts.image):
+        raise UsageError(f"--image {opts.image!r}: an image reference has no spaces")
+    _check_dns("name", opts.name, DNS_LABEL, 63, "a DNS-1123 label")
+    _check_dns("namespace", opts.namespace, DNS_LABEL, 63, "a DNS-1123 label")
+    if opts.nodelist is not None:
+        _check_text("nodelist", opts.nodelist)
+        nodes = opts.nodelist.split(",")
+        for node in nodes:
+            if node == "":
+                raise UsageError(f"--nodelist {opts.nodelist!r}: an empty node name in the list")
+            _check_dns("nodelist", node, DNS_SUBDOMAIN, 253, "a Kubernetes node name")
+        seen = set()
+        for node in nodes:
+            if node in seen:
+                raise UsageError(f"--nodelist: {node!r} is named twice (one pod runs per node)")
+            seen.add(node)
+        if len(nodes) > MAX_NODES:
+            raise UsageError(f"--nodelist: {len(nodes)} nodes, more than an Indexed Job "
+                             f"runs at once ({MAX_NODES})")
+        opts.nodelist = nodes
+        opts.node_count = len(nodes)
+    else:
+        opts.node_count = _check_count("nodes", opts.nodes, MAX_NODES)
+    opts.gpus = _check_count("gpus", opts.gpus, MAX_GPUS_PER_NODE)
+    if opts.claim is not None:
+        _check_dns("claim", opts.claim, DNS_SUBDOMAIN, 253, "a PersistentVolumeClaim name")
+    else:
+        _check_abs_path("host-path", opts.host_path)
+    _check_abs_path("results-dir", opts.results_dir)
+    opts.results_dir = opts.results_dir.rstrip("/")
+    opts.deadline_s = parse_time(opts.time) if opts.time is not None else None
+    if opts.out is not None:
+        _check_text("out", opts.out)
+    for flag in FILTER_FLAGS:
+        for value in getattr(opts, flag):
+            _check_filter(flag, value)
+    return opts
+
+
+def node_script(opts: argparse.Namespace) -> str:
+    """The container's /bin/sh script. Every value that came from a flag is a shlex-quoted
+    literal; the only values from the environment are NODE_NAME and JOB_COMPLETION_INDEX, which
+    Kubernetes sets and the script checks before it uses them in a path or in node.json."""
+    run_args = [f"--{flag}={value}" for flag in FILTER_FLAGS for value in getattr(opts, flag)]
+    quoted_run_args = " ".join(shlex.quote(a) for a in run_args)
+    lines = [
+        "set -u",
+        f"results={shlex.quote(opts.results_dir)}",
+        f"job_name={shlex.quote(opts.name)}",
+        # The node name becomes a folder name and a JSON string: it must be a node name.
+        'case "${NODE_NAME:-}" in',
+        "  ''|.*|*..*|*[!abcdefghijklmnopqrstuvwxyz0123456789.-]*)",
+        "    echo \"pitfall fleet: NODE_NAME '${NODE_NAME:-}' is not a node name\" >&2; exit 2 ;;",
+        "esac",
+        'case "${JOB_COMPLETION_INDEX:-}" in',
+        "  ''|*[!0-9]*)",
+        "    echo \"pitfall fleet: JOB_COMPLETION_INDEX '${JOB_COMPLETION_INDEX:-}' is not an"
+        " index\" >&2; exit 2 ;;",
+        "esac",
+        'node_dir="$results/nodes/$NODE_NAME"',
+        'if ! mkdir -p "$node_dir"; then',
+        '  echo "pitfall fleet: cannot make $node_dir" >&2; exit 2',
+        "fi",
+        "started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+        # doctor's verdict is recorded, not obeyed: a machine it finds broken is still run,
+        # and its run shows how the cases fail there.
+        'pitfall doctor --json > "$node_dir/.doctor.json.tmp"',
+        "doctor_exit=$?",
+        'if [ -s "$node_dir/.doctor.json.tmp" ]; then',
+        '  mv -f "$node_dir/.doctor.json.tmp" "$node_dir/doctor.json"',
+        "else",
+        '  rm -f "$node_dir/.doctor.json.tmp"',
+        "fi",
+        f'pitfall run --out "$node_dir/run" {quoted_run_args}'.rstrip(),
+        "run_exit=$?",
+        "ended_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+        # pitfall run: 0 every case as expected, 1 some case judged otherwise; anything else
+        # means it could not judge the cases.
+        'case "$run_exit" in 0|1) outcome=ran ;; *) outcome=run_failed ;; esac',
+        'printf \'{"schema":"%s","node":"%s","engine":"kubernetes","job_id":"%s-%s",'
+        '"outcome":"%s","run_exit":%d,"doctor_exit":%d,"started_at":"%s","ended_at":"%s"}\\n\''
+        f' {shlex.quote(NODE_SCHEMA)} "$NODE_NAME" "$job_name" "$JOB_COMPLETION_INDEX"'
+        ' "$outcome" "$run_exit" "$doctor_exit" "$started_at" "$ended_at"'
+        ' > "$node_dir/.node.json.tmp" && mv -f "$node_dir/.node.json.tmp" "$node_dir/node.json"'
+        ' || echo "pitfall fleet: cannot write $node_dir/node.json" >&2',
+        'exit "$run_exit"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_manifest(opts: argparse.Namespace) -> dict:
+    """The Job as a dict, in the order a person reads it."""
+    pod_labels = {"app.kubernetes.io/name": "pitfall-fleet", "app.kubernetes.io/instance": opts.name}
+    affinity: dict = {
+        # One pod per node: no two pods of this Job on the same hostname.
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": dict(pod_labels)}, "topologyKey": HOSTNAME_LABEL},
+            ],
+        },
+    }
+    if opts.nodelist is not None:
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [
+                        {"key": HOSTNAME_LABEL, "operator": "In", "values": list(opts.nodelist)},
+                    ]},
+                ],
+            },
+        }
+    if opts.claim is not None:
+        volume = {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": opts.claim}}
+    else:
+        # Directory, not DirectoryOrCreate: where the shared mount is missing on a node, the pod
+        # fails to start instead of writing its results to that node's local disk.
+        volume = {"name": VOLUME_NAME, "hostPath": {"path": opts.host_path, "type": "Directory"}}
+    container = {
+        "name": CONTAINER_NAME,
+        "image": opts.image,
+        "command": ["/bin/sh", "-c", node_script(opts)],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
+        ],
+        "resources": {"limits": {GPU_RESOURCE: opts.gpus}},
+        "volumeMounts": [{"name": VOLUME_NAME, "mountPath": opts.results_dir}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    spec: dict = {
+        "completionMode": "Indexed",
+        "completions": opts.node_count,
+        "parallelism": opts.node_count,
+        # No retries, counted per index: a node whose cases fail (exit 1) fails its own index
+        # only. A Job-wide backoffLimit of 0 would fail the whole Job on the first such node and
+        # terminate the pods still running on the others.
+        "backoffLimitPerIndex": 0,
+    }
+    if opts.deadline_s is not None:
+        spec["activeDeadlineSeconds"] = opts.deadline_s
+    spec["template"] = {
+        "metadata": {"labels": dict(pod_labels)},
+        "spec": {
+            "restartPolicy": "Never",
+            "affinity": affinity,
+            "tolerations": [
+                {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+            ],
+            "containers": [container],
+            "volumes": [volume],
+        },
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": opts.name, "namespace": opts.namespace, "labels": dict(pod_labels)},
+        "spec": spec,
+    }
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
+
+
+def _yaml_scalar(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        # A JSON string is a YAML double-quoted scalar with the same meaning. The values were
+        # checked printable, so ensure_ascii=False writes no escape a YAML reader lacks.
+        return json.dumps(value, ensure_ascii=False)
+    raise TypeError(f"no YAML form for {type(value).__name__}")
+
+
+def _is_block_text(value) -> bool:
+    """A string a YAML literal block ("|", one final line break kept) holds exactly: lines of
+    printable characters, the first not starting with a space (that would need an indentation
+    indicator), none ending in white space, and one line break at the end."""
+    if not isinstance(value, str) or "\n" not in value or not value.endswith("\n") \
+            or value.endswith("\n\n") or value.startswith((" ", "\n")):
+        return False
+    return all(line.isprintable() and line == line.rstrip() for line in value[:-1].split("\n"))
+
+
+def _yaml_key(key: str) -> str:
+    return key if _PLAIN_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
+
+
+def _yaml_lines(value, indent: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{_yaml_key(key)}:")
+                lines.extend(_yaml_lines(item, indent + 2))
+            elif _is_block_text(item):
+                # The node script, readable in the manifest: a literal block takes every
+                # character as it is, so nothing in it needs escaping.
+                lines.append(f"{pad}{_yaml_key(key)}: |")
+                lines.extend(f"{pad}  {line}" if line else "" for line in item[:-1].split("\n"))
+            else:
+                lines.append(f"{pad}{_yaml_key(key)}: {_yaml_inline(item)}")
+    else:
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                nested = _yaml_lines(item, indent + 2)
+                # The first line of the item goes after the dash.
+                lines.append(f"{pad}- {nested[0][indent + 2:]}")
+                lines.extend(nested[1:])
+            elif _is_block_text(item):
+                lines.append(f"{pad}- |")
+                lines.extend(f"{pad}  {line}" if line else "" for line in item[:-1].split("\n"))
+            else:
+                lines.append(f"{pad}- {_yaml_inline(item)}")
+    return lines
+
+
+def _yaml_inline(value) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    return _yaml_scalar(value)
+
+
+def render(manifest: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    header = ("# A Kubernetes Indexed Job written by `pitfall fleet manifest --engine kubernetes`;"
+              " docs/kubernetes.md says what each part does.\n")
+    return header + "\n".join(_yaml_lines(manifest, 0)) + "\n"
+
+
+def write_atomically(path: str, text: str) -> None:
+    """text into path through a temporary file in the same folder, renamed over it: a reader
+    sees the old file or the whole new one."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def main(argv: list[str]) -> int:
+    try:
+        opts = parse_args(argv)
+    except SystemExit as e:  # --help: argparse printed it
+        return int(e.code or 0)
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    text = render(build_manifest(opts), opts.format)
+    if opts.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        write_atomically(opts.out, text)
+    except OSError as e:
+        print(f"{PROG}: error: --out {opts.out!r}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
