@@ -56,7 +56,8 @@ _pitfall_relative(pitfall_installed_probe "${CMAKE_INSTALL_FULL_BINDIR}/pitfall-
 # No "runs": a prefix is no place for them (the command then uses reports/runs of the working
 # folder), and no "matrix_driver" (not installed).
 install(PROGRAMS "${PROJECT_SOURCE_DIR}/ci/fleet.py" DESTINATION "${pitfall_share}/fleet")
-install(FILES "${PROJECT_SOURCE_DIR}/ci/safe_json.py" DESTINATION "${pitfall_share}/fleet")
+install(FILES "${PROJECT_SOURCE_DIR}/ci/safe_json.py" "${PROJECT_SOURCE_DIR}/ci/fleet_k8s.py"
+        DESTINATION "${pitfall_share}/fleet")
 _pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}"
                      FLEET_DRIVER "fleet/fleet.py")
 _pitfall_index_document(pitfall_installed_index "${pitfall_installed_paths}" "${pitfall_installed_body}")
