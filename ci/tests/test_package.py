@@ -133,6 +133,18 @@ class Package(unittest.TestCase):
         self.assertEqual(listing.returncode, 0, listing.stderr)
         for entry in doc["scenarios"]:
             self.assertIn(entry["name"], listing.stdout)
+        # The fleet driver is installed (a cluster runs pitfall from a shared prefix): the
+        # installed index names it, and both its Slurm and Kubernetes halves answer.
+        self.assertEqual(doc["paths"]["fleet_driver"], "fleet/fleet.py")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALL_")}
+        fleet = run([self.pitfall, "fleet", "--help"], cwd="/", env=env)
+        self.assertEqual(fleet.returncode, 0, fleet.stderr)
+        self.assertIn("usage: pitfall fleet", fleet.stdout)
+        manifest = run([self.pitfall, "fleet", "manifest", "--engine", "kubernetes", "--nodes", "2",
+                        "--image", "registry.example/pitfall:1", "--claim", "results", "--format", "json"],
+                       cwd="/", env=env)
+        self.assertEqual(manifest.returncode, 0, manifest.stderr)
+        self.assertEqual(json.loads(manifest.stdout)["spec"]["completions"], 2)
 
     def test_stamped_scenario_builds_and_its_ctest_tests_pass(self):
         self.assertTrue(os.access(os.path.join(self.build, "scenarios", NAME), os.X_OK))

@@ -1554,7 +1554,7 @@ class Locate(FixtureTest):
 
     def env(self, **extra):
         env = {k: v for k, v in os.environ.items()
-               if k not in ("PITFALL_INDEX", "PITFALL_EXPECTED", "PITFALL_MATRIX_DRIVER")}
+               if k not in ("PITFALL_INDEX", "PITFALL_EXPECTED", "PITFALL_MATRIX_DRIVER", "PITFALL_FLEET_DRIVER")}
         env.update(extra)
         return env
 
@@ -1671,6 +1671,20 @@ class Locate(FixtureTest):
                            timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("usage: pitfall matrix", p.stdout)
+
+    def test_fleet_passes_its_arguments_through(self):
+        driver = os.path.join(self.tmp, "fleet-driver.py")
+        with open(driver, "w") as f:
+            f.write("import json, sys\nprint(json.dumps(sys.argv[1:]))\nsys.exit(4)\n")
+        args = ["run", "--engine", "slurm", "--nodelist", "gpu[1-2]", "--help", "--index", "x"]
+        p = subprocess.run([BIN, "fleet", *args], capture_output=True, text=True,
+                           env=self.env(PITFALL_FLEET_DRIVER=driver), timeout=60)
+        self.assertEqual(p.returncode, 4, p.stderr)
+        self.assertEqual(json.loads(p.stdout), args)
+        p = subprocess.run([BIN, "fleet", "--help"], capture_output=True, text=True, env=self.env(),
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("usage: pitfall fleet", p.stdout)
 
 
 if __name__ == "__main__":
