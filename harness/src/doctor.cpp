@@ -217,6 +217,33 @@ void check_build(const facts& f, findings& out) {
              "compile-time-facts"));
 }
 
+/// The loader's trusted folders (ld.so(8)): searched after LD_LIBRARY_PATH and ld.so.cache
+/// without being named anywhere, so a file there was put there, not pointed at.
+bool is_system_library_folder(const std::string& folder) {
+    for (const char* system :
+         {"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
+          "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
+        if (folder == system)
+            return true;
+    return false;
+}
+
+/// What removes a stub driver: its folder off the search path, or, where the stub was
+/// installed under the driver's own name in a system folder (an image built with the stubs
+/// copied in), the file itself.
+std::string stub_fix(const std::string& loaded_as) {
+    const std::string folder = folder_of(loaded_as);
+    if (is_system_library_folder(folder))
+        return "delete " + loaded_as +
+               ": the stub was installed there under the driver's name (reinstall the driver's "
+               "libcuda1 / libnvidia-compute package, or in a container let the NVIDIA "
+               "container toolkit mount the host's driver); never copy lib64/stubs into a "
+               "system library folder";
+    return "remove " + folder +
+           " from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d); never put lib64/stubs on the "
+           "run-time path";
+}
+
 /// The driver: missing, the stub, present without a device, or unable to start.
 void check_driver_library(const facts& f, findings& out) {
     if (!f.driver.is_object())
@@ -290,10 +317,7 @@ void check_driver_library(const facts& f, findings& out) {
             "the stub exists only so programs can link without a driver; loaded at run time it "
             "answers every call with cudaErrorStubLibrary (34), so no CUDA work runs, whatever "
             "driver the machine has",
-            "remove " + folder_of(as) +
-                " from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d); never put lib64/stubs on "
-                "the run-time path",
-            "cuda.version_mismatch.stub_driver", "stub-libcuda"));
+            stub_fix(as), "cuda.version_mismatch.stub_driver", "stub-libcuda"));
         return;
     }
     const bool no_device = f.cu_init == "CUDA_ERROR_NO_DEVICE" || f.cu_init == "CUresult 100" ||

@@ -153,6 +153,23 @@ TEST(Doctor, StubOnThePathSaysWhichFolderToRemove) {
     EXPECT_EQ(d.findings.front().id, "stub-driver");
 }
 
+TEST(Doctor, StubInstalledAsTheDriverSaysWhichFileToDelete) {
+    // A node whose image copied the stub into the system library folder as libcuda.so.1:
+    // nothing names that folder, so "remove it from LD_LIBRARY_PATH" would be no fix.
+    json fp = healthy();
+    auto& lib = fp["libraries"];
+    lib["driver"]["path"] = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
+    lib["driver"]["cu_init"] = "CUDA_ERROR_STUB_LIBRARY";
+    lib["loaded_libraries"] = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"};
+    lib["cuda"]["device_error"] = {{"error", "cudaErrorStubLibrary"}};
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "stub-driver");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->fix.find("delete /usr/lib/x86_64-linux-gnu/libcuda.so.1"), std::string::npos)
+        << f->fix;
+    EXPECT_EQ(f->fix.find("LD_LIBRARY_PATH"), std::string::npos) << f->fix;
+}
+
 TEST(Doctor, DriverLibraryWithoutDeviceIsNoDevice) {
     json fp = healthy();
     auto& drv = fp["libraries"]["driver"];
