@@ -341,6 +341,32 @@ class SlurmFleet(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("knows no node gpu9", p.stderr)
 
+    def test_a_node_drained_while_its_task_waits_is_node_down(self):
+        # gpu1 busy with another job; the fleet's task pinned to it waits. The administrator
+        # drains gpu1: the other job may finish, the fleet's task would wait for ever. The driver
+        # cancels it and records node_down with the drain's reason; the fleet still ends.
+        env = self.cluster.env
+        blocker = subprocess.run(["sbatch", "--parsable", "--exclusive", "--nodelist=gpu1", "--wrap", "sleep 60"],
+                                 env=env, capture_output=True, text=True)
+        self.assertEqual(blocker.returncode, 0, blocker.stderr)
+        self.addCleanup(subprocess.run, ["scancel", blocker.stdout.strip()], env=env)
+        self.addCleanup(self.cluster.scontrol, "update", "NodeName=gpu1", "State=RESUME", check=False)
+        proc = subprocess.Popen([PITFALL, "fleet", "run", "--out", str(self.out / "c"), "--nodelist", "gpu1",
+                                 "--poll", "0.5", "--backend", "cuda", "--scenario", "float64_inputs"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        node_json = self.out / "c" / "nodes" / "gpu1" / "node.json"
+        deadline = time.monotonic() + 30
+        while not (node_json.exists() and json.loads(node_json.read_text())["outcome"] == "pending"):
+            self.assertLess(time.monotonic(), deadline, "the fleet's task never showed as pending")
+            time.sleep(0.3)
+        self.cluster.scontrol("update", "NodeName=gpu1", "State=DRAIN", "Reason=ECC errors (drained mid-run)")
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 1, out + err)
+        rec = json.loads(node_json.read_text())
+        self.assertEqual(rec["outcome"], "node_down", rec)
+        self.assertEqual(rec["reason"], "ECC errors (drained mid-run)")
+        self.assertIn("gpu1: node_down", out)
+
     def test_an_interrupted_fleet_cancels_its_job(self):
         # A task that would take minutes (the CPU cases with many samples), interrupted once
         # it runs: the job is cancelled, the nodes say so, the exit status is 130.
