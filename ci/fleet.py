@@ -746,7 +746,8 @@ def command_run(args) -> int:
     job = submit(plan, slurm)
     fleet["job_id"] = job
     write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
-    print(f"pitfall fleet: submitted array job {job} ({len(nodes)} tasks, one per node); folder {out}", flush=True)
+    print(f"pitfall fleet: submitted array job {job} ({len(nodes)} task{'s' if len(nodes) != 1 else ''}, one per node); "
+          f"folder {out}", flush=True)
     if args.no_wait:
         print(f"follow it: pitfall fleet status {out}; end it: pitfall fleet collect {out}")
         return EXIT_OK

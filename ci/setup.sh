@@ -10,7 +10,7 @@
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 #   with --matrix, podman, runc, debootstrap: the container matrix (`pitfall matrix`,
 #   containers/; ci/run-tests.sh asks for them unless PITFALL_MATRIX_SMOKE=off)
-#   with --slurm, slurmctld, slurmd, slurm-client, munge: the real Slurm cluster the fleet test
+#   with --slurm, slurmctld, slurmd, slurm-client, munge, runc: the real Slurm cluster the fleet test
 #   starts on this machine (ci/tests/slurm_cluster.py; ci/run-tests.sh asks for them unless
 #   PITFALL_SLURM_TEST=off)
 #   .tools/python: junitparser (the report tests' JUnit reader); .tools/lint: actionlint (the
@@ -27,9 +27,9 @@ packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev li
 for arg in "$@"; do
   case "$arg" in
     --matrix) packages+=(podman runc debootstrap) ;;
-    --slurm) packages+=(slurmctld slurmd slurm-client munge) ;;
+    --slurm) packages+=(slurmctld slurmd slurm-client munge runc) ;;
     *) echo "setup: error: unknown option '$arg' (--matrix adds podman, runc, debootstrap;" \
-            "--slurm adds slurmctld, slurmd, slurm-client, munge)" >&2; exit 2 ;;
+            "--slurm adds slurmctld, slurmd, slurm-client, munge, runc)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -2,6 +2,10 @@
 node, all Debian's packages (slurmctld, slurmd, munge, slurm-client), in a temporary folder with
 their own ports, state and logs.
 
+Slurm's own OCI container support is configured too (oci.conf with runc), so that `srun
+--container=<bundle>` runs a job step in a real container: `host_bundle()` makes a bundle whose
+root is read-only and whose folders are this machine's, bound in.
+
 Several slurmd share the machine, each under its own node name (`slurmd -N`, with its own port
 in slurm.conf). A node can be made to differ as a real node does: its slurmd (and so every job
 it starts) runs in a mount namespace of its own where the system library folder has the CUDA
@@ -11,6 +15,7 @@ on its library path. Each node has one "gpu" GRES backed by a device file of its
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -19,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel", "runc")
 SYSTEM_LIBS = Path("/usr/lib/x86_64-linux-gnu")
 CUDA_STUB = Path("/usr/local/cuda/lib64/stubs/libcuda.so")
 
@@ -88,6 +93,13 @@ class LocalSlurm:
         conf.append(f"PartitionName=gpu Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP "
                     "OverSubscribe=EXCLUSIVE")
         (r / "slurm.conf").write_text("\n".join(conf) + "\n")
+        # oci.conf(5): how slurmstepd starts, queries and ends a step's container; the fields
+        # name the container after node, user, job, step and task.
+        runc = f"runc --root={r / 'runc'}"
+        name = "%n.%u.%j.%s.%t"
+        (r / "oci.conf").write_text(
+            f'RunTimeQuery="{runc} state {name}"\nRunTimeKill="{runc} kill -a {name}"\n'
+            f'RunTimeDelete="{runc} delete --force {name}"\nRunTimeRun="{runc} run {name} -b %b"\n')
         (r / "gres.conf").write_text("\n".join(gres) + "\n")
         shutil.copy(CUDA_STUB, r / "stub" / "libcuda.so.1")
         self._run(["slurmctld", "-i"])
@@ -135,6 +147,27 @@ class LocalSlurm:
             self._kill_pidfile(self.root / "slurmctld.pid")
         self._kill_pidfile(self.root / "munge" / "munged.pid")
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def host_bundle(self) -> Path:
+        """An OCI bundle (runtime-spec config.json + rootfs) whose root file system is empty and
+        read-only, with this machine's system and work folders bound in: a container that sees
+        the same files, in namespaces of its own (pid 1 is the step's command). Nothing in it
+        says "container" but what Slurm sets (SLURM_CONTAINER)."""
+        bundle = self.root / "bundle"
+        (bundle / "rootfs").mkdir(parents=True)
+        subprocess.run(["runc", "spec"], cwd=bundle, check=True, capture_output=True)
+        config = json.loads((bundle / "config.json").read_text())
+        config["root"] = {"path": "rootfs", "readonly": True}
+        config["process"]["terminal"] = False
+        config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"]
+                                         if n["type"] in ("pid", "mount", "ipc", "uts")]
+        for folder in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/tmp", "/opt", "/root", "/work", "/var"):
+            if Path(folder).exists():
+                (bundle / "rootfs" / folder.lstrip("/")).mkdir(exist_ok=True)
+                config["mounts"].append({"destination": folder, "type": "bind", "source": folder,
+                                         "options": ["rbind", "rw"]})
+        (bundle / "config.json").write_text(json.dumps(config, indent=1))
+        return bundle
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -367,6 +367,25 @@ class SlurmFleet(unittest.TestCase):
         self.assertEqual(rec["reason"], "ECC errors (drained mid-run)")
         self.assertIn("gpu1: node_down", out)
 
+    def test_container_runs_each_step_in_the_image(self):
+        # No pyxis here: an OCI bundle goes to Slurm's own --container (oci.conf with runc).
+        bundle = self.cluster.host_bundle()
+        p = pitfall_fleet("run", "--out", str(self.out / "oci"), "--nodelist", "gpu1", "--poll", "0.5",
+                          "--container", str(bundle), "--pitfall", PITFALL, "--backend", "cuda",
+                          "--scenario", "float64_inputs", env=self.cluster.env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        node = self.out / "oci" / "nodes" / "gpu1"
+        self.assertEqual(json.loads((node / "node.json").read_text())["outcome"], "ran")
+        self.assertIn(f"srun --ntasks=1 --container={bundle}", (self.out / "oci" / "fleet.sbatch").read_text())
+        # Both steps ran inside: the doctor and the run's fingerprint each saw the container.
+        self.assertTrue(json.loads((node / "doctor.json").read_text())["facts"]["in_container"])
+        with open(node / "run" / "results.jsonl") as f:
+            header = json.loads(f.readline())
+        self.assertTrue(header["fingerprint_summary"]["in_container"], header["fingerprint_summary"])
+        p = pitfall_fleet("run", "--nodelist", "gpu1", "--container", str(self.out), "--dry-run", env=self.cluster.env)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not an OCI bundle", p.stderr)
+
     def test_an_interrupted_fleet_cancels_its_job(self):
         # A task that would take minutes (the CPU cases with many samples), interrupted once
         # it runs: the job is cancelled, the nodes say so, the exit status is 130.

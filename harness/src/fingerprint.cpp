@@ -84,6 +84,11 @@ json container_facts() {
         c = {{"in_container", true}, {"engine", "docker"}};
     } else if (const char* env = std::getenv("container")) {
         c = {{"in_container", true}, {"engine", detail::valid_utf8(env)}};
+    } else if (const char* bundle = std::getenv("SLURM_CONTAINER")) {
+        // A step started by Slurm's own OCI support (srun --container=BUNDLE) is told its
+        // bundle; nothing else in it need say "container".
+        c = {
+            {"in_container", true}, {"engine", "slurm-oci"}, {"image", detail::valid_utf8(bundle)}};
     }
     if (const char* image = std::getenv("PITFALL_CONTAINER_IMAGE"))
         c["image"] = detail::valid_utf8(image); // set by our own container recipes
