@@ -2184,7 +2184,7 @@ int report_run(const report_options& options) {
         // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
         if (runs.size() < 2 && !any_cell(runs)) {
             std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell "
-                         "folders (see `pitfall help`)\n";
+                         "or fleet node folders (see `pitfall help report`)\n";
             return exit_bad_input;
         }
         return emit(options.format == "markdown" ? render_matrix_markdown(runs)
