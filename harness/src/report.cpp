@@ -1650,8 +1650,9 @@ std::string fingerprint_group(const run_data& run) {
     const std::string runtime =
         cuda_version_text(fp.value("cuda_runtime_version", json()), 1000, 10, 100, 0);
     const std::string cudnn = cudnn_version_text(fp.value("cudnn_version", json()));
-    return cat(gpu.empty() ? "no GPU" : gpu, ", ", driver.empty() ? "no driver" : "driver " + driver,
-               ", ", runtime.empty() ? "no CUDA runtime" : "CUDA " + runtime, ", ",
+    return cat(gpu.empty() ? "no GPU" : gpu, ", ",
+               driver.empty() ? "no driver" : "driver " + driver, ", ",
+               runtime.empty() ? "no CUDA runtime" : "CUDA " + runtime, ", ",
                cudnn.empty() ? "no cuDNN" : "cuDNN " + cudnn);
 }
 
@@ -1716,7 +1717,7 @@ struct odd_node {
 /// One fingerprint group of the nodes that ran.
 struct fleet_group {
     std::string label;
-    std::vector<std::size_t> columns; ///< its nodes, as columns of the fleet's matrix
+    std::vector<std::size_t> columns;   ///< its nodes, as columns of the fleet's matrix
     std::vector<std::string> differing; ///< cases whose value is not the same on every node
     std::vector<odd_node> odd;          ///< most odd cases first
 };
@@ -1728,8 +1729,8 @@ struct fleet_view {
     std::vector<run_data> ran;       ///< copies of the nodes with cases: the matrix points in
     matrix m;                        ///< cells: the names of `ran`
     std::vector<fleet_group> fingerprint_groups;
-    std::size_t differing_within = 0;   ///< distinct cases differing within some group
-    std::vector<std::string> between;   ///< cases whose group values differ (2+ groups)
+    std::size_t differing_within = 0; ///< distinct cases differing within some group
+    std::vector<std::string> between; ///< cases whose group values differ (2+ groups)
 };
 
 /// The values of `key` on `columns`, each once with its columns, in order of first appearance.
@@ -1776,8 +1777,8 @@ void find_odd_nodes(fleet_group& g, const matrix& m) {
             continue;
         g.differing.push_back(key);
         const std::size_t most = most_held(values);
-        const auto top_count = std::count_if(values.begin(), values.end(),
-                                             [&](const auto& v) { return v.second.size() == most; });
+        const auto top_count = std::count_if(
+            values.begin(), values.end(), [&](const auto& v) { return v.second.size() == most; });
         for (std::size_t i = 0; i < values.size(); ++i) {
             const auto& [value, held] = values[i];
             if (top_count == 1 && held.size() == most)
@@ -1789,9 +1790,8 @@ void find_odd_nodes(fleet_group& g, const matrix& m) {
                 std::vector<std::string> names;
                 for (const std::size_t col : values[j].second)
                     names.push_back(m.cells[col]);
-                c.versus.push_back({values[j].first, top_count == 1
-                                                         ? std::vector<std::string>{}
-                                                         : std::move(names)});
+                c.versus.push_back({values[j].first, top_count == 1 ? std::vector<std::string>{}
+                                                                    : std::move(names)});
             }
             for (const std::size_t col : held)
                 odd[col].push_back(c);
@@ -1858,8 +1858,7 @@ std::string fleet_title(const fleet_view& f) {
 
 /// Groups whose nodes agree on every case, and nodes alone in their group, named in one line
 /// each (in words; `name` renders a node or group name for the format).
-template <class Name>
-std::vector<std::string> quiet_groups(const fleet_view& f, Name name) {
+template <class Name> std::vector<std::string> quiet_groups(const fleet_view& f, Name name) {
     std::string agree, alone;
     for (const auto& g : f.fingerprint_groups) {
         if (g.columns.size() > 1 && g.differing.empty())
@@ -1943,7 +1942,8 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
         md << '\n';
     }
     if (f.differing_within != 0)
-        for (const auto& line : quiet_groups(f, [](const std::string& n) { return md_inline(n, 160); }))
+        for (const auto& line :
+             quiet_groups(f, [](const std::string& n) { return md_inline(n, 160); }))
             md << line << "\n\n";
 
     md << "### Nodes\n\n| node | outcome | fingerprint group | doctor | verdicts |\n"
@@ -2025,11 +2025,9 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
     for (const auto& g : f.fingerprint_groups) {
         if (g.differing.empty())
             continue;
-        h << "<h3>" << escape_markup(g.label) << ": " << counted(g.columns.size(), "node")
-          << " (";
+        h << "<h3>" << escape_markup(g.label) << ": " << counted(g.columns.size(), "node") << " (";
         for (std::size_t i = 0; i < g.columns.size(); ++i)
-            h << (i ? ", " : "") << "<code>" << escape_markup(f.m.cells[g.columns[i]])
-              << "</code>";
+            h << (i ? ", " : "") << "<code>" << escape_markup(f.m.cells[g.columns[i]]) << "</code>";
         h << ")</h3>\n";
         for (const auto& odd : g.odd) {
             h << "<p class=\"odd\"><code>" << escape_markup(f.m.cells[odd.column])
@@ -2037,8 +2035,8 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
               << " of its group in " << counted(odd.cases.size(), "case") << ":</p>\n<ul>\n";
             for (std::size_t i = 0; i < odd.cases.size() && i < odd_cases_listed; ++i) {
                 const odd_case& c = odd.cases[i];
-                h << "<li><code>" << escape_markup(c.key) << "</code>: <b>"
-                  << escape_markup(c.here) << "</b> here, ";
+                h << "<li><code>" << escape_markup(c.key) << "</code>: <b>" << escape_markup(c.here)
+                  << "</b> here, ";
                 if (c.majority)
                     h << "<b>" << escape_markup(c.versus[0].first) << "</b> on most of the group";
                 else {
@@ -2065,7 +2063,8 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
         h << "</ul>\n";
     }
     if (f.differing_within != 0)
-        for (const auto& line : quiet_groups(f, [](const std::string& n) { return escape_markup(n); }))
+        for (const auto& line :
+             quiet_groups(f, [](const std::string& n) { return escape_markup(n); }))
             h << "<p>" << line << "</p>\n";
     h << "</div>\n<h2>Nodes</h2>\n<table class=\"grid\" id=\"nodes\"><tr><th>node</th>"
          "<th>outcome</th><th>fingerprint group</th><th>doctor</th><th>verdicts</th></tr>\n";
@@ -2105,8 +2104,8 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
     }
     h << "<table class=\"grid\" id=\"matrix\"><tr><th>case</th>";
     for (std::size_t c = 0; c < f.m.cells.size(); ++c)
-        h << "<th title=\"" << escape_markup(fingerprint_group(f.ran[c]))
-          << "\">" << escape_markup(f.m.cells[c]) << "</th>";
+        h << "<th title=\"" << escape_markup(fingerprint_group(f.ran[c])) << "\">"
+          << escape_markup(f.m.cells[c]) << "</th>";
     h << "</tr>\n";
     for (const auto& key : f.m.keys) {
         h << "<tr" << (differing.count(key) != 0 ? " class=\"differs\"" : "") << "><td><code>"

@@ -429,7 +429,6 @@ TEST(ReportHtml, MarkupInAnErrorStaysText) {
         EXPECT_EQ(html.find(remote), std::string::npos) << remote;
 }
 
-
 // ---- fleet node folders: node.json, doctor.json and run/ on disk, merged
 
 namespace fs = std::filesystem;
@@ -596,20 +595,20 @@ TEST_F(FleetReport, NamesTheOddNodeAndExactlyTheCasesItDiffersIn) {
                              "Each case that differs in this group, by value:");
          it != which.end() && ++it != which.end() && it->rfind("- ", 0) == 0;)
         by_value.push_back(*it);
-    EXPECT_EQ(by_value, (std::vector<std::string>{
-                            "- `cuda.s.a`: **PASS (ok)**: gpu1, gpu3; **FAIL "
-                            "(cudaErrorLaunchFailure@compute)**: gpu2",
-                            "- `cuda.s.c`: **PASS (ok)**: gpu1, gpu3; **FAIL "
-                            "(cudaErrorLaunchFailure@compute)**: gpu2"}));
+    EXPECT_EQ(by_value, (std::vector<std::string>{"- `cuda.s.a`: **PASS (ok)**: gpu1, gpu3; **FAIL "
+                                                  "(cudaErrorLaunchFailure@compute)**: gpu2",
+                                                  "- `cuda.s.c`: **PASS (ok)**: gpu1, gpu3; **FAIL "
+                                                  "(cudaErrorLaunchFailure@compute)**: gpu2"}));
     EXPECT_EQ(std::count_if(which.begin(), which.end(),
-                            [](const std::string& l) { return l.find(" differs from ") !=
-                                                              std::string::npos; }),
+                            [](const std::string& l) {
+                                return l.find(" differs from ") != std::string::npos;
+                            }),
               1);
     // Between the groups: cuda.s.c only (the H100 group's majority passes it, the A100 fails).
-    EXPECT_EQ(section(md, "### Between groups"),
-              (std::vector<std::string>{"- `cuda.s.c`: **PASS (ok)**: " + h100_group +
-                                        "; **FAIL (cudaErrorLaunchFailure@compute)**: " +
-                                        a100_group}));
+    EXPECT_EQ(
+        section(md, "### Between groups"),
+        (std::vector<std::string>{"- `cuda.s.c`: **PASS (ok)**: " + h100_group +
+                                  "; **FAIL (cudaErrorLaunchFailure@compute)**: " + a100_group}));
     // The node that never ran is in no comparison.
     EXPECT_EQ(md.find("gpu4", md.find("### Cases")), std::string::npos);
     EXPECT_EQ(which.end(), std::find_if(which.begin(), which.end(), [](const std::string& l) {
@@ -627,8 +626,7 @@ TEST_F(FleetReport, HtmlSaysTheSame) {
         << html;
     EXPECT_EQ(html.find(" differs from the other"), html.rfind(" differs from the other"));
     EXPECT_NE(html.find("<table class=\"grid\" id=\"nodes\">"), std::string::npos);
-    EXPECT_NE(html.find("node_down</span> (NODE_FAIL, reason: Not responding)"),
-              std::string::npos);
+    EXPECT_NE(html.find("node_down</span> (NODE_FAIL, reason: Not responding)"), std::string::npos);
     EXPECT_NE(html.find("<ul id=\"between\">\n<li><code>cuda.s.c</code>"), std::string::npos);
     // Rows of the cases that differ within a group are marked, the others not.
     std::size_t marked = 0;
