@@ -1687,7 +1687,7 @@ std::string node_doctor(const run_data& node) {
         return "unreadable: " + node.doctor_problem;
     if (node.doctor.is_null())
         return "-";
-    const std::string headline = str(node.doctor, "headline");
+    std::string headline = str(node.doctor, "headline");
     if (!headline.empty())
         return headline;
     const json usable = node.doctor.value("cuda_usable", json());
@@ -1739,10 +1739,10 @@ values_of(const matrix& m, const std::string& key, const std::vector<std::size_t
     std::vector<std::pair<std::string, std::vector<std::size_t>>> out;
     const auto& row = m.at.at(key);
     for (const std::size_t c : columns) {
-        std::string v = cell_text(row[c]);
+        const std::string v = cell_text(row[c]);
         auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == v; });
         if (it == out.end())
-            out.push_back({std::move(v), {c}});
+            out.emplace_back(v, std::vector<std::size_t>{c});
         else
             it->second.push_back(c);
     }

@@ -123,7 +123,7 @@ json case_record(const std::string& backend, const std::string& scenario,
     return r;
 }
 
-json timed_result(const std::vector<double>& step_seconds, json extra = json::object()) {
+json timed_result(const std::vector<double>& step_seconds, const json& extra = json::object()) {
     json r = {{"outcome", {{"status", "ok"}}},
               {"ran_on", "cpu: test"},
               {"samples", {{"step_seconds", {{"unit", "s"}, {"values", step_seconds}}}}},
@@ -470,7 +470,7 @@ protected:
     std::string node(const std::string& name, const json& facts,
                      const std::vector<std::string>& keys, const std::set<std::string>& failed = {},
                      json record = json::object()) {
-        const std::string dir = m_tmp + "/nodes/" + name;
+        std::string dir = m_tmp + "/nodes/" + name;
         fs::create_directories(dir);
         if (!keys.empty()) {
             auto created = run_folder::create(dir + "/run", false);
@@ -660,6 +660,7 @@ TEST_F(FleetReport, NothingDiffersIsOneLineAndLongListsAreCut) {
               (std::vector<std::string>{"Nothing: in every fingerprint group, every node has the "
                                         "same verdict and outcome in every case."}));
     std::vector<std::string> many;
+    many.reserve(25);
     for (int i = 0; i < 25; ++i)
         many.push_back("cpu.s.v" + std::to_string(i));
     const std::set<std::string> all(many.begin(), many.end());
