@@ -85,8 +85,10 @@ if ((${#host[@]})); then
     fi
   done
   echo "lint-changed: clang-tidy -p $build on ${#host[@]} file(s)"
+  # The build's commands are g++'s: a warning flag only g++ knows (report_test.cpp's
+  # -Wno-maybe-uninitialized) is no finding of the file's.
   if ! clang-tidy -p "$build" --quiet --warnings-as-errors='*' --header-filter="$header_filter" \
-      "${host[@]}"; then
+      --extra-arg=-Wno-unknown-warning-option "${host[@]}"; then
     echo "lint-changed: clang-tidy found problems (above)"
     failed=1
   fi

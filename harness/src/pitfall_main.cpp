@@ -385,11 +385,17 @@ examples:
 void add_report(CLI::App& app, command_line& cl) {
     CLI::App* sub = app.add_subcommand(
         "report", "render a run folder's results.jsonl (default: HTML on standard\n"
-                  "output); --merge: runs side by side (a CUDA/cuDNN/driver matrix)");
-    sub->add_option("RUN", cl.runs, "the run folder (with --merge: two or more)");
+                  "output); --merge: runs side by side (a CUDA/cuDNN/driver matrix,\n"
+                  "or a fleet's nodes)");
+    sub->add_option("RUN", cl.runs,
+                    "the run folder (with --merge: two or more run folders, matrix cell\n"
+                    "folders, or fleet node folders)");
     sub->add_flag("--merge", cl.merge,
                   "runs side by side: each cell's verdict and outcome per case, and\n"
-                  "what differs between cells");
+                  "what differs between cells. Fleet node folders (node.json, run/,\n"
+                  "doctor.json: `pitfall fleet run`) are grouped by fingerprint (GPU,\n"
+                  "driver, CUDA, cuDNN): which node differs from the rest of its group\n"
+                  "first, then each node's job outcome, the groups, every case");
     sub->add_option("--format", cl.report.format,
                     "html, junit, markdown or json (merged: html or markdown; default html)")
         ->type_name("F");
@@ -401,7 +407,8 @@ void add_report(CLI::App& app, command_line& cl) {
 examples:
   pitfall report runs/a > report.html
   pitfall report runs/a --format junit --out junit.xml
-  pitfall report --merge cells/cuda12.4 cells/cuda13.0 --format markdown)");
+  pitfall report --merge cells/cuda12.4 cells/cuda13.0 --format markdown
+  pitfall report --merge fleet/nodes/* --format markdown --out fleet/fleet.md)");
 }
 
 void add_others(CLI::App& app, command_line& cl) {
@@ -782,7 +789,8 @@ int do_report(command_line& cl) {
     report_options& r = cl.report;
     if (cl.merge) {
         if (cl.runs.empty())
-            return usage_error("--merge needs two or more run folders (or matrix cell folders): "
+            return usage_error("--merge needs two or more run folders (or matrix cell or fleet "
+                               "node folders): "
                                "pitfall report --merge RUN RUN... [--out FILE]",
                                "report");
         if (r.format != "html" && r.format != "markdown")

@@ -202,10 +202,55 @@ status_or<run_data> load_run(const std::string& dir) {
     return run;
 }
 
+namespace {
+/// Whether `path` names anything, a dangling symlink or a FIFO included: what is there is then
+/// read (and refused, naming the file), never silently taken for absent.
+bool something_at(const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+}
+
+/// A fleet node folder: node.json (bad input when malformed), then doctor.json and run/ where
+/// the job got that far.
+status_or<run_data> load_node(const std::string& dir) {
+    const std::string node_path = dir + "/node.json";
+    // reports/schema/fleet-node.schema.json: what the fleet report reads has its type.
+    PITFALL_ASSIGN_OR_RETURN(json node, detail::read_json_file(node_path));
+    PITFALL_TRY(detail::validate_document("fleet-node", node, node_path));
+    run_data run;
+    if (run_folder::open(dir + "/run").is_ok()) { // a job that never ran has no run folder
+        PITFALL_ASSIGN_OR_RETURN(run, load_run(dir + "/run"));
+    }
+    run.dir = dir;
+    run.node = std::move(node);
+    // The doctor's output of a node that broke may be cut short or empty: the node's row says
+    // so, and the fleet report still shows every other node.
+    const std::string doctor_path = dir + "/doctor.json";
+    if (something_at(doctor_path)) {
+        auto doctor = detail::read_json_file(doctor_path);
+        if (!doctor.is_ok())
+            run.doctor_problem = doctor.error().message();
+        else if (!doctor.value().is_object() || !doctor.value().contains("headline") ||
+                 !doctor.value()["headline"].is_string())
+            run.doctor_problem = doctor_path + ": no string field 'headline': not `pitfall "
+                                               "doctor --json` output";
+        else
+            run.doctor = std::move(doctor).value();
+    }
+    return run;
+}
+} // namespace
+
 status_or<run_data> load_cell_or_run(const std::string& dir) {
     const std::string cell_path = dir + "/cell.json";
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(cell_path, ec)))
+    const bool is_cell = something_at(cell_path);
+    if (something_at(dir + "/node.json")) {
+        if (is_cell)
+            return bad_run_input(dir + ": holds both node.json and cell.json: a fleet node "
+                                       "folder or a matrix cell folder, not both");
+        return load_node(dir);
+    }
+    if (!is_cell)
         return load_run(dir);
     // reports/schema/cell.schema.json: what the matrix table reads has its type.
     PITFALL_ASSIGN_OR_RETURN(json cell, detail::read_json_file(cell_path));
@@ -1583,6 +1628,504 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     return h.str();
 }
 
+// ---- fleet: node folders side by side ------------------------------------------------------
+
+namespace {
+/// cuDNN's version number as text: 9.x and later encode major x 10000 (91002 -> 9.10.2), 8.x
+/// and earlier major x 1000 (8902 -> 8.9.2).
+std::string cudnn_version_text(const json& v) {
+    if (v.is_number_integer() && v.get<long long>() > 0 && v.get<long long>() < 9000)
+        return cuda_version_text(v, 1000, 100, 10, 100);
+    return cuda_version_text(v, 10000, 100, 100, 100);
+}
+
+/// What makes two nodes' runs comparable, from the run's fingerprint: the GPU model, the
+/// driver's CUDA version, the CUDA runtime and cuDNN ("NVIDIA H100 80GB HBM3, driver 13.0,
+/// CUDA 13.0, cuDNN 9.10.2").
+std::string fingerprint_group(const run_data& run) {
+    const json fp = fingerprint_summary(run);
+    const std::string gpu = str(fp, "device_name");
+    const std::string driver =
+        cuda_version_text(fp.value("cuda_driver_version", json()), 1000, 10, 100, 0);
+    const std::string runtime =
+        cuda_version_text(fp.value("cuda_runtime_version", json()), 1000, 10, 100, 0);
+    const std::string cudnn = cudnn_version_text(fp.value("cudnn_version", json()));
+    return cat(gpu.empty() ? "no GPU" : gpu, ", ",
+               driver.empty() ? "no driver" : "driver " + driver, ", ",
+               runtime.empty() ? "no CUDA runtime" : "CUDA " + runtime, ", ",
+               cudnn.empty() ? "no cuDNN" : "cuDNN " + cudnn);
+}
+
+/// "1 node", "3 nodes".
+std::string counted(std::size_t n, const char* noun) {
+    return cat(std::to_string(n), " ", noun, n == 1 ? "" : "s");
+}
+
+/// How the node's job ended, in one line: "ran", or the outcome with Slurm's state and reason
+/// and the driver's message ("node_down (NODE_FAIL, reason: Not responding): ...").
+std::string node_outcome(const run_data& node) {
+    std::string text = str(node.node, "outcome", "?");
+    if (text == "ran") {
+        if (node.cases.empty())
+            text += " (no run folder with cases)";
+        return text;
+    }
+    std::string why = str(node.node, "slurm_state");
+    if (const std::string reason = str(node.node, "reason"); !reason.empty() && reason != "None")
+        why += (why.empty() ? "reason: " : ", reason: ") + reason;
+    if (!why.empty())
+        text += " (" + why + ")";
+    if (const std::string message = str(node.node, "message"); !message.empty())
+        text += ": " + message;
+    return text;
+}
+
+/// The node's doctor headline: the first error's title, "CUDA work can run here", or why there
+/// is none.
+std::string node_doctor(const run_data& node) {
+    if (!node.doctor_problem.empty())
+        return "unreadable: " + node.doctor_problem;
+    if (node.doctor.is_null())
+        return "-";
+    std::string headline = str(node.doctor, "headline");
+    if (!headline.empty())
+        return headline;
+    const json usable = node.doctor.value("cuda_usable", json());
+    return usable.is_boolean() && usable.get<bool>() ? "CUDA work can run here" : "-";
+}
+
+std::string verdict_counts_text(const run_data& run) {
+    std::string text;
+    for (const auto& [verdict, count] : verdict_counts(run))
+        text += cat(text.empty() ? "" : ", ", std::to_string(count), " ", verdict);
+    return text.empty() ? "-" : text;
+}
+
+/// A case where a node holds another value than most of its group: its value, and the value
+/// most of the group holds (`majority`), or, on a tie, every other value with its nodes.
+struct odd_case {
+    std::string key;
+    std::string here;
+    bool majority = true;
+    value_groups versus;
+};
+struct odd_node {
+    std::size_t column; ///< of the fleet's matrix
+    std::vector<odd_case> cases;
+};
+
+/// One fingerprint group of the nodes that ran.
+struct fleet_group {
+    std::string label;
+    std::vector<std::size_t> columns;   ///< its nodes, as columns of the fleet's matrix
+    std::vector<std::string> differing; ///< cases whose value is not the same on every node
+    std::vector<odd_node> odd;          ///< most odd cases first
+};
+
+/// The nodes side by side: every node, and the ones that ran as a matrix grouped by fingerprint.
+struct fleet_view {
+    std::vector<std::string> names;  ///< every node, in the order given
+    std::vector<std::string> groups; ///< every node's group label ("-": never ran)
+    std::vector<run_data> ran;       ///< copies of the nodes with cases: the matrix points in
+    matrix m;                        ///< cells: the names of `ran`
+    std::vector<fleet_group> fingerprint_groups;
+    std::size_t differing_within = 0; ///< distinct cases differing within some group
+    std::vector<std::string> between; ///< cases whose group values differ (2+ groups)
+};
+
+/// The values of `key` on `columns`, each once with its columns, in order of first appearance.
+std::vector<std::pair<std::string, std::vector<std::size_t>>>
+values_of(const matrix& m, const std::string& key, const std::vector<std::size_t>& columns) {
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> out;
+    const auto& row = m.at.at(key);
+    for (const std::size_t c : columns) {
+        const std::string v = cell_text(row[c]);
+        auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == v; });
+        if (it == out.end())
+            out.emplace_back(v, std::vector<std::size_t>{c});
+        else
+            it->second.push_back(c);
+    }
+    return out;
+}
+
+std::size_t most_held(const std::vector<std::pair<std::string, std::vector<std::size_t>>>& vs) {
+    std::size_t most = 0;
+    for (const auto& v : vs)
+        most = std::max(most, v.second.size());
+    return most;
+}
+
+/// A group's value of a case, to compare groups: the value most of its nodes hold; on a tie,
+/// the tied values ("PASS (ok) or FAIL (...)").
+std::string group_value(const matrix& m, const std::string& key,
+                        const std::vector<std::size_t>& columns) {
+    const auto values = values_of(m, key, columns);
+    const std::size_t most = most_held(values);
+    std::string text;
+    for (const auto& [v, held] : values)
+        if (held.size() == most)
+            text += (text.empty() ? "" : " or ") + v;
+    return text;
+}
+
+void find_odd_nodes(fleet_group& g, const matrix& m) {
+    std::map<std::size_t, std::vector<odd_case>> odd;
+    for (const auto& key : m.keys) {
+        const auto values = values_of(m, key, g.columns);
+        if (values.size() < 2)
+            continue;
+        g.differing.push_back(key);
+        const std::size_t most = most_held(values);
+        const auto top_count = std::count_if(
+            values.begin(), values.end(), [&](const auto& v) { return v.second.size() == most; });
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const auto& [value, held] = values[i];
+            if (top_count == 1 && held.size() == most)
+                continue; // the majority: not odd
+            odd_case c{key, value, top_count == 1, {}};
+            for (std::size_t j = 0; j < values.size(); ++j) {
+                if (j == i || (top_count == 1 && values[j].second.size() != most))
+                    continue;
+                std::vector<std::string> names;
+                for (const std::size_t col : values[j].second)
+                    names.push_back(m.cells[col]);
+                c.versus.push_back({values[j].first, top_count == 1 ? std::vector<std::string>{}
+                                                                    : std::move(names)});
+            }
+            for (const std::size_t col : held)
+                odd[col].push_back(c);
+        }
+    }
+    for (const std::size_t col : g.columns)
+        if (auto it = odd.find(col); it != odd.end())
+            g.odd.push_back({col, std::move(it->second)});
+    std::stable_sort(g.odd.begin(), g.odd.end(), [](const odd_node& a, const odd_node& b) {
+        return a.cases.size() > b.cases.size();
+    });
+}
+
+fleet_view build_fleet(const std::vector<run_data>& nodes) {
+    fleet_view f;
+    std::vector<std::string> ran_names;
+    for (const auto& node : nodes) {
+        f.names.push_back(str(node.node, "node", "?"));
+        if (node.cases.empty()) { // never ran (or ran nothing): listed, not compared
+            f.groups.emplace_back("-");
+            continue;
+        }
+        f.groups.push_back(fingerprint_group(node));
+        f.ran.push_back(node);
+        ran_names.push_back(f.names.back());
+    }
+    f.m = build_matrix(f.ran);
+    f.m.cells = ran_names;
+    for (std::size_t c = 0; c < f.ran.size(); ++c) {
+        const std::string label = fingerprint_group(f.ran[c]);
+        auto it = std::find_if(f.fingerprint_groups.begin(), f.fingerprint_groups.end(),
+                               [&](const fleet_group& g) { return g.label == label; });
+        if (it == f.fingerprint_groups.end())
+            f.fingerprint_groups.push_back({label, {c}, {}, {}});
+        else
+            it->columns.push_back(c);
+    }
+    std::set<std::string> differing;
+    for (auto& g : f.fingerprint_groups) {
+        find_odd_nodes(g, f.m);
+        differing.insert(g.differing.begin(), g.differing.end());
+    }
+    f.differing_within = differing.size();
+    if (f.fingerprint_groups.size() > 1)
+        for (const auto& key : f.m.keys) {
+            std::set<std::string> seen;
+            for (const auto& g : f.fingerprint_groups)
+                seen.insert(group_value(f.m, key, g.columns));
+            if (seen.size() > 1)
+                f.between.push_back(key);
+        }
+    return f;
+}
+
+/// How many of a node's odd cases a report lists before "and N more".
+constexpr std::size_t odd_cases_listed = 20;
+
+std::string fleet_title(const fleet_view& f) {
+    return cat(counted(f.names.size(), "node"), " (", std::to_string(f.ran.size()), " ran), ",
+               counted(f.fingerprint_groups.size(), "fingerprint group"), ", ",
+               std::to_string(f.differing_within),
+               f.differing_within == 1 ? " case differs" : " cases differ", " within a group");
+}
+
+/// Groups whose nodes agree on every case, and nodes alone in their group, named in one line
+/// each (in words; `name` renders a node or group name for the format).
+template <class Name> std::vector<std::string> quiet_groups(const fleet_view& f, Name name) {
+    std::string agree, alone;
+    for (const auto& g : f.fingerprint_groups) {
+        if (g.columns.size() > 1 && g.differing.empty())
+            agree += cat(agree.empty() ? "" : "; ", name(g.label), " (",
+                         counted(g.columns.size(), "node"), ")");
+        if (g.columns.size() == 1)
+            alone += cat(alone.empty() ? "" : "; ", name(f.m.cells[g.columns[0]]), " (",
+                         name(g.label), ")");
+    }
+    std::vector<std::string> out;
+    if (!agree.empty())
+        out.push_back("Every node agrees with the rest of its group on every case in: " + agree +
+                      ".");
+    if (!alone.empty())
+        out.push_back("Alone in its fingerprint group (nothing to compare it with): " + alone +
+                      ".");
+    return out;
+}
+} // namespace
+
+std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
+    const fleet_view f = build_fleet(nodes);
+    std::ostringstream md;
+    const auto node_name = [](const std::string& n) { return "`" + md_code(n) + "`"; };
+    const auto names_of = [&](const std::vector<std::string>& names) {
+        std::string text;
+        for (const auto& n : names)
+            text += (text.empty() ? "" : ", ") + md_inline(n, 80);
+        return text;
+    };
+    const auto markdown_groups = [&](const value_groups& groups) {
+        for (std::size_t g = 0; g < groups.size(); ++g)
+            md << (g ? "; " : "") << "**" << md_inline(groups[g].first, 160)
+               << "**: " << names_of(groups[g].second);
+        md << '\n';
+    };
+    md << "## pitfall fleet: " << fleet_title(f) << "\n\n### Which node differs\n\n";
+    if (f.differing_within == 0) {
+        md << (std::any_of(f.fingerprint_groups.begin(), f.fingerprint_groups.end(),
+                           [](const fleet_group& g) { return g.columns.size() > 1; })
+                   ? "Nothing: in every fingerprint group, every node has the same verdict and "
+                     "outcome in every case.\n"
+                   : "Nothing to compare: no fingerprint group has two nodes that ran.\n");
+    }
+    for (const auto& g : f.fingerprint_groups) {
+        if (g.differing.empty())
+            continue;
+        md << "#### " << md_inline(g.label, 160) << ": " << counted(g.columns.size(), "node")
+           << " (";
+        for (std::size_t i = 0; i < g.columns.size(); ++i)
+            md << (i ? ", " : "") << node_name(f.m.cells[g.columns[i]]);
+        md << ")\n\n";
+        for (const auto& odd : g.odd) {
+            md << node_name(f.m.cells[odd.column]) << " differs from the other "
+               << counted(g.columns.size() - 1, "node") << " of its group in "
+               << counted(odd.cases.size(), "case") << ":\n\n";
+            for (std::size_t i = 0; i < odd.cases.size() && i < odd_cases_listed; ++i) {
+                const odd_case& c = odd.cases[i];
+                md << "- `" << md_code(c.key) << "`: **" << md_inline(c.here, 160) << "** here, ";
+                if (c.majority)
+                    md << "**" << md_inline(c.versus[0].first, 160) << "** on most of the group\n";
+                else {
+                    md << "no majority: ";
+                    markdown_groups(c.versus);
+                }
+            }
+            if (odd.cases.size() > odd_cases_listed)
+                md << "- and " << odd.cases.size() - odd_cases_listed << " more\n";
+            md << '\n';
+        }
+        md << "Each case that differs in this group, by value:\n\n";
+        for (const auto& key : g.differing) {
+            md << "- `" << md_code(key) << "`: ";
+            const auto& row = f.m.at.at(key);
+            std::vector<bool> skip(f.m.cells.size(), true);
+            for (const std::size_t c : g.columns)
+                skip[c] = false;
+            markdown_groups(group_cells(
+                f.m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        }
+        md << '\n';
+    }
+    if (f.differing_within != 0)
+        for (const auto& line :
+             quiet_groups(f, [](const std::string& n) { return md_inline(n, 160); }))
+            md << line << "\n\n";
+
+    md << "### Nodes\n\n| node | outcome | fingerprint group | doctor | verdicts |\n"
+          "|---|---|---|---|---|\n";
+    for (std::size_t n = 0; n < nodes.size(); ++n)
+        md << "| " << node_name(f.names[n]) << " | " << md_inline(node_outcome(nodes[n]), 300)
+           << " | " << md_inline(f.groups[n], 160) << " | " << md_inline(node_doctor(nodes[n]), 200)
+           << " | " << md_inline(verdict_counts_text(nodes[n]), 160) << " |\n";
+
+    if (f.fingerprint_groups.size() > 1) {
+        md << "\n### Between groups\n\n";
+        if (f.between.empty())
+            md << "Nothing: every fingerprint group has the same verdict and outcome (most of "
+                  "its nodes') in every case.\n";
+        std::vector<std::string> labels;
+        for (const auto& g : f.fingerprint_groups)
+            labels.push_back(g.label);
+        for (const auto& key : f.between) {
+            md << "- `" << md_code(key) << "`: ";
+            markdown_groups(group_cells(labels, [&](std::size_t g) {
+                return group_value(f.m, key, f.fingerprint_groups[g].columns);
+            }));
+        }
+    }
+
+    md << "\n### Cases\n\n";
+    if (f.ran.empty()) {
+        md << "No node ran: no cases to show.\n";
+        return md.str();
+    }
+    md << "| case |";
+    for (const auto& c : f.m.cells)
+        md << ' ' << md_inline(c, 80) << " |";
+    md << "\n|---|";
+    for (std::size_t i = 0; i < f.m.cells.size(); ++i)
+        md << "---|";
+    md << '\n';
+    for (const auto& key : f.m.keys) {
+        md << "| `" << md_code(key) << "` |";
+        for (const json* r : f.m.at.at(key))
+            md << ' ' << md_inline(cell_text(r), 80) << " |";
+        md << '\n';
+    }
+    return md.str();
+}
+
+std::string render_fleet_html(const std::vector<run_data>& nodes) {
+    const fleet_view f = build_fleet(nodes);
+    std::set<std::string> differing;
+    for (const auto& g : f.fingerprint_groups)
+        differing.insert(g.differing.begin(), g.differing.end());
+    std::ostringstream h;
+    const auto names_of = [&](const std::vector<std::string>& names) {
+        std::string text;
+        for (const auto& n : names)
+            text += (text.empty() ? "" : ", ") + escape_markup(n);
+        return text;
+    };
+    const auto html_groups = [&](const value_groups& groups) {
+        for (std::size_t g = 0; g < groups.size(); ++g)
+            h << (g ? "; " : "") << "<b>" << escape_markup(groups[g].first)
+              << "</b>: " << names_of(groups[g].second);
+    };
+    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall "
+         "fleet</title>\n<style>"
+      << html_style
+      << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
+      << "<h1>pitfall fleet</h1>\n<p id=\"title\">" << escape_markup(fleet_title(f))
+      << " (cases differing within a group marked red).</p>\n"
+      << "<h2>Which node differs</h2>\n<div id=\"within\">\n";
+    if (f.differing_within == 0)
+        h << "<p>"
+          << (std::any_of(f.fingerprint_groups.begin(), f.fingerprint_groups.end(),
+                          [](const fleet_group& g) { return g.columns.size() > 1; })
+                  ? "Nothing: in every fingerprint group, every node has the same verdict and "
+                    "outcome in every case."
+                  : "Nothing to compare: no fingerprint group has two nodes that ran.")
+          << "</p>\n";
+    for (const auto& g : f.fingerprint_groups) {
+        if (g.differing.empty())
+            continue;
+        h << "<h3>" << escape_markup(g.label) << ": " << counted(g.columns.size(), "node") << " (";
+        for (std::size_t i = 0; i < g.columns.size(); ++i)
+            h << (i ? ", " : "") << "<code>" << escape_markup(f.m.cells[g.columns[i]]) << "</code>";
+        h << ")</h3>\n";
+        for (const auto& odd : g.odd) {
+            h << "<p class=\"odd\"><code>" << escape_markup(f.m.cells[odd.column])
+              << "</code> differs from the other " << counted(g.columns.size() - 1, "node")
+              << " of its group in " << counted(odd.cases.size(), "case") << ":</p>\n<ul>\n";
+            for (std::size_t i = 0; i < odd.cases.size() && i < odd_cases_listed; ++i) {
+                const odd_case& c = odd.cases[i];
+                h << "<li><code>" << escape_markup(c.key) << "</code>: <b>" << escape_markup(c.here)
+                  << "</b> here, ";
+                if (c.majority)
+                    h << "<b>" << escape_markup(c.versus[0].first) << "</b> on most of the group";
+                else {
+                    h << "no majority: ";
+                    html_groups(c.versus);
+                }
+                h << "</li>\n";
+            }
+            if (odd.cases.size() > odd_cases_listed)
+                h << "<li>and " << odd.cases.size() - odd_cases_listed << " more</li>\n";
+            h << "</ul>\n";
+        }
+        h << "<p>Each case that differs in this group, by value:</p>\n<ul class=\"differences\">\n";
+        for (const auto& key : g.differing) {
+            h << "<li><code>" << escape_markup(key) << "</code>: ";
+            const auto& row = f.m.at.at(key);
+            std::vector<bool> skip(f.m.cells.size(), true);
+            for (const std::size_t c : g.columns)
+                skip[c] = false;
+            html_groups(group_cells(
+                f.m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+            h << "</li>\n";
+        }
+        h << "</ul>\n";
+    }
+    if (f.differing_within != 0)
+        for (const auto& line :
+             quiet_groups(f, [](const std::string& n) { return escape_markup(n); }))
+            h << "<p>" << line << "</p>\n";
+    h << "</div>\n<h2>Nodes</h2>\n<table class=\"grid\" id=\"nodes\"><tr><th>node</th>"
+         "<th>outcome</th><th>fingerprint group</th><th>doctor</th><th>verdicts</th></tr>\n";
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+        const std::string outcome = str(nodes[n].node, "outcome", "?");
+        const std::string text = node_outcome(nodes[n]);
+        h << "<tr><td title=\"" << escape_markup(nodes[n].dir) << "\"><code>"
+          << escape_markup(f.names[n]) << "</code></td><td><span class=\"v "
+          << verdict_class(outcome == "ran" ? "PASS" : "FAIL") << "\">" << escape_markup(outcome)
+          << "</span>" << escape_markup(text.substr(std::min(text.size(), outcome.size())))
+          << "</td><td>" << escape_markup(f.groups[n]) << "</td><td>"
+          << escape_markup(node_doctor(nodes[n])) << "</td><td>"
+          << escape_markup(verdict_counts_text(nodes[n])) << "</td></tr>\n";
+    }
+    h << "</table>\n";
+    if (f.fingerprint_groups.size() > 1) {
+        h << "<h2>Between groups</h2>\n<ul id=\"between\">\n";
+        if (f.between.empty())
+            h << "<li>Nothing: every fingerprint group has the same verdict and outcome (most of "
+                 "its nodes') in every case.</li>\n";
+        std::vector<std::string> labels;
+        for (const auto& g : f.fingerprint_groups)
+            labels.push_back(g.label);
+        for (const auto& key : f.between) {
+            h << "<li><code>" << escape_markup(key) << "</code>: ";
+            html_groups(group_cells(labels, [&](std::size_t g) {
+                return group_value(f.m, key, f.fingerprint_groups[g].columns);
+            }));
+            h << "</li>\n";
+        }
+        h << "</ul>\n";
+    }
+    h << "<h2>Cases</h2>\n";
+    if (f.ran.empty()) {
+        h << "<p>No node ran: no cases to show.</p>\n</body></html>\n";
+        return h.str();
+    }
+    h << "<table class=\"grid\" id=\"matrix\"><tr><th>case</th>";
+    for (std::size_t c = 0; c < f.m.cells.size(); ++c)
+        h << "<th title=\"" << escape_markup(fingerprint_group(f.ran[c])) << "\">"
+          << escape_markup(f.m.cells[c]) << "</th>";
+    h << "</tr>\n";
+    for (const auto& key : f.m.keys) {
+        h << "<tr" << (differing.count(key) != 0 ? " class=\"differs\"" : "") << "><td><code>"
+          << escape_markup(key) << "</code></td>";
+        for (const json* r : f.m.at.at(key)) {
+            if (r == nullptr) {
+                h << "<td class=\"cell muted\">-</td>";
+                continue;
+            }
+            const std::string verdict = str(*r, "verdict");
+            h << "<td class=\"cell\" title=\"" << escape_markup(str(*r, "reason"))
+              << "\"><span class=\"v " << verdict_class(verdict) << "\">" << escape_markup(verdict)
+              << "</span><br><small>" << escape_markup(outcome_line(*r)) << "</small></td>";
+        }
+        h << "</tr>\n";
+    }
+    h << "</table>\n</body></html>\n";
+    return h.str();
+}
+
 status write_reports(const run_data& run) {
     const std::pair<const char*, std::string> files[] = {
         {report_json_name, render_json(run).dump(2) + "\n"},
@@ -1621,10 +2164,26 @@ int report_run(const report_options& options) {
             }
             runs.push_back(std::move(one).value());
         }
+        // Fleet node folders make a fleet report, of one node too; mixed with cells or runs
+        // they would be compared across unlike things, so a mix is refused.
+        const auto is_node = [](const run_data& r) { return r.node.is_object(); };
+        if (std::any_of(runs.begin(), runs.end(), is_node)) {
+            const auto other = std::find_if_not(runs.begin(), runs.end(), is_node);
+            if (other != runs.end()) {
+                const auto node = std::find_if(runs.begin(), runs.end(), is_node);
+                std::cerr << "pitfall: error: --merge: " << node->dir
+                          << " is a fleet node folder (node.json) but " << other->dir
+                          << " is not: merge fleet node folders only with each other\n";
+                return exit_bad_input;
+            }
+            return emit(options.format == "markdown" ? render_fleet_markdown(runs)
+                                                     : render_fleet_html(runs),
+                        options.out);
+        }
         // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
         if (runs.size() < 2 && !any_cell(runs)) {
             std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell "
-                         "folders (see `pitfall help`)\n";
+                         "or fleet node folders (see `pitfall help report`)\n";
             return exit_bad_input;
         }
         return emit(options.format == "markdown" ? render_matrix_markdown(runs)

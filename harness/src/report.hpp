@@ -30,14 +30,23 @@ struct run_data {
     /// outcome (image build failed, compile failed for an architecture, ran...); null for a
     /// plain run folder. A cell that never ran has no cases.
     nlohmann::json cell;
+    /// A fleet node's node.json (reports/schema/fleet-node.schema.json: the node, and how its
+    /// job ended); null for other folders. A node whose job never ran has no cases.
+    nlohmann::json node;
+    /// The node's doctor.json (`pitfall doctor --json` there) when it holds a string
+    /// "headline"; null when absent or unreadable (doctor_problem then says why).
+    nlohmann::json doctor;
+    std::string doctor_problem;
 };
 
 /// Reads `dir`/results.jsonl (and summary.json for the ratios, when present). A truncated last
 /// line (a kill mid-write) is skipped; anything else malformed is bad input naming the line.
 status_or<run_data> load_run(const std::string& dir);
 
-/// A matrix cell folder (cell.json, and run/ when the cell got as far as running) or a plain
-/// run folder. A malformed cell.json is bad input naming the file.
+/// A fleet node folder (node.json; doctor.json and run/ when the job got that far), a matrix
+/// cell folder (cell.json, and run/ when the cell got as far as running) or a plain run folder.
+/// A malformed node.json or cell.json is bad input naming the file; a damaged doctor.json is
+/// not (the node's row says so: a node that broke is what the fleet report is for).
 status_or<run_data> load_cell_or_run(const std::string& dir);
 
 nlohmann::json render_json(const run_data& run);
@@ -52,6 +61,14 @@ std::string render_html(const run_data& run);
 /// first, then cases).
 std::string render_matrix_html(const std::vector<run_data>& runs);
 std::string render_matrix_markdown(const std::vector<run_data>& runs);
+
+/// Fleet node folders side by side (`pitfall fleet run`: one node a Slurm array task). The
+/// nodes that ran are grouped by fingerprint (GPU, driver, CUDA runtime, cuDNN); first which
+/// node differs from the rest of its group and in which cases, then every node with its job's
+/// outcome, doctor headline and verdict counts, then the cases that differ between groups, then
+/// the case x node table. Nodes that never ran are listed, never compared.
+std::string render_fleet_markdown(const std::vector<run_data>& nodes);
+std::string render_fleet_html(const std::vector<run_data>& nodes);
 
 /// The file names `pitfall run` writes into the run folder.
 inline const char* const report_json_name = "report.json";

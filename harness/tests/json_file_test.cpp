@@ -74,7 +74,8 @@ TEST(JsonText, DumpsAndRepairsInvalidUtf8) {
 
 TEST(JsonSchema, EveryBuiltInSchemaCompiles) {
     const auto names = schema_names();
-    for (const char* want : {"expected", "profile", "result", "report", "index", "cell"})
+    for (const char* want :
+         {"expected", "profile", "result", "report", "index", "cell", "fleet-node"})
         EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
     for (const auto& name : names)
         EXPECT_EQ(schema_named(name).name(), "reports/schema/" + name + ".schema.json");

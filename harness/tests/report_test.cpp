@@ -1,11 +1,17 @@
 // Report rendering from a synthetic run: the Markdown and JUnit output against golden lines
 // with placeholders for what changes between renders (google/benchmark's output_test), and the
-// HTML's structure: which charts draw which bars, and what a case's details show.
+// HTML's structure: which charts draw which bars, and what a case's details show. Then fleet
+// node folders on disk (node.json, doctor.json, run/) merged into the fleet report.
 #include "report.hpp"
+#include "run_folder.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -117,7 +123,7 @@ json case_record(const std::string& backend, const std::string& scenario,
     return r;
 }
 
-json timed_result(const std::vector<double>& step_seconds, json extra = json::object()) {
+json timed_result(const std::vector<double>& step_seconds, const json& extra = json::object()) {
     json r = {{"outcome", {{"status", "ok"}}},
               {"ran_on", "cpu: test"},
               {"samples", {{"step_seconds", {{"unit", "s"}, {"values", step_seconds}}}}},
@@ -421,6 +427,315 @@ TEST(ReportHtml, MarkupInAnErrorStaysText) {
     // Self-contained: nothing fetched from elsewhere.
     for (const char* remote : {"<link", "@import", "src=\"http", "url("})
         EXPECT_EQ(html.find(remote), std::string::npos) << remote;
+}
+
+// ---- fleet node folders: node.json, doctor.json and run/ on disk, merged
+
+namespace fs = std::filesystem;
+
+/// The fingerprint facts the fleet report groups nodes by (what the probe records on an H100
+/// with driver 580 / CUDA 13.0 and cuDNN 9.10.2, or an A100 with CUDA 12.4).
+const json h100 = {{"device_name", "NVIDIA H100 80GB HBM3"},
+                   {"cuda_driver_version", 13000},
+                   {"cuda_runtime_version", 13000},
+                   {"cudnn_version", 91002},
+                   {"os", "Rocky Linux 9"}};
+const json a100 = {{"device_name", "NVIDIA A100-SXM4-80GB"},
+                   {"cuda_driver_version", 12040},
+                   {"cuda_runtime_version", 12040},
+                   {"cudnn_version", 8902}};
+const std::string h100_group = "NVIDIA H100 80GB HBM3, driver 13.0, CUDA 13.0, cuDNN 9.10.2";
+const std::string a100_group = "NVIDIA A100-SXM4-80GB, driver 12.4, CUDA 12.4, cuDNN 8.9.2";
+
+const json launch_failure = {{"status", "error"},
+                             {"library", "cuda"},
+                             {"error", "cudaErrorLaunchFailure"},
+                             {"stage", "compute"}};
+
+class FleetReport : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string pattern = (fs::temp_directory_path() / "pitfall-fleet-XXXXXX").string();
+        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+        m_tmp = pattern;
+    }
+    void TearDown() override {
+        std::error_code ec;
+        fs::remove_all(m_tmp, ec);
+    }
+
+    /// DIR/nodes/<name>/ with node.json, and, when `keys` is not empty, the node's run folder
+    /// (run/: a run header with `facts` as its fingerprint summary, then each case: PASS with
+    /// outcome ok unless `failed` names it, then FAIL with cudaErrorLaunchFailure).
+    std::string node(const std::string& name, const json& facts,
+                     const std::vector<std::string>& keys, const std::set<std::string>& failed = {},
+                     json record = json::object()) {
+        std::string dir = m_tmp + "/nodes/" + name;
+        fs::create_directories(dir);
+        if (!keys.empty()) {
+            auto created = run_folder::create(dir + "/run", false);
+            EXPECT_TRUE(created.is_ok()) << created.error().message();
+            run_folder folder = std::move(created).value();
+            run_header h;
+            h.at = "2026-11-26T03:40:00Z";
+            h.fingerprint_id = "0123456789abcdef";
+            h.fingerprint_summary = facts;
+            h.profile = "any";
+            for (const auto& k : keys)
+                h.selection.push_back(case_key::parse(k).value());
+            EXPECT_TRUE(folder.append(h).is_ok());
+            for (const auto& k : keys) {
+                pitfall::runner::case_record r;
+                r.key = case_key::parse(k).value();
+                r.kind = "reproduce";
+                const bool fails = failed.count(k) != 0;
+                r.verdict = fails ? verdict_kind::fail : verdict_kind::pass;
+                r.reason = fails ? "behaviour changed" : "as expected: ok";
+                r.observed = fails ? launch_failure : json{{"status", "ok"}};
+                r.process.wall_seconds = 0.5;
+                r.log = run_folder::log_name(r.key);
+                EXPECT_TRUE(folder.append(r).is_ok());
+            }
+        }
+        if (!record.contains("schema"))
+            record["schema"] = "pitfall.fleet-node/1";
+        if (!record.contains("node"))
+            record["node"] = name;
+        if (!record.contains("outcome"))
+            record["outcome"] = "ran";
+        write(dir + "/node.json", record.dump());
+        return dir;
+    }
+    void write(const std::string& path, const std::string& text) const {
+        std::ofstream out(path, std::ios::trunc);
+        out << text;
+    }
+    static std::vector<run_data> load(const std::vector<std::string>& dirs) {
+        std::vector<run_data> out;
+        for (const auto& d : dirs) {
+            auto one = load_cell_or_run(d);
+            EXPECT_TRUE(one.is_ok()) << one.error().message();
+            if (one.is_ok())
+                out.push_back(std::move(one).value());
+        }
+        return out;
+    }
+    /// The lines of `text` after the line `heading` up to the next heading of its level or above.
+    static std::vector<std::string> section(const std::string& text, const std::string& heading) {
+        std::vector<std::string> out;
+        bool in = false;
+        for (const auto& line : lines_of(text)) {
+            if (in && line.rfind("### ", 0) == 0)
+                break;
+            if (in && !line.empty())
+                out.push_back(line);
+            if (line == heading)
+                in = true;
+        }
+        return out;
+    }
+
+    const std::vector<std::string> cases = {"cpu.s.a", "cpu.s.b", "cuda.s.a", "cuda.s.b",
+                                            "cuda.s.c"};
+    /// Three H100 nodes, gpu2 failing two cases the others pass; gpu4 down (never ran); gpu5, an
+    /// A100, failing cuda.s.c.
+    std::vector<std::string> fleet() {
+        return {node("gpu1", h100, cases), node("gpu2", h100, cases, {"cuda.s.a", "cuda.s.c"}),
+                node("gpu3", h100, cases),
+                node("gpu4", json(), {}, {},
+                     {{"outcome", "node_down"},
+                      {"slurm_state", "NODE_FAIL"},
+                      {"reason", "Not responding"},
+                      {"message", "the node went down before the task started"},
+                      {"job_id", "1234_4"},
+                      {"array_task", 4}}),
+                node("gpu5", a100, cases, {"cuda.s.c"})};
+    }
+
+    std::string m_tmp;
+};
+
+TEST_F(FleetReport, NamesTheOddNodeAndExactlyTheCasesItDiffersIn) {
+    const auto dirs = fleet();
+    write(dirs[1] + "/doctor.json",
+          R"({"schema": "pitfall.doctor/1", "cuda_usable": false,
+              "headline": "an Xid 79 error: the GPU has fallen off the bus", "counts": {}})");
+    write(dirs[0] + "/doctor.json", R"({"cuda_usable": true, "headline": ""})");
+    const std::string md = render_fleet_markdown(load(dirs));
+    EXPECT_TRUE(matches_in_order(
+        md, {{"## pitfall fleet: 5 nodes (4 ran), 2 fingerprint groups, 2 cases differ within a "
+              "group"},
+             {"### Which node differs"},
+             {"#### " + h100_group + ": 3 nodes (`gpu1`, `gpu2`, `gpu3`)"},
+             {"`gpu2` differs from the other 2 nodes of its group in 2 cases:"},
+             {"- `cuda.s.a`: **FAIL (cudaErrorLaunchFailure@compute)** here, **PASS (ok)** on "
+              "most of the group"},
+             {"- `cuda.s.c`: **FAIL (cudaErrorLaunchFailure@compute)** here, **PASS (ok)** on "
+              "most of the group",
+              true},
+             {"Each case that differs in this group, by value:"},
+             {"Alone in its fingerprint group (nothing to compare it with): gpu5 (" + a100_group +
+              ")."},
+             {"### Nodes"},
+             {"| `gpu1` | ran | " + h100_group + " | CUDA work can run here | 5 PASS |"},
+             {"| `gpu2` | ran | " + h100_group +
+              " | an Xid 79 error: the GPU has fallen off the bus | 2 FAIL, 3 PASS |"},
+             {"| `gpu3` | ran | " + h100_group + " | - | 5 PASS |"},
+             {"| `gpu4` | node\\_down (NODE\\_FAIL, reason: Not responding): the node went down "
+              "before the task started | - | - | - |"},
+             {"| `gpu5` | ran | " + a100_group + " | - | 1 FAIL, 4 PASS |"},
+             {"### Between groups"},
+             {"### Cases"},
+             {"| case | gpu1 | gpu2 | gpu3 | gpu5 |"}}))
+        << md;
+    // Exactly gpu2's two cases, each once in its list and once by value; no other node is odd.
+    const auto which = section(md, "### Which node differs");
+    std::vector<std::string> by_value;
+    for (auto it = std::find(which.begin(), which.end(),
+                             "Each case that differs in this group, by value:");
+         it != which.end() && ++it != which.end() && it->rfind("- ", 0) == 0;)
+        by_value.push_back(*it);
+    EXPECT_EQ(by_value, (std::vector<std::string>{"- `cuda.s.a`: **PASS (ok)**: gpu1, gpu3; **FAIL "
+                                                  "(cudaErrorLaunchFailure@compute)**: gpu2",
+                                                  "- `cuda.s.c`: **PASS (ok)**: gpu1, gpu3; **FAIL "
+                                                  "(cudaErrorLaunchFailure@compute)**: gpu2"}));
+    EXPECT_EQ(std::count_if(which.begin(), which.end(),
+                            [](const std::string& l) {
+                                return l.find(" differs from ") != std::string::npos;
+                            }),
+              1);
+    // Between the groups: cuda.s.c only (the H100 group's majority passes it, the A100 fails).
+    EXPECT_EQ(
+        section(md, "### Between groups"),
+        (std::vector<std::string>{"- `cuda.s.c`: **PASS (ok)**: " + h100_group +
+                                  "; **FAIL (cudaErrorLaunchFailure@compute)**: " + a100_group}));
+    // The node that never ran is in no comparison.
+    EXPECT_EQ(md.find("gpu4", md.find("### Cases")), std::string::npos);
+    EXPECT_EQ(which.end(), std::find_if(which.begin(), which.end(), [](const std::string& l) {
+                  return l.find("gpu4") != std::string::npos;
+              }));
+}
+
+TEST_F(FleetReport, HtmlSaysTheSame) {
+    const std::string html = render_fleet_html(load(fleet()));
+    EXPECT_NE(html.find("5 nodes (4 ran), 2 fingerprint groups, 2 cases differ within a group"),
+              std::string::npos);
+    EXPECT_NE(html.find("<p class=\"odd\"><code>gpu2</code> differs from the other 2 nodes of "
+                        "its group in 2 cases:</p>"),
+              std::string::npos)
+        << html;
+    EXPECT_EQ(html.find(" differs from the other"), html.rfind(" differs from the other"));
+    EXPECT_NE(html.find("<table class=\"grid\" id=\"nodes\">"), std::string::npos);
+    EXPECT_NE(html.find("node_down</span> (NODE_FAIL, reason: Not responding)"), std::string::npos);
+    EXPECT_NE(html.find("<ul id=\"between\">\n<li><code>cuda.s.c</code>"), std::string::npos);
+    // Rows of the cases that differ within a group are marked, the others not.
+    std::size_t marked = 0;
+    for (auto at = html.find("<tr class=\"differs\">"); at != std::string::npos;
+         at = html.find("<tr class=\"differs\">", at + 1))
+        ++marked;
+    EXPECT_EQ(marked, 2u);
+    EXPECT_NE(html.find("<tr class=\"differs\"><td><code>cuda.s.a</code>"), std::string::npos);
+}
+
+TEST_F(FleetReport, OnATieEveryNodeIsNamedWithTheOthersValues) {
+    const std::string md = render_fleet_markdown(
+        load({node("n1", h100, cases), node("n2", h100, cases, {"cpu.s.b"})}));
+    EXPECT_TRUE(matches_in_order(
+        md, {{"## pitfall fleet: 2 nodes (2 ran), 1 fingerprint group, 1 case differs within a "
+              "group"},
+             {"`n1` differs from the other 1 node of its group in 1 case:"},
+             {"- `cpu.s.b`: **PASS (ok)** here, no majority: **FAIL "
+              "(cudaErrorLaunchFailure@compute)**: n2"},
+             {"`n2` differs from the other 1 node of its group in 1 case:"},
+             {"- `cpu.s.b`: **FAIL (cudaErrorLaunchFailure@compute)** here, no majority: **PASS "
+              "(ok)**: n1"}}))
+        << md;
+    EXPECT_EQ(md.find("### Between groups"), std::string::npos); // one group
+}
+
+TEST_F(FleetReport, NothingDiffersIsOneLineAndLongListsAreCut) {
+    const std::string agree =
+        render_fleet_markdown(load({node("a", h100, cases), node("b", h100, cases)}));
+    EXPECT_EQ(section(agree, "### Which node differs"),
+              (std::vector<std::string>{"Nothing: in every fingerprint group, every node has the "
+                                        "same verdict and outcome in every case."}));
+    std::vector<std::string> many;
+    many.reserve(25);
+    for (int i = 0; i < 25; ++i)
+        many.push_back("cpu.s.v" + std::to_string(i));
+    const std::set<std::string> all(many.begin(), many.end());
+    const std::string md = render_fleet_markdown(
+        load({node("x", h100, many), node("y", h100, many), node("z", h100, many, all)}));
+    EXPECT_TRUE(matches_in_order(md, {{"`z` differs from the other 2 nodes of its group in 25 "
+                                       "cases:"},
+                                      {"- `cpu.s.v19`: %any"},
+                                      {"- and 5 more", true}}))
+        << md;
+}
+
+TEST_F(FleetReport, ADamagedDoctorJsonIsShownNotFatal) {
+    const std::string dir = node("gpu1", h100, cases);
+    write(dir + "/doctor.json", R"({"headline": )");
+    const auto nodes = load({dir});
+    ASSERT_EQ(nodes.size(), 1u);
+    EXPECT_TRUE(nodes[0].doctor.is_null());
+    const std::string md = render_fleet_markdown(nodes);
+    EXPECT_NE(md.find("| unreadable: " + dir + "/doctor.json: "), std::string::npos) << md;
+}
+
+TEST_F(FleetReport, AMalformedNodeJsonIsBadInputNamingTheFile) {
+    const std::string dir = node("gpu1", h100, cases);
+    const std::string path = dir + "/node.json";
+    for (const char* bad :
+         {R"({"schema": "pitfall.fleet-node/1", "node": "gpu1"})",
+          R"({"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": 0})",
+          R"({"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": "exploded"})",
+          R"({"schema": "pitfall.fleet-node/2", "node": "gpu1", "outcome": "ran"})",
+          R"({"schema": "pitfall.fleet-node/1", "node": 7, "outcome": "ran"})",
+          R"({"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": "ran", "reason": []})",
+          R"({"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": "ran",
+              "message": {"a": 1}})",
+          R"(["ran"])", R"({"outcome": "ran")", "1e999", ""}) {
+        write(path, bad);
+        const auto loaded = load_cell_or_run(dir);
+        ASSERT_FALSE(loaded.is_ok()) << bad;
+        EXPECT_EQ(loaded.error().name(), "bad_input") << bad;
+        EXPECT_NE(loaded.error().message().find(path), std::string::npos)
+            << bad << ": " << loaded.error().message();
+    }
+    // Fields the report does not read, and unknown ones, may hold anything.
+    write(path, R"({"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": "ran",
+                    "run_exit": "zero", "elapsed_s": 1e308, "array_task": [[[]]],
+                    "from_a_newer_driver": {"x": 1}})");
+    EXPECT_TRUE(load_cell_or_run(dir).is_ok());
+}
+
+TEST_F(FleetReport, MergingNodesWithOtherFoldersIsRefused) {
+    const std::string gpu1 = node("gpu1", h100, cases);
+    const std::string plain = m_tmp + "/plain";
+    fs::create_directories(plain);
+    fs::copy(gpu1 + "/run", plain, fs::copy_options::recursive);
+    report_options options;
+    options.merge_dirs = {gpu1, plain};
+    options.format = "markdown";
+    options.out = m_tmp + "/fleet.md";
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(report_run(options), 2);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find(gpu1 + " is a fleet node folder (node.json) but " + plain + " is not"),
+              std::string::npos)
+        << said;
+    EXPECT_FALSE(fs::exists(options.out));
+    // One node alone is a fleet of one.
+    options.merge_dirs = {gpu1};
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(report_run(options), 0);
+    testing::internal::GetCapturedStderr();
+    std::ifstream in(options.out);
+    std::string first;
+    std::getline(in, first);
+    EXPECT_EQ(first, "## pitfall fleet: 1 node (1 ran), 1 fingerprint group, 0 cases differ "
+                     "within a group");
 }
 
 } // namespace

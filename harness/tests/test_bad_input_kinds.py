@@ -352,6 +352,54 @@ class RunFolderKinds(Kinds):
                                      "--out", self.fresh_path("merged.md"))
             self.assert_refused("matrix cell.json", kind, r, os.path.join(cell, "cell.json"))
 
+    def test_fleet_node_files(self):
+        """A fleet node folder's node.json (`pitfall fleet run` writes it): every bad file kind
+        and fields of the wrong type or value, merged with a good node folder."""
+        valid = {"schema": "pitfall.fleet-node/1", "node": "gpu1", "outcome": "ran"}
+        good = self.fresh_path("good-node")
+        os.makedirs(good)
+        subprocess.run(["cp", "-r", self.finished_run(), os.path.join(good, "run")], check=True)
+        self.write_json(os.path.join(good, "node.json"), valid)
+        fields = [
+            ("outcome unknown", json.dumps(dict(valid, outcome="exploded"))),
+            ("outcome a number", json.dumps(dict(valid, outcome=0))),
+            ("outcome missing", json.dumps({"schema": valid["schema"], "node": "gpu1"})),
+            ("node a list", json.dumps(dict(valid, node=["gpu1"]))),
+            ("node empty", json.dumps(dict(valid, node=""))),
+            ("schema another", json.dumps(dict(valid, schema="pitfall.fleet-node/2"))),
+            ("slurm_state a number", json.dumps(dict(valid, slurm_state=7))),
+            ("reason an object", json.dumps(dict(valid, reason={"why": 1}))),
+            ("message huge number", '{"schema": "pitfall.fleet-node/1", "node": "n", "outcome": "ran", '
+                                    '"message": 1e400}'),
+        ]
+        for kind, make in file_kinds(json.dumps(valid)) + fields:
+            if kind == "missing":
+                continue  # a folder without node.json is read as a plain run folder (and refused mixed)
+            node = self.fresh_path("gpu2")
+            os.makedirs(node)
+            path = os.path.join(node, "node.json")
+            if isinstance(make, str):
+                with open(path, "w") as f:
+                    f.write(make)
+            else:
+                make(path)
+            r = self.pitfall_bounded("report", "--merge", good, node, "--format", "markdown",
+                                     "--out", self.fresh_path("fleet.md"))
+            self.assert_refused("fleet node.json", kind, r, path)
+        # Fields the report does not read, and unknown ones, are tolerated whatever they hold; a
+        # FIFO as doctor.json is shown on the node's row, not waited on.
+        self.write_json(os.path.join(good, "node.json"),
+                        dict(valid, run_exit="zero", elapsed_s=1e308, array_task=[[[]]], later={"x": None}))
+        os.mkfifo(os.path.join(good, "doctor.json"))
+        out = self.fresh_path("fleet.md")
+        r = self.pitfall_bounded("report", "--merge", good, "--format", "markdown", "--out", out)
+        self.assert_no_crash("fleet node.json with extra fields", r)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            row = next(line for line in f if line.startswith("| `gpu1` |"))
+        self.assertIn("| unreadable: ", row)
+        self.assertIn("doctor.json: is a FIFO, not a file", row)
+
 
 class ResultFileKinds(Kinds):
     """A scenario program that writes a bad result file: each case is CRASH `bad_result` with

@@ -1151,6 +1151,64 @@ class Reports(FixtureTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--format json", r.stderr)
 
+    def test_merge_of_fleet_node_folders_names_the_node_that_differs(self):
+        """Node folders as `pitfall fleet run` lays them out (node.json, doctor.json, run/): three
+        nodes ran on this machine (one fingerprint group), n3 with a planted failure; n4 never
+        ran (its node went down)."""
+        nodes = os.path.join(self.tmp, "fleet", "nodes")
+        inject = {"PITFALL_INJECT": "outcome:cpu.harness_fixture.ok:cudaErrorLaunchFailure"}
+        for name, env in (("n1", {}), ("n2", {}), ("n3", inject), ("n4", None)):
+            folder = os.path.join(nodes, name)
+            os.makedirs(folder)
+            record = {"schema": "pitfall.fleet-node/1", "node": name, "outcome": "ran",
+                      "engine": "slurm", "job_id": f"77_{name[1]}", "array_task": int(name[1]),
+                      "run_exit": 0, "elapsed_s": 3.5, "a_field_from_later": [1, {"x": None}]}
+            if env is None:
+                record.update(outcome="node_down", slurm_state="NODE_FAIL", reason="Not responding",
+                              message="the node went down before the task started")
+            else:
+                r = self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--samples", "1",
+                                 "--out", os.path.join(folder, "run"), env=dict(os.environ, **env))
+                self.assertIn(r.returncode, (0, 1), r.stderr)
+            self.write_json(os.path.join(folder, "node.json"), record)
+        doctor = subprocess.run([BIN, "doctor", "--json"], capture_output=True, text=True, timeout=60)
+        headline = json.loads(doctor.stdout)["headline"]
+        with open(os.path.join(nodes, "n1", "doctor.json"), "w") as f:
+            f.write(doctor.stdout)
+        folders = [os.path.join(nodes, n) for n in sorted(os.listdir(nodes))]
+        md_path, html_path = os.path.join(self.tmp, "fleet.md"), os.path.join(self.tmp, "fleet.html")
+        r = self.pitfall("report", "--merge", *folders, "--format", "markdown", "--out", md_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        md = read_text(md_path)
+        lines = md.splitlines()
+        self.assertEqual(lines[0], "## pitfall fleet: 4 nodes (3 ran), 1 fingerprint group, "
+                                   "1 case differs within a group")
+        which = md.split("### Which node differs")[1].split("### Nodes")[0]
+        self.assertIn("`n3` differs from the other 2 nodes of its group in 1 case:\n\n"
+                      "- `cpu.harness_fixture.ok`: **FAIL (cudaErrorLaunchFailure@compute)** here, "
+                      "**PASS (ok)** on most of the group\n", which)
+        self.assertEqual(which.count(" differs from "), 1, which)
+        self.assertNotIn("n4", which)
+        row = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| `n")}
+        self.assertEqual(sorted(row), ["`n1`", "`n2`", "`n3`", "`n4`"])
+        self.assertIn("node\\_down (NODE\\_FAIL, reason: Not responding)", row["`n4`"])
+        # The headline as far as Markdown leaves it unescaped ("no NVIDIA driver " here).
+        self.assertIn(re.split(r"[^A-Za-z0-9 ]", headline)[0] if headline else "CUDA work can run here",
+                      row["`n1`"])
+        self.assertIn("| 1 FAIL, 1 UNSUPPORTED |", row["`n3`"])
+        self.assertNotIn("### Between groups", md)  # one group
+        r = self.pitfall("report", "--merge", *folders, "--out", html_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        html = read_text(html_path)
+        self.assertIn('<table class="grid" id="nodes">', html)
+        self.assertEqual(html.count('<tr class="differs">'), 1)
+        self.assertIn("<code>n3</code> differs from the other 2 nodes", html)
+        # A node folder merged with a plain run folder is refused, naming both.
+        plain = os.path.join(nodes, "n1", "run")
+        r = self.pitfall("report", "--merge", folders[1], plain, "--format", "markdown")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{folders[1]} is a fleet node folder (node.json) but {plain} is not", r.stderr)
+
     def chromium(self, *args, page):
         """Headless Chromium (Debian's package) on a local page: (exit status, stdout, console lines)."""
         browser = shutil.which("chromium") or shutil.which("chromium-browser")

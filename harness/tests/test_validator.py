@@ -180,13 +180,17 @@ class ValidatorAgreement(unittest.TestCase):
             report = json.load(f)
         self.assertGreater(self.agree("report", [("report.json", report)]), 1000)
 
-    def test_index_and_cell(self):
+    def test_index_cell_and_fleet_node(self):
         with open(INDEX) as f:
             index = json.load(f)
         index["paths"] = {"expected": "expected", "runs": "runs"}
         self.agree("index", [("fixture index", index)])
         self.agree("cell", [("cell", {"outcome": "ran", "id": "c",
                                       "architectures": {"probed": {"90": {"accepted": True}}}})])
+        self.agree("fleet-node", [("node", {"schema": "pitfall.fleet-node/1", "node": "gpu2",
+                                            "outcome": "node_down", "slurm_state": "NODE_FAIL",
+                                            "reason": "Not responding", "message": "down",
+                                            "job_id": "1234_1", "array_task": 1})])
 
 
 if __name__ == "__main__":
