@@ -42,7 +42,8 @@ FLEET_SCHEMA, NODE_SCHEMA, TASK_SCHEMA = "pitfall.fleet/1", "pitfall.fleet-node/
 # reaches a command line or a folder name.
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # A node in one of these states takes no new job: its task would pend for ever.
-UNUSABLE_STATES = ("down", "drain", "fail", "maint", "inval", "unknown", "future", "power", "reboot", "not_responding")
+# ("idle*", a node that missed a ping, is not one: Slurm marks it DOWN only after SlurmdTimeout.)
+UNUSABLE_STATES = ("down", "drain", "fail", "maint", "inval", "unknown", "future", "power", "reboot")
 LIVE_STATES = {"PENDING": "pending", "CONFIGURING": "running", "RUNNING": "running", "COMPLETING": "running",
                "SUSPENDED": "running", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "RESIZING": "running",
                "SIGNALING": "running", "STAGE_OUT": "running", "STOPPED": "running"}
@@ -537,7 +538,7 @@ def cancel_down_nodes(fleet: dict, out: Path, slurm: Slurm, records: dict[str, d
         if not re.search(r"ReqNodeNotAvail|NodeDown|DRAIN|Unavailable", rec.get("reason", ""), re.I):
             continue
         state, reason = slurm.node_state(node)
-        if any(word in state.lower() for word in UNUSABLE_STATES) or state.endswith("*"):
+        if any(word in state.lower() for word in UNUSABLE_STATES):
             slurm.call(["scancel", rec["job_id"]])
             fleet["node_down"][node] = {"state": state, "reason": reason}
             changed = True
@@ -639,8 +640,7 @@ def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict],
         raise BadInput(f"no nodes in {'partition ' + args.partition if args.partition else 'the cluster'}")
 
     def down(n: str) -> bool:
-        state = info[n]["state"].lower()
-        return state.endswith("*") or any(word in state for word in UNUSABLE_STATES)
+        return any(word in info[n]["state"].lower() for word in UNUSABLE_STATES)
 
     skipped = {n: {"state": info[n]["state"], "reason": info[n]["reason"]} for n in names if down(n)}
     usable = [n for n in names if n not in skipped]

@@ -239,8 +239,8 @@ def cluster_prerequisites() -> str:
 
 
 class SlurmFleet(unittest.TestCase):
-    """A fleet run on a real Slurm: gpu1 as this machine is, gpu2 whose libcuda.so.1 is the
-    toolkit's stub, gpu3 taken down by its administrator before the run."""
+    """A fleet run on a real Slurm: gpu1 and gpu3 as this machine is, gpu2 whose libcuda.so.1 is
+    the toolkit's stub, gpu4 taken down by its administrator before the run."""
 
     @classmethod
     def setUpClass(cls):
@@ -249,10 +249,10 @@ class SlurmFleet(unittest.TestCase):
             if IN_CI:
                 raise AssertionError(f"CI must run the Slurm fleet test: {why}")
             raise unittest.SkipTest(why)
-        cls.cluster = LocalSlurm(["gpu1", "gpu2", "gpu3"], stub_driver_nodes=("gpu2",))
+        cls.cluster = LocalSlurm(["gpu1", "gpu2", "gpu3", "gpu4"], stub_driver_nodes=("gpu2",))
         try:
             cls.cluster.start()
-            cls.cluster.stop_node("gpu3", "fan failure (taken out for the fleet test)")
+            cls.cluster.stop_node("gpu4", "fan failure (taken out for the fleet test)")
         except Exception:
             cls.cluster.stop()
             raise
@@ -276,18 +276,20 @@ class SlurmFleet(unittest.TestCase):
     def test_the_run_reports_progress_and_fails_for_the_node_that_differs(self):
         out = self.fleet_run.stdout
         self.assertEqual(self.fleet_run.returncode, 1, out + self.fleet_run.stderr)
-        self.assertRegex(out, r"submitted array job \d+ \(2 tasks, one per node\)")
-        self.assertRegex(out, r"fleet \d+: 3 nodes: \d pending, \d running, \d done, 1 failed")
-        self.assertRegex(out, r"fleet \d+: 3 nodes: 0 pending, 0 running, 2 done, 1 failed")
-        self.assertIn("gpu3 (node_down)", self.fleet_run.stderr)
+        self.assertRegex(out, r"submitted array job \d+ \(3 tasks, one per node\)")
+        self.assertRegex(out, r"fleet \d+: 4 nodes: \d pending, \d running, \d done, 1 failed")
+        self.assertRegex(out, r"fleet \d+: 4 nodes: 0 pending, 0 running, 3 done, 1 failed")
+        self.assertIn("gpu4 (node_down)", self.fleet_run.stderr)
         self.assertIn("differ between nodes of one fingerprint group", self.fleet_run.stderr)
 
     def test_each_node_has_its_outcome(self):
-        for name in ("gpu1", "gpu2"):
+        for name in ("gpu1", "gpu2", "gpu3"):
             rec = self.node(name)
-            self.assertEqual((rec["outcome"], rec["slurm_state"], rec["run_exit"]), ("ran", "COMPLETED", 0), rec)
-            self.assertRegex(rec["job_id"], r"^\d+_[01]$")
-        down = self.node("gpu3")
+            self.assertEqual((rec["outcome"], rec["slurm_state"]), ("ran", "COMPLETED"), rec)
+            self.assertRegex(rec["job_id"], r"^\d+_[012]$")
+        # The stub node's version_mismatch cases miss their baselines (pitfall run exit 1).
+        self.assertEqual([self.node(n)["run_exit"] for n in ("gpu1", "gpu2", "gpu3")], [0, 1, 0])
+        down = self.node("gpu4")
         self.assertEqual(down["outcome"], "node_down")
         self.assertEqual(down["reason"], "fan failure (taken out for the fleet test)")
         # Each task ran on the node it was pinned to, and the node's own doctor saw the stub.
@@ -303,25 +305,31 @@ class SlurmFleet(unittest.TestCase):
         section = re.search(r"^### Which node differs\n(.*?)(?=^### |\Z)", md, re.S | re.M)
         self.assertIsNotNone(section, md)
         text = section.group(1)
-        self.assertIn("`gpu2`", text)
+        # One group (no GPU, no driver, the same CUDA and cuDNN), and gpu2 alone odd in it.
+        self.assertIn("3 nodes (`gpu1`, `gpu2`, `gpu3`)", text)
+        self.assertIn("`gpu2` differs from the other 2 nodes of its group", text)
         self.assertNotIn("`gpu1` differs", text)
+        self.assertNotIn("`gpu3` differs", text)
         # Every CUDA case differs on gpu2: the stub answers cudaErrorStubLibrary where the
-        # other node, with no driver at all, answers cudaErrorInsufficientDriver.
-        for case in ("cuda.float64_inputs.reproduce", "cuda.float64_inputs.remedy"):
-            self.assertIn(case, text)
-        self.assertIn("cudaErrorStubLibrary", text)
-        self.assertIn("cudaErrorInsufficientDriver", text)
-        self.assertIn("gpu3", md)  # in the nodes table, with why it did not run
-        self.assertIn("node_down", md)
+        # others, with no driver at all, answer cudaErrorInsufficientDriver; and two cases whose
+        # baselines expect exactly that PASS elsewhere and not there.
+        odd = text.split("`gpu2` differs", 1)[1].split("\n\n", 2)[1]
+        for case in ("cuda.float64_inputs.reproduce", "cuda.float64_inputs.remedy",
+                     "cuda.version_mismatch.runtime_vs_driver"):
+            self.assertIn(f"`{case}`", odd)
+        self.assertIn("cudaErrorStubLibrary", odd)
+        self.assertIn("cudaErrorInsufficientDriver", odd)
+        self.assertRegex(md, r"\| `gpu4` \| node\\_down \(down, reason: fan failure")  # the nodes table says why
+        self.assertIn("fan failure", md)
         # The section the closing summary printed is the report's.
         self.assertIn("### Which node differs", self.fleet_run.stdout)
 
     def test_status_and_collect_read_the_finished_fleet(self):
         p = pitfall_fleet("status", str(self.out / "a"), env=self.cluster.env)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertRegex(p.stdout, r"3 nodes: 0 pending, 0 running, 2 done, 1 failed")
+        self.assertRegex(p.stdout, r"4 nodes: 0 pending, 0 running, 3 done, 1 failed")
         p = pitfall_fleet("status", str(self.out / "a"), "--json", env=self.cluster.env)
-        self.assertEqual(json.loads(p.stdout)["nodes"]["gpu3"]["outcome"], "node_down")
+        self.assertEqual(json.loads(p.stdout)["nodes"]["gpu4"]["outcome"], "node_down")
         before = (self.out / "a" / "fleet.md").read_text()
         p = pitfall_fleet("collect", str(self.out / "a"), env=self.cluster.env)
         self.assertEqual(p.returncode, 1, p.stderr)

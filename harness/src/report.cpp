@@ -116,11 +116,14 @@ std::map<std::string, int> verdict_counts(const run_data& run) {
     return counts;
 }
 
-/// The outcome a case observed, in one line: "ok", "cudaErrorMemoryAllocation@alloc", "SIGSEGV".
+/// The outcome a case observed, in one line: "ok", "cudaErrorMemoryAllocation@alloc", "SIGSEGV",
+/// "unsupported" (or the error that made it so: "cudaErrorInsufficientDriver@init").
 std::string outcome_line(const json& record) {
     const json o = obj(record, "observed");
     std::string st = str(o, "status", "?"); // not const: returned by move
-    if (st == "error")
+    // An UNSUPPORTED case says which error made it so: two machines skipping for different
+    // reasons (no driver, a stub driver) are two outcomes, not one.
+    if (st == "error" || (st == "unsupported" && o.contains("error")))
         return str(o, "error", "error") + (o.contains("stage") ? "@" + str(o, "stage") : "");
     if (st == "signal")
         return str(o, "signal", "signal");
