@@ -203,6 +203,21 @@ def parse_gpu_gres(gres: str) -> int:
 # ---- talking to Slurm --------------------------------------------------------------------------
 
 
+class SlurmUnavailable(Exception):
+    """slurmctld did not answer a query (down, restarting, overloaded): not an outcome of any
+    node, so the fleet keeps its last view and asks again."""
+
+
+def _answered(rc: int, err: str, what: str) -> bool:
+    """Whether a query got Slurm's answer: success, or Slurm saying it knows no such job (the
+    job has aged out: that too is an answer). Anything else raises SlurmUnavailable."""
+    if rc == 0:
+        return True
+    if "Invalid job id" in err:
+        return False
+    raise SlurmUnavailable(f"{what}: {err or f'exit {rc}'}")
+
+
 class Slurm:
     """The Slurm commands, run as child processes (never a shell), with what they said."""
 
@@ -253,9 +268,9 @@ class Slurm:
 
     def live(self, job_id: str) -> dict[int, dict]:
         """Array task -> {state, reason, node, elapsed} for the tasks squeue still lists."""
-        rc, out, _ = self.call(["squeue", "-h", "-r", "-j", job_id, "-o", "%K|%T|%r|%N|%M"])
+        rc, out, err = self.call(["squeue", "-h", "-r", "-j", job_id, "-o", "%K|%T|%r|%N|%M"])
         tasks: dict[int, dict] = {}
-        if rc != 0:
+        if not _answered(rc, err, "squeue"):
             return tasks
         for line in out.splitlines():
             parts = line.split("|")
@@ -279,8 +294,8 @@ class Slurm:
                     tasks[int(m.group(1))] = {"state": parts[1].split()[0], "exit_code": parts[2], "node": parts[3],
                                               "elapsed_s": float(parts[4]) if parts[4].isdigit() else None,
                                               "reason": parts[5], "source": "sacct"}
-        rc, out, _ = self.call(["scontrol", "-o", "show", "job", job_id])
-        for line in out.splitlines() if rc == 0 else []:
+        rc, out, err = self.call(["scontrol", "-o", "show", "job", job_id])
+        for line in out.splitlines() if _answered(rc, err, "scontrol show job") else []:
             fields = dict(re.findall(r"(\w+)=(\S*)", line))
             task = fields.get("ArrayTaskId", "")
             if not task.isdigit() or int(task) in tasks:
@@ -459,8 +474,11 @@ def load_fleet(out: Path) -> dict:
     if not isinstance(doc.get("job_id"), str) or not re.fullmatch(r"\d*", doc["job_id"]):
         raise BadInput(f"{path}: field 'job_id': expected the job id as a string of digits")
     for key in ("skipped", "node_down"):
-        if not isinstance(doc.setdefault(key, {}), dict):
-            raise BadInput(f"{path}: field '{key}': expected an object")
+        value = doc.setdefault(key, {})
+        if not isinstance(value, dict) or not all(
+                NODE_NAME.fullmatch(n) and isinstance(v, dict) and
+                all(isinstance(v.get(f, ""), str) for f in ("state", "reason")) for n, v in value.items()):
+            raise BadInput(f"{path}: field '{key}': expected an object of node name -> {{state, reason}}")
     all_nodes = doc.get("all_nodes", nodes)
     if not isinstance(all_nodes, list) or not all(isinstance(n, str) and NODE_NAME.fullmatch(n) for n in all_nodes):
         raise BadInput(f"{path}: field 'all_nodes': expected a list of node names")
@@ -551,10 +569,22 @@ def follow(fleet: dict, out: Path, slurm: Slurm, poll: float) -> dict[str, dict]
     """Polls until no task is pending or running, printing each node's change and the counts."""
     last: dict[str, str] = {}
     last_line, last_print = "", 0.0
+    unavailable_since = None
     while True:
-        records = gather(fleet, out, slurm)
-        if cancel_down_nodes(fleet, out, slurm, records):
+        try:
             records = gather(fleet, out, slurm)
+            if cancel_down_nodes(fleet, out, slurm, records):
+                records = gather(fleet, out, slurm)
+        except SlurmUnavailable as e:
+            if unavailable_since is None:
+                unavailable_since = time.monotonic()
+                print(f"pitfall fleet: Slurm is not answering ({e}); asking again every {poll:g} s", flush=True)
+            time.sleep(poll)
+            continue
+        if unavailable_since is not None:
+            print(f"pitfall fleet: Slurm answers again after {human_seconds(time.monotonic() - unavailable_since)}",
+                  flush=True)
+            unavailable_since = None
         write_records(out, records)
         for node, rec in records.items():
             text = describe(rec)
@@ -757,7 +787,10 @@ def command_run(args) -> int:
         slurm.call(["scancel", job])
         print(f"pitfall fleet: interrupted: job {job} cancelled; finished nodes are kept", file=sys.stderr)
         time.sleep(1)
-        records = gather(fleet, out, slurm)
+        try:
+            records = gather(fleet, out, slurm)
+        except SlurmUnavailable:
+            return EXIT_INTERRUPTED  # `pitfall fleet collect` later records what Slurm says
         write_records(out, records)
         merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
         return EXIT_INTERRUPTED
@@ -769,21 +802,30 @@ def submit(plan: Plan, slurm: Slurm) -> str:
     job = out.strip().split(";")[0]
     if rc != 0 or not job.isdigit():
         raise BadInput(f"sbatch refused the fleet job: {err or out.strip() or rc}")
-    for i, node in enumerate(plan.nodes):
-        rc, _, err = slurm.call(["scontrol", "update", f"JobId={job}_{i}", f"ReqNodeList={node}"])
+    try:
+        for i, node in enumerate(plan.nodes):
+            rc, _, err = slurm.call(["scontrol", "update", f"JobId={job}_{i}", f"ReqNodeList={node}"])
+            if rc != 0:
+                raise BadInput(f"could not pin task {i} of job {job} to {node} ({err}); the job is cancelled")
+        rc, _, err = slurm.call(["scontrol", "release", job])
         if rc != 0:
-            slurm.call(["scancel", job])
-            raise BadInput(f"could not pin task {i} of job {job} to {node} ({err}); the job is cancelled")
-    rc, _, err = slurm.call(["scontrol", "release", job])
-    if rc != 0:
-        slurm.call(["scancel", job])
-        raise BadInput(f"could not release job {job} ({err}); the job is cancelled")
+            raise BadInput(f"could not release job {job} ({err}); the job is cancelled")
+    except (BadInput, KeyboardInterrupt):
+        slurm.call(["scancel", job])  # never a held job left behind, pinned or not
+        raise
     return job
+
+
+def gather_or_refuse(fleet: dict, out: Path, slurm: Slurm) -> dict[str, dict]:
+    try:
+        return gather(fleet, out, slurm)
+    except SlurmUnavailable as e:
+        raise BadInput(f"Slurm is not answering, so nothing about the fleet's job can be said now: {e}") from e
 
 
 def command_status(out: Path, as_json: bool) -> int:
     fleet = load_fleet(out)
-    records = gather(fleet, out, Slurm())
+    records = gather_or_refuse(fleet, out, Slurm())
     if as_json:
         print(json.dumps({"job_id": fleet["job_id"], "counts": counts(records), "nodes": records}, indent=2))
         return EXIT_OK
@@ -798,7 +840,7 @@ def command_status(out: Path, as_json: bool) -> int:
 def command_collect(out: Path) -> int:
     fleet = load_fleet(out)
     slurm = Slurm()
-    records = gather(fleet, out, slurm)
+    records = gather_or_refuse(fleet, out, slurm)
     write_records(out, records)
     for node, rec in records.items():
         print(f"  {node}: {describe(rec)}")

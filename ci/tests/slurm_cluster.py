@@ -81,6 +81,9 @@ class LocalSlurm:
             "AccountingStorageType=accounting_storage/none", "MpiDefault=none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "ReturnToService=2",
             "MinJobAge=600", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5", "GresTypes=gpu",
+            # A client gives up on an absent controller after MessageTimeout: short, so that the
+            # controller-restart test outlasts it in seconds, not minutes.
+            "MessageTimeout=5",
         ]
         gres = []
         for name, port in zip(self.nodes, node_ports):
@@ -121,6 +124,13 @@ class LocalSlurm:
         """The node taken out as an administrator does: marked down with a reason, slurmd ended."""
         self.scontrol("update", f"NodeName={name}", "State=DOWN", f"Reason={reason}")
         self._kill_pidfile(self.root / "spool" / f"slurmd-{name}.pid")
+
+    def restart_controller(self, pause: float) -> None:
+        """slurmctld stopped, `pause` seconds without one, then started again from its saved
+        state (jobs and nodes as they were)."""
+        self._kill_pidfile(self.root / "slurmctld.pid")
+        time.sleep(pause)
+        self._run(["slurmctld"])
 
     def wait_idle(self, names: list[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

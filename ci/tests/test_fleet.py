@@ -118,6 +118,14 @@ class Outcomes(unittest.TestCase):
                 rec = fleet.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
                 self.assertEqual(rec["outcome"], "run_failed")
 
+    def test_slurm_not_answering_is_no_outcome(self):
+        # An aged-out job is Slurm's answer (nothing to report); a controller that does not
+        # answer is no answer at all, and must not turn running nodes into "lost" ones.
+        self.assertTrue(fleet._answered(0, "", "squeue"))
+        self.assertFalse(fleet._answered(1, "slurm_load_jobs error: Invalid job id specified", "squeue"))
+        with self.assertRaisesRegex(fleet.SlurmUnavailable, "Unable to contact slurm controller"):
+            fleet._answered(1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)", "squeue")
+
     def test_a_fifo_task_record_does_not_hang(self):
         with tempfile.TemporaryDirectory() as d:
             os.mkfifo(Path(d, "task.json"))
@@ -206,7 +214,11 @@ class BadFleetInput(unittest.TestCase):
             for content, word in ((b"\xff\xfe", "not UTF-8"), (b"[" * 10000, "deeper"), (b"{}", "not a fleet record"),
                                   (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "1", "nodes": ["a b"]}).encode(),
                                    "'nodes'"),
-                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": 7, "nodes": []}).encode(), "'job_id'")):
+                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": 7, "nodes": []}).encode(), "'job_id'"),
+                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
+                                               "skipped": {"n1": 5}}).encode(), "'skipped'"),
+                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
+                                               "node_down": {"n1": {"reason": []}}}).encode(), "'node_down'")):
                 with self.subTest(content=content[:30]):
                     path.write_bytes(content)
                     p = pitfall_fleet("collect", d)
@@ -393,6 +405,24 @@ class SlurmFleet(unittest.TestCase):
         p = pitfall_fleet("run", "--nodelist", "gpu1", "--container", str(self.out), "--dry-run", env=self.cluster.env)
         self.assertEqual(p.returncode, 2)
         self.assertIn("not an OCI bundle", p.stderr)
+
+    def test_a_controller_restart_mid_fleet_is_waited_out(self):
+        # slurmctld stopped while the task runs, then started again (it recovers its jobs from
+        # StateSaveLocation): the fleet says Slurm is not answering, waits, and ends as usual.
+        proc = subprocess.Popen([PITFALL, "fleet", "run", "--out", str(self.out / "d"), "--nodelist", "gpu3",
+                                 "--poll", "0.5", "--backend", "cpu", "--scenario", "float64_inputs", "--samples", "61"],
+                                env=self.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        node_json = self.out / "d" / "nodes" / "gpu3" / "node.json"
+        deadline = time.monotonic() + 60
+        while not (node_json.exists() and json.loads(node_json.read_text())["outcome"] == "running"):
+            self.assertLess(time.monotonic(), deadline, "the fleet's task never ran")
+            time.sleep(0.3)
+        self.cluster.restart_controller(pause=9)
+        out, err = proc.communicate(timeout=240)
+        self.assertIn(proc.returncode, (0, 1), out + err)  # 1 when a timing missed its baseline
+        self.assertIn("Slurm is not answering", out)
+        self.assertIn("Slurm answers again", out)
+        self.assertEqual(json.loads(node_json.read_text())["outcome"], "ran")
 
     def test_an_interrupted_fleet_cancels_its_job(self):
         # A task that would take minutes (the CPU cases with many samples), interrupted once
