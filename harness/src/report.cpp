@@ -1643,13 +1643,21 @@ std::string cudnn_version_text(const json& v) {
 }
 
 /// What makes two nodes' runs comparable, from the run's fingerprint: the GPU model, the
-/// driver's CUDA version, the CUDA runtime and cuDNN ("NVIDIA H100 80GB HBM3, driver 13.0,
-/// CUDA 13.0, cuDNN 9.10.2").
+/// driver (its release, as NVML or the kernel module tell it, and the CUDA version it
+/// supports), the CUDA runtime and cuDNN ("NVIDIA H100 80GB HBM3, driver 580.65.06 (CUDA 13.0),
+/// CUDA 13.0, cuDNN 9.10.2"). Two releases of one driver branch are two groups: a fix release
+/// is exactly the change a fleet run is for.
 std::string fingerprint_group(const run_data& run) {
     const json fp = fingerprint_summary(run);
     const std::string gpu = str(fp, "device_name");
-    const std::string driver =
+    const json libraries = obj(obj(run.header, "fingerprint"), "libraries");
+    std::string release = str(obj(libraries, "nvml"), "driver_version");
+    if (release.empty())
+        release = str(obj(obj(libraries, "driver"), "kernel_module"), "version");
+    std::string driver =
         cuda_version_text(fp.value("cuda_driver_version", json()), 1000, 10, 100, 0);
+    if (!release.empty())
+        driver = release + (driver.empty() ? "" : " (CUDA " + driver + ")");
     const std::string runtime =
         cuda_version_text(fp.value("cuda_runtime_version", json()), 1000, 10, 100, 0);
     const std::string cudnn = cudnn_version_text(fp.value("cudnn_version", json()));

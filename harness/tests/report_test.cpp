@@ -469,7 +469,7 @@ protected:
     /// outcome ok unless `failed` names it, then FAIL with cudaErrorLaunchFailure).
     std::string node(const std::string& name, const json& facts,
                      const std::vector<std::string>& keys, const std::set<std::string>& failed = {},
-                     json record = json::object()) {
+                     json record = json::object(), const json& fingerprint = json::object()) {
         std::string dir = m_tmp + "/nodes/" + name;
         fs::create_directories(dir);
         if (!keys.empty()) {
@@ -480,6 +480,7 @@ protected:
             h.at = "2026-11-26T03:40:00Z";
             h.fingerprint_id = "0123456789abcdef";
             h.fingerprint_summary = facts;
+            h.fingerprint = fingerprint;
             h.profile = "any";
             for (const auto& k : keys)
                 h.selection.push_back(case_key::parse(k).value());
@@ -651,6 +652,30 @@ TEST_F(FleetReport, OnATieEveryNodeIsNamedWithTheOthersValues) {
               "(ok)**: n1"}}))
         << md;
     EXPECT_EQ(md.find("### Between groups"), std::string::npos); // one group
+}
+
+TEST_F(FleetReport, TwoReleasesOfOneDriverBranchAreTwoGroups) {
+    // The summary keeps only the branch; the group names the release NVML (else the kernel
+    // module) reports, so a node left on the old fix release stands apart.
+    const auto nvml = [](const char* release) {
+        return json{{"libraries", {{"nvml", {{"driver_version", release}}}}}};
+    };
+    const json module = {
+        {"libraries", {{"driver", {{"kernel_module", {{"version", "580.95.05"}}}}}}}};
+    const std::string md = render_fleet_markdown(
+        load({node("new1", h100, cases, {}, json::object(), nvml("580.95.05")),
+              node("new2", h100, cases, {}, json::object(), module),
+              node("old", h100, cases, {"cpu.s.b"}, json::object(), nvml("580.65.06"))}));
+    EXPECT_TRUE(matches_in_order(
+        md, {{"## pitfall fleet: 3 nodes (3 ran), 2 fingerprint groups, 0 cases differ within a "
+              "group"},
+             {"| `new2` | ran | NVIDIA H100 80GB HBM3, driver 580.95.05 (CUDA 13.0), CUDA 13.0, "
+              "cuDNN 9.10.2 | %any"},
+             {"### Between groups"},
+             {"- `cpu.s.b`: **PASS (ok)**: NVIDIA H100 80GB HBM3, driver 580.95.05 (CUDA 13.0), "
+              "CUDA 13.0, cuDNN 9.10.2; **FAIL (cudaErrorLaunchFailure@compute)**: NVIDIA H100 "
+              "80GB HBM3, driver 580.65.06 (CUDA 13.0), CUDA 13.0, cuDNN 9.10.2"}}))
+        << md;
 }
 
 TEST_F(FleetReport, NothingDiffersIsOneLineAndLongListsAreCut) {
