@@ -25,8 +25,14 @@ import time
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel", "runc")
-SYSTEM_LIBS = Path("/usr/lib/x86_64-linux-gnu")
-CUDA_STUB = Path("/usr/local/cuda/lib64/stubs/libcuda.so")
+# Where this machine's libcuda.so.1 would be (Debian's multiarch folder), and the toolkit's stub.
+# A Slurm unpacked elsewhere than /usr (on a GPU host with no Slurm package) is told by
+# PITFALL_SLURM_PLUGIN_DIR (its plugins) and PITFALL_SLURMSTEPD; a host whose driver lives in
+# another folder by PITFALL_DRIVER_LIB_DIR; another stub by PITFALL_CUDA_STUB.
+SYSTEM_LIBS = Path(os.environ.get("PITFALL_DRIVER_LIB_DIR", "/usr/lib/x86_64-linux-gnu"))
+CUDA_STUB = Path(os.environ.get("PITFALL_CUDA_STUB", "/usr/local/cuda/lib64/stubs/libcuda.so"))
+PLUGIN_DIR = os.environ.get("PITFALL_SLURM_PLUGIN_DIR", "")
+SLURMSTEPD = os.environ.get("PITFALL_SLURMSTEPD", "")
 
 
 def missing_tools() -> list[str]:
@@ -84,12 +90,16 @@ class LocalSlurm:
             # A client gives up on an absent controller after MessageTimeout: short, so that the
             # controller-restart test outlasts it in seconds, not minutes.
             "MessageTimeout=5",
+            *([f"PluginDir={PLUGIN_DIR}"] if PLUGIN_DIR else []),
         ]
         gres = []
         for name, port in zip(self.nodes, node_ports):
             (r / "spool" / name).mkdir(parents=True)
             device = r / "dev" / f"{name}-nvidia0"
-            os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
+            try:
+                os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
+            except PermissionError:  # a container without CAP_MKNOD: its GPU's own device file
+                device = Path("/dev/nvidia0")
             conf.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=2 "
                         f"RealMemory=1000 Gres=gpu:1 State=UNKNOWN")
             gres.append(f"NodeName={name} Name=gpu File={device}")
@@ -104,6 +114,9 @@ class LocalSlurm:
             f'RunTimeQuery="{runc} state {name}"\nRunTimeKill="{runc} kill -a {name}"\n'
             f'RunTimeDelete="{runc} delete --force {name}"\nRunTimeRun="{runc} run {name} -b %b"\n')
         (r / "gres.conf").write_text("\n".join(gres) + "\n")
+        # On a cgroup v2 host slurmd would ask systemd (over D-Bus) for a scope; a test cluster
+        # has no systemd to ask (cgroup.conf(5), IgnoreSystemd). Hybrid v1 hosts ignore this.
+        (r / "cgroup.conf").write_text("IgnoreSystemd=yes\n")
         shutil.copy(CUDA_STUB, r / "stub" / "libcuda.so.1")
         self._run(["slurmctld", "-i"])
         self.started = True
@@ -116,9 +129,14 @@ class LocalSlurm:
             # The node's own view of the system library folder: an overlay with the stub on top.
             lower = f"{self.root / 'stub'}:{SYSTEM_LIBS}"
             self._run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                       f"mount -t overlay overlay -o lowerdir={lower} {SYSTEM_LIBS} && exec slurmd -N {name}"])
+                       f"mount -t overlay overlay -o lowerdir={lower} {SYSTEM_LIBS} && exec "
+                       + " ".join(self._slurmd(name))])
         else:
-            self._run(["slurmd", "-N", name])
+            self._run(self._slurmd(name))
+
+    @staticmethod
+    def _slurmd(name: str) -> list[str]:
+        return ["slurmd", "-N", name] + (["-d", SLURMSTEPD] if SLURMSTEPD else [])
 
     def stop_node(self, name: str, reason: str) -> None:
         """The node taken out as an administrator does: marked down with a reason, slurmd ended."""

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -1742,6 +1743,9 @@ struct fleet_view {
     std::vector<fleet_group> fingerprint_groups;
     std::size_t differing_within = 0; ///< distinct cases differing within some group
     std::vector<std::string> between; ///< cases whose group values differ (2+ groups)
+    /// The group most nodes are in, when one group holds more nodes than any other and at
+    /// least two: the fleet's norm, from which a node of another group differs by fingerprint.
+    std::optional<std::size_t> majority_group;
 };
 
 /// The values of `key` on `columns`, each once with its columns, in order of first appearance.
@@ -1846,6 +1850,18 @@ fleet_view build_fleet(const std::vector<run_data>& nodes) {
         differing.insert(g.differing.begin(), g.differing.end());
     }
     f.differing_within = differing.size();
+    std::size_t largest = 0, holders = 0;
+    for (std::size_t g = 0; g < f.fingerprint_groups.size(); ++g) {
+        const std::size_t size = f.fingerprint_groups[g].columns.size();
+        if (size > largest) {
+            largest = size;
+            holders = 1;
+            f.majority_group = g;
+        } else if (size == largest)
+            ++holders;
+    }
+    if (holders != 1 || largest < 2 || f.fingerprint_groups.size() < 2)
+        f.majority_group.reset();
     if (f.fingerprint_groups.size() > 1)
         for (const auto& key : f.m.keys) {
             std::set<std::string> seen;
@@ -1875,7 +1891,7 @@ template <class Name> std::vector<std::string> quiet_groups(const fleet_view& f,
         if (g.columns.size() > 1 && g.differing.empty())
             agree += cat(agree.empty() ? "" : "; ", name(g.label), " (",
                          counted(g.columns.size(), "node"), ")");
-        if (g.columns.size() == 1)
+        if (g.columns.size() == 1 && !f.majority_group) // else: named by fingerprint_outliers
             alone += cat(alone.empty() ? "" : "; ", name(f.m.cells[g.columns[0]]), " (",
                          name(g.label), ")");
     }
@@ -1886,6 +1902,36 @@ template <class Name> std::vector<std::string> quiet_groups(const fleet_view& f,
     if (!alone.empty())
         out.push_back("Alone in its fingerprint group (nothing to compare it with): " + alone +
                       ".");
+    return out;
+}
+/// The nodes outside the fleet's majority group, one line each: their fingerprint against the
+/// majority's, how many cases their group holds otherwise, and `pitfall doctor`'s headline (a
+/// stub driver, a missing library: why a node's GPU is not the others'). `name` renders a node
+/// name, `text` any other text, for the format.
+template <class Name, class Text>
+std::vector<std::string> fingerprint_outliers(const fleet_view& f, Name name, Text text) {
+    std::vector<std::string> out;
+    if (!f.majority_group)
+        return out;
+    const fleet_group& norm = f.fingerprint_groups[*f.majority_group];
+    for (std::size_t g = 0; g < f.fingerprint_groups.size(); ++g) {
+        if (g == *f.majority_group)
+            continue;
+        const fleet_group& other = f.fingerprint_groups[g];
+        std::size_t differ = 0;
+        for (const auto& key : f.m.keys)
+            differ += group_value(f.m, key, other.columns) != group_value(f.m, key, norm.columns);
+        for (const std::size_t c : other.columns) {
+            std::string line =
+                cat(name(f.m.cells[c]), " differs by its fingerprint: ", text(other.label),
+                    ", where most nodes (", std::to_string(norm.columns.size()), ") have ",
+                    text(norm.label), "; ", counted(differ, "case"), differ == 1 ? " has" : " have",
+                    " another verdict or outcome than theirs");
+            if (const std::string doctor = node_doctor(f.ran[c]); doctor != "-")
+                line += "; pitfall doctor: " + text(doctor);
+            out.push_back(line + ".");
+        }
+    }
     return out;
 }
 } // namespace
@@ -1956,6 +2002,9 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
         for (const auto& line :
              quiet_groups(f, [](const std::string& n) { return md_inline(n, 160); }))
             md << line << "\n\n";
+    for (const auto& line :
+         fingerprint_outliers(f, node_name, [](const std::string& s) { return md_inline(s, 200); }))
+        md << line << "\n\n";
 
     md << "### Nodes\n\n| node | outcome | fingerprint group | doctor | verdicts |\n"
           "|---|---|---|---|---|\n";
@@ -2077,6 +2126,10 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
         for (const auto& line :
              quiet_groups(f, [](const std::string& n) { return escape_markup(n); }))
             h << "<p>" << line << "</p>\n";
+    for (const auto& line : fingerprint_outliers(
+             f, [](const std::string& n) { return "<code>" + escape_markup(n) + "</code>"; },
+             [](const std::string& s) { return escape_markup(s); }))
+        h << "<p class=\"outlier\">" << line << "</p>\n";
     h << "</div>\n<h2>Nodes</h2>\n<table class=\"grid\" id=\"nodes\"><tr><th>node</th>"
          "<th>outcome</th><th>fingerprint group</th><th>doctor</th><th>verdicts</th></tr>\n";
     for (std::size_t n = 0; n < nodes.size(); ++n) {

@@ -575,8 +575,8 @@ TEST_F(FleetReport, NamesTheOddNodeAndExactlyTheCasesItDiffersIn) {
               "most of the group",
               true},
              {"Each case that differs in this group, by value:"},
-             {"Alone in its fingerprint group (nothing to compare it with): gpu5 (" + a100_group +
-              ")."},
+             {"`gpu5` differs by its fingerprint: " + a100_group + ", where most nodes (3) have " +
+              h100_group + "; 1 case has another verdict or outcome than theirs."},
              {"### Nodes"},
              {"| `gpu1` | ran | " + h100_group + " | CUDA work can run here | 5 PASS |"},
              {"| `gpu2` | ran | " + h100_group +
@@ -652,6 +652,32 @@ TEST_F(FleetReport, OnATieEveryNodeIsNamedWithTheOthersValues) {
               "(ok)**: n1"}}))
         << md;
     EXPECT_EQ(md.find("### Between groups"), std::string::npos); // one group
+}
+
+TEST_F(FleetReport, ANodeOutsideTheMajorityGroupDiffersByItsFingerprint) {
+    // A node whose driver library is the toolkit's stub enumerates no GPU: a group of its own.
+    // Within-group comparison has nothing to say about it, so it is named against the norm.
+    const std::string doctor = m_tmp + "/nodes/stub/doctor.json";
+    const std::string stub = node("stub", a100, cases, {"cpu.s.b"});
+    write(doctor, R"({"headline": "the CUDA toolkit's stub libcuda.so is loaded as the driver"})");
+    const std::string md =
+        render_fleet_markdown(load({node("g1", h100, cases), stub, node("g2", h100, cases)}));
+    EXPECT_TRUE(matches_in_order(
+        md, {{"### Which node differs"},
+             {"Nothing: in every fingerprint group, every node has the same verdict and outcome "
+              "in every case."},
+             {"`stub` differs by its fingerprint: " + a100_group + ", where most nodes (2) have " +
+              h100_group +
+              "; 1 case has another verdict or outcome than theirs; pitfall doctor: the CUDA "
+              "toolkit's stub libcuda.so "
+              "is loaded as the driver."},
+             {"### Nodes"}}))
+        << md;
+    EXPECT_EQ(md.find("`g1` differs"), std::string::npos) << md;
+    // No majority (one node in each of two groups): nobody is the outlier.
+    const std::string even =
+        render_fleet_markdown(load({node("a", h100, cases), node("b", a100, cases)}));
+    EXPECT_EQ(even.find("differs by its fingerprint"), std::string::npos) << even;
 }
 
 TEST_F(FleetReport, TwoReleasesOfOneDriverBranchAreTwoGroups) {
