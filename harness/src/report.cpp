@@ -1958,7 +1958,8 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
                            [](const fleet_group& g) { return g.columns.size() > 1; })
                    ? "Nothing: in every fingerprint group, every node has the same verdict and "
                      "outcome in every case.\n"
-                   : "Nothing to compare: no fingerprint group has two nodes that ran.\n");
+                   : "Nothing to compare: no fingerprint group has two nodes that ran.\n")
+           << '\n';
     }
     for (const auto& g : f.fingerprint_groups) {
         if (g.differing.empty())
