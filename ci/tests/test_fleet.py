@@ -137,7 +137,7 @@ class BatchScript(unittest.TestCase):
     """The array task's script, run by bash as slurmstepd would, against a stand-in for pitfall
     (a shell script that records its arguments and exits as told)."""
 
-    def run_task(self, task: int, node: str, run_exit: int) -> tuple[int, Path]:
+    def run_task(self, task: int, node: str, run_exit: int, container_kind: str = "") -> tuple[int, Path]:
         d = Path(tempfile.mkdtemp(prefix="pitfall-fleet-script-"))
         self.addCleanup(subprocess.run, ["rm", "-rf", str(d)])
         fake = d / "fake-pitfall"
@@ -150,10 +150,20 @@ esac
 """)
         fake.chmod(0o755)
         plan = fleet.Plan(out=d / "fleet", nodes=["gpu1", "gpu2"], skipped={}, pitfall=str(fake),
-                          run_args=["--scenario", "float64_inputs", "--label", "it's $(quoted)"])
+                          run_args=["--scenario", "float64_inputs", "--label", "it's $(quoted)"],
+                          container="registry.example/pitfall:1 x", container_kind=container_kind)
         script = d / "fleet.sbatch"
         script.write_text(fleet.batch_script(plan))
-        env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), SLURMD_NODENAME=node, SLURM_ARRAY_JOB_ID="42")
+        # srun as a container plugin's would be: it records its options, then runs the command.
+        bin_dir = d / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "srun").write_text(f"""#!/bin/bash
+while [[ "$1" == --* ]]; do echo "$1" >> {d}/srun-options; shift; done
+exec "$@"
+""")
+        (bin_dir / "srun").chmod(0o755)
+        env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), SLURMD_NODENAME=node, SLURM_ARRAY_JOB_ID="42",
+                   PATH=f"{bin_dir}:{os.environ['PATH']}")
         rc = subprocess.run(["bash", str(script)], env=env, timeout=60).returncode
         return rc, d
 
@@ -172,6 +182,18 @@ esac
                 self.assertEqual(argv[1], f"run --out {node}/run --replace --scenario float64_inputs "
                                           "--label it's $(quoted)")
                 self.assertFalse(list(node.glob(".*.tmp")))
+
+    def test_in_a_container_each_command_is_a_step_in_the_image(self):
+        for kind, options in (("pyxis", ["--ntasks=1", "--container-image=registry.example/pitfall:1 x",
+                                          "--container-mounts={out}:{out}", "--container-workdir=/tmp"]),
+                              ("oci", ["--ntasks=1", "--container=registry.example/pitfall:1 x"])):
+            with self.subTest(kind=kind):
+                rc, d = self.run_task(0, "gpu1", 0, container_kind=kind)
+                self.assertEqual(rc, 0)
+                out = d / "fleet"
+                want = [o.format(out=out) for o in options]
+                self.assertEqual((d / "srun-options").read_text().splitlines(), want * 2)  # doctor, run
+                self.assertEqual(json.loads((out / "nodes" / "gpu1" / "task.json").read_text())["run_exit"], 0)
 
     def test_a_run_that_could_not_judge_fails_the_task(self):
         rc, d = self.run_task(0, "gpu1", 2)
