@@ -268,6 +268,14 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
         if (!cache.empty() && libraries.is_object() && !libraries.contains("probe_error")) {
             json files = json::object();
             stamp_files(libraries, files);
+            // The folders the loader searches, present or not: a driver installed since (a
+            // no-driver answer names no libcuda to stamp), a folder created on LD_LIBRARY_PATH,
+            // or another view of a folder (a mount namespace with the stub overlaid, as a
+            // container or a second node on the same machine has) each make the answer stale.
+            for (const auto& dir : libraries.value("loader_folders", json::array()))
+                if (dir.is_string() && !dir.get<std::string>().empty() &&
+                    dir.get<std::string>()[0] == '/' && files.size() < 512)
+                    files[dir.get<std::string>()] = file_stamp(dir.get<std::string>());
             const json answer = {{"schema", "pitfall.probe-answer/1"},
                                  {"boot_id", boot_id()},
                                  {"taken_at_unix", taken},

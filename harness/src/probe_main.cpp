@@ -618,6 +618,7 @@ int main() try {
 #endif
     out["loaded_libraries"] = loaded_libraries();
     out["loader_path_copies"] = loader_path_copies();
+    out["loader_folders"] = loader_folders(); // stamped with a kept answer: see fingerprint.cpp
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
     return 0;
 } catch (const std::exception& e) { // a bug or the system (memory): said, and the harness

@@ -137,8 +137,8 @@ class FixtureTest(unittest.TestCase):
 class ProbeAnswerKept(FixtureTest):
     """The probe's answer is kept per boot and reused by the next run, never trusted blindly."""
 
-    def run_probe_case(self, name, *extra, cache=None):
-        env = dict(os.environ, PITFALL_RUNTIME_DIR=os.path.join(self.tmp, "cache"))
+    def run_probe_case(self, name, *extra, cache=None, env=None):
+        env = dict(env or os.environ, PITFALL_RUNTIME_DIR=os.path.join(self.tmp, "cache"))
         if cache == "off":
             env["PITFALL_PROBE_CACHE"] = "off"
         elif cache:
@@ -185,6 +185,24 @@ class ProbeAnswerKept(FixtureTest):
         os.remove(kept)
         os.mkfifo(kept)  # a FIFO where the answer was: not waited on, not used
         self.assertFalse(self.run_probe_case("fifo")["probe"]["reused"])
+
+    def test_a_library_added_to_a_loader_folder_makes_the_answer_stale(self):
+        # A no-driver answer names no libcuda file to stamp: the folders the loader searches
+        # are stamped instead, so a driver library appearing there (installed, or overlaid in
+        # another mount namespace) is seen by the next run.
+        libs = os.path.join(self.tmp, "libs")
+        os.mkdir(libs)
+        env = dict(os.environ, LD_LIBRARY_PATH=libs)
+        self.assertFalse(self.run_probe_case("a", env=env)["probe"]["reused"])
+        self.assertTrue(self.run_probe_case("b", env=env)["probe"]["reused"])
+        with open(os.path.join(libs, "libexample.so.1"), "wb"):
+            pass
+        self.assertFalse(self.run_probe_case("c", env=env)["probe"]["reused"])
+        missing = os.path.join(self.tmp, "not-yet")
+        env = dict(os.environ, LD_LIBRARY_PATH=missing)
+        self.run_probe_case("d", env=env)
+        os.mkdir(missing)  # a folder on the path that did not exist when the answer was kept
+        self.assertFalse(self.run_probe_case("e", env=env)["probe"]["reused"])
 
     def test_a_folder_others_can_write_is_not_used(self):
         shared = os.path.join(self.tmp, "shared")
