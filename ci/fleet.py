@@ -742,6 +742,8 @@ def command_run(args) -> int:
                        ", ".join(f"{n} ({v['state']}: {v['reason']})" for n, v in skipped.items()))
     gres = resolve_gres(args, nodes, info)
     pitfall = args.pitfall or ("pitfall" if args.container else os.environ.get("PITFALL_BINARY", "pitfall"))
+    if "/" in pitfall and not args.container:  # the tasks start in the fleet folder, not here
+        pitfall = str(Path(pitfall).absolute())
     plan = Plan(out=out, nodes=nodes, skipped=skipped, pitfall=pitfall, run_args=run_args(args),
                 container=args.container or "")
     if args.container:
