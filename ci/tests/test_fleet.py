@@ -444,7 +444,7 @@ class SlurmFleet(unittest.TestCase):
         while not (node_json.exists() and json.loads(node_json.read_text())["outcome"] == "running"):
             self.assertLess(time.monotonic(), deadline, "the fleet's task never ran")
             time.sleep(0.3)
-        self.cluster.restart_controller(pause=9)
+        self.cluster.restart_controller(pause=7)
         out, err = proc.communicate(timeout=240)
         self.assertIn(proc.returncode, (0, 1), out + err)  # 1 when a timing missed its baseline
         self.assertIn("Slurm is not answering", out)

@@ -471,8 +471,10 @@ std::string render_markdown(const run_data& run) {
     m << ")\n\n";
     m << "Profile **" << md_inline(str(obj(run.header, "profile"), "name", "none")) << "**; ";
     std::vector<std::string> facts;
-    for (const char* k : {"gpu_model", "compute_capability", "driver_version", "cuda_runtime",
-                          "cudnn", "cpu_model", "os"})
+    // The fingerprint summary's own names (fingerprint.cpp, fingerprint_summary).
+    for (const char* k :
+         {"device_name", "compute_capability", "driver_branch", "cuda_driver_version",
+          "cuda_runtime_version", "cudnn_version", "cpu_model", "os"})
         if (fp.contains(k) && !fp[k].is_null())
             facts.push_back(
                 std::string(k) + " " +
@@ -1308,8 +1310,8 @@ std::string cell_name(const run_data& run) {
         const std::string text = cuda_version_text(v, major_div, minor_div, minor_mod, 0);
         return text.empty() ? "?" : text;
     };
-    std::string gpu = fp.contains("gpu_model") && fp["gpu_model"].is_string()
-                          ? fp["gpu_model"].get<std::string>()
+    std::string gpu = fp.contains("device_name") && fp["device_name"].is_string()
+                          ? fp["device_name"].get<std::string>()
                           : "no GPU";
     std::string dir = run.dir;
     while (dir.size() > 1 && dir.back() == '/')

@@ -195,6 +195,26 @@ run_data synthetic_run() {
 
 // ---- Markdown and JUnit: golden lines
 
+TEST(ReportMarkdown, MachineFactsAreTheFingerprintSummarys) {
+    // The summary's own names: a GPU run says which GPU, driver, runtime and cuDNN it had, and
+    // runs merged side by side are named by their GPU, not "no GPU".
+    run_data run = synthetic_run();
+    run.header["fingerprint_summary"] = {
+        {"device_name", "NVIDIA H200"}, {"compute_capability", "9.0"},
+        {"driver_branch", 580},         {"cuda_runtime_version", 13000},
+        {"cudnn_version", 91400},       {"os", "Ubuntu 24.04.3 LTS"}};
+    EXPECT_TRUE(matches_in_order(
+        render_markdown(run),
+        {{"Profile **host**; device_name NVIDIA H200, compute_capability 9.0, driver_branch 580, "
+          "cuda_runtime_version 13000, cudnn_version 91400, os Ubuntu 24.04.3 LTS."}}));
+    run_data other = synthetic_run();
+    other.dir = "/runs/other";
+    const std::string merged = render_matrix_markdown({run, other});
+    EXPECT_NE(merged.find("| NVIDIA H200, CUDA 13.0, cuDNN 9.14 (synthetic) |"), std::string::npos)
+        << merged;
+    EXPECT_NE(merged.find("| no GPU, CUDA ?, cuDNN ? (other) |"), std::string::npos) << merged;
+}
+
 TEST(ReportMarkdown, GoldenLines) {
     const std::string md = render_markdown(synthetic_run());
     EXPECT_TRUE(matches_in_order(
