@@ -249,7 +249,8 @@ class Slurm:
             argv += ["-n", ",".join(names)]
         rc, out, err = self.call(argv)
         if rc != 0:
-            raise BadInput(f"sinfo failed ({err or rc}): is slurmctld up, and the partition right?")
+            last = err.splitlines()[-1] if err else f"exit {rc}"  # its last line says why
+            raise BadInput(f"sinfo failed ({last}): is slurmctld up, SLURM_CONF right, and the partition right?")
         found: dict[str, dict] = {}
         for line in out.splitlines():
             parts = line.split("|")
