@@ -53,6 +53,7 @@ FINAL_STATES = {"COMPLETED": "ran", "FAILED": "job_failed", "OUT_OF_MEMORY": "jo
                 "PREEMPTED": "job_failed", "REVOKED": "cancelled", "SPECIAL_EXIT": "job_failed"}
 NODE_OUTCOMES = ("ran", "run_failed", "job_failed", "node_down", "timed_out", "cancelled", "pending", "running", "lost")
 FILTER_FLAGS = ("scenario", "backend", "variant", "label")
+REPORT_JSON = "fleet-report.json"  # reports/schema/fleet-report.schema.json
 
 USAGE = """\
 usage: pitfall fleet <command> [options]
@@ -65,7 +66,7 @@ commands:
                       submit the array job, follow it, collect, merge (see run options)
   status DIR [--json] each node's state now (from squeue, sacct or scontrol); changes nothing
   collect DIR         write each node's node.json from Slurm's states and merge the report
-                      (DIR/fleet.md, DIR/fleet.html); safe to repeat
+                      (DIR/fleet.md, DIR/fleet.html, DIR/fleet-report.json); safe to repeat
   cancel DIR          scancel the fleet's job, then collect
   manifest --engine kubernetes ...
                       a Kubernetes Indexed Job doing the same, one pod per GPU node
@@ -76,7 +77,7 @@ run options:
   --out DIR           the fleet folder, on a file system every node mounts at the same path
                       (default: reports/fleet/<UTC time>): fleet.json, fleet.sbatch,
                       nodes/<node>/{node.json,task.json,doctor.json,slurm.out,run/}, fleet.md,
-                      fleet.html
+                      fleet.html, fleet-report.json (the report as data)
   --partition P       the partition (default: the cluster's default partition)
   --nodes N           N nodes of the partition that are up (the first N by name)
   --nodelist LIST     these nodes (Slurm's form: gpu[01-04],gpu07); default: every node of the
@@ -610,20 +611,29 @@ def follow(fleet: dict, out: Path, slurm: Slurm, poll: float) -> dict[str, dict]
 
 
 def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int:
-    """fleet.md and fleet.html from `pitfall report --merge` over the node folders; the exit
-    status the fleet's outcome deserves."""
+    """fleet.md, fleet.html and fleet-report.json from `pitfall report --merge` over the node
+    folders; the exit status the fleet's outcome deserves (from the JSON report: how many cases
+    differ within a fingerprint group)."""
     dirs = [str(out / "nodes" / n) for n in fleet["all_nodes"]]
     problems = []
-    for fmt, name in (("markdown", "fleet.md"), ("html", "fleet.html")):
+    for fmt, name in (("markdown", "fleet.md"), ("html", "fleet.html"), ("json", REPORT_JSON)):
+        (out / name).unlink(missing_ok=True)  # a report of an earlier collect is not this one's
         rc, _, err = Slurm.call([pitfall, "report", "--merge", *dirs, "--format", fmt, "--out", str(out / name)],
                                 timeout=600)
         if rc != 0:
             problems.append(f"the merged report ({name}) failed: {err.splitlines()[-1] if err else rc}")
     differing = None
+    if (out / REPORT_JSON).exists():
+        try:
+            doc = read_json(out / REPORT_JSON)
+            count = doc.get("differing_within_groups") if isinstance(doc, dict) else None
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise BadInput(f"{out / REPORT_JSON}: differing_within_groups is not a count")
+            differing = count
+        except BadInput as e:
+            problems.append(str(e))
     if (out / "fleet.md").exists():
         text = (out / "fleet.md").read_text(errors="replace")
-        m = re.search(r"(\d+) cases? differs? within a group", text)
-        differing = int(m.group(1)) if m else None
         section = re.search(r"^### Which node differs\n.*?(?=^### |\Z)", text, re.S | re.M)
         if section:
             print("\n" + section.group(0).rstrip())
@@ -637,8 +647,6 @@ def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int
         problems.append(f"{len(failing)} node(s) missed their baselines (pitfall run exit 1): {', '.join(failing)}")
     if differing:
         problems.append(f"{differing} case(s) differ between nodes of one fingerprint group")
-    if differing is None and (out / "fleet.md").exists():
-        problems.append("the merged report does not say how many cases differ within a group")
     for p in problems:
         print(f"pitfall fleet: {p}", file=sys.stderr)
     if not problems:

@@ -143,11 +143,12 @@ class LocalSlurm:
         self.scontrol("update", f"NodeName={name}", "State=DOWN", f"Reason={reason}")
         self._kill_pidfile(self.root / "spool" / f"slurmd-{name}.pid")
 
-    def restart_controller(self, pause: float) -> None:
-        """slurmctld stopped, `pause` seconds without one, then started again from its saved
-        state (jobs and nodes as they were)."""
+    def stop_controller(self) -> None:
+        """slurmctld stopped (its state saved in StateSaveLocation); start_controller brings it
+        back with the jobs and nodes as they were."""
         self._kill_pidfile(self.root / "slurmctld.pid")
-        time.sleep(pause)
+
+    def start_controller(self) -> None:
         self._run(["slurmctld"])
 
     def wait_idle(self, names: list[str], timeout: float) -> None:
@@ -176,11 +177,13 @@ class LocalSlurm:
         self._kill_pidfile(self.root / "munge" / "munged.pid")
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def host_bundle(self) -> Path:
+    def host_bundle(self, needed_paths=()) -> Path:
         """An OCI bundle (runtime-spec config.json + rootfs) whose root file system is empty and
-        read-only, with this machine's system and work folders bound in: a container that sees
-        the same files, in namespaces of its own (pid 1 is the step's command). Nothing in it
-        says "container" but what Slurm sets (SLURM_CONTAINER)."""
+        read-only, with this machine's system folders bound in, and the top folder of each of
+        `needed_paths` (the checkout, the build, the results folder: wherever the clone lives,
+        /work here, /check or /home elsewhere): a container that sees the same files, in
+        namespaces of its own (pid 1 is the step's command). Nothing in it says "container" but
+        what Slurm sets (SLURM_CONTAINER)."""
         bundle = self.root / "bundle"
         (bundle / "rootfs").mkdir(parents=True)
         subprocess.run(["runc", "spec"], cwd=bundle, check=True, capture_output=True)
@@ -189,7 +192,12 @@ class LocalSlurm:
         config["process"]["terminal"] = False
         config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"]
                                          if n["type"] in ("pid", "mount", "ipc", "uts")]
-        for folder in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/tmp", "/opt", "/root", "/work", "/var"):
+        folders = ["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/tmp", "/opt", "/root", "/var"]
+        for path in needed_paths:
+            parts = Path(path).resolve().parts
+            if len(parts) > 1 and "/" + parts[1] not in folders:
+                folders.append("/" + parts[1])
+        for folder in folders:
             if Path(folder).exists():
                 (bundle / "rootfs" / folder.lstrip("/")).mkdir(exist_ok=True)
                 config["mounts"].append({"destination": folder, "type": "bind", "source": folder,

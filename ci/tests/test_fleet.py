@@ -9,15 +9,19 @@ prerequisites into failures instead of skips.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 CI_DIR = Path(__file__).resolve().parent.parent
@@ -253,6 +257,38 @@ class BadFleetInput(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("FIFO", p.stderr)
 
+    def test_the_exit_status_comes_from_the_report_as_data(self):
+        # A stand-in pitfall writes each merged report; what its JSON says decides the exit, and
+        # a JSON that says nothing usable is a problem named with the file, never a pass.
+        with tempfile.TemporaryDirectory() as d:
+            out, stand_in = Path(d, "fleet"), Path(d, "pitfall")
+            (out / "nodes" / "n1").mkdir(parents=True)
+            stand_in.write_text("#!/bin/bash\n# report --merge DIRS... --format F --out FILE\n"
+                                'out="${@: -1}"; fmt="${@: -3:1}"\n'
+                                'if [[ $fmt == json ]]; then cat "$FLEET_REPORT_JSON" >"$out"; '
+                                'else printf "## t\\n\\n### Which node differs\\n\\nx\\n" >"$out"; fi\n')
+            stand_in.chmod(0o755)
+            records = {"n1": {"outcome": "ran", "run_exit": 0}}
+            src = Path(d, "report.json")
+            os.environ["FLEET_REPORT_JSON"] = str(src)
+            self.addCleanup(os.environ.pop, "FLEET_REPORT_JSON", None)
+            for content, rc, said in (('{"differing_within_groups": 0}', 0, ""),
+                                      ('{"differing_within_groups": 3}', 1, "3 case(s) differ"),
+                                      ('{"differing_within_groups": "3"}', 1, "differing_within_groups is not a count"),
+                                      ('{"differing_within_groups": true}', 1, "is not a count"),
+                                      ("[1, 2]", 1, "is not a count"),
+                                      ("\xff", 1, "not UTF-8"),
+                                      ("[" * 10000, 1, "deeper")):
+                with self.subTest(content=content[:30]):
+                    src.write_bytes(content.encode("latin-1"))
+                    err = io.StringIO()
+                    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+                        got = fleet.merge(out, {"all_nodes": ["n1"]}, str(stand_in), records)
+                    self.assertEqual(got, rc, err.getvalue())
+                    self.assertIn(said, err.getvalue())
+                    if said and "differ" not in said:
+                        self.assertIn(str(out / "fleet-report.json"), err.getvalue())
+
     def test_help_lists_the_commands_and_exit_codes(self):
         p = pitfall_fleet("--help")
         self.assertEqual(p.returncode, 0)
@@ -361,6 +397,14 @@ class SlurmFleet(unittest.TestCase):
         self.assertIn("fan failure", md)
         # The section the closing summary printed is the report's.
         self.assertIn("### Which node differs", self.fleet_run.stdout)
+        # The report as data says the same, and the exit's count is its count.
+        report = json.loads((self.out / "a" / "fleet-report.json").read_text())
+        [group] = report["groups"]
+        self.assertEqual([n["node"] for n in group["odd_nodes"]], ["gpu2"])
+        self.assertIn(f"{report['differing_within_groups']} case(s) differ between nodes of one fingerprint group",
+                      self.fleet_run.stderr)
+        self.assertEqual({n["node"]: n["outcome"] for n in report["nodes"]},
+                         {"gpu1": "ran", "gpu2": "ran", "gpu3": "ran", "gpu4": "node_down"})
 
     def test_status_and_collect_read_the_finished_fleet(self):
         p = pitfall_fleet("status", str(self.out / "a"), env=self.cluster.env)
@@ -416,12 +460,15 @@ class SlurmFleet(unittest.TestCase):
 
     def test_container_runs_each_step_in_the_image(self):
         # No pyxis here: an OCI bundle goes to Slurm's own --container (oci.conf with runc).
-        bundle = self.cluster.host_bundle()
+        bundle = self.cluster.host_bundle([PITFALL, CI_DIR, sys.executable, self.out])
         p = pitfall_fleet("run", "--out", str(self.out / "oci"), "--nodelist", "gpu1", "--poll", "0.5",
                           "--container", str(bundle), "--pitfall", PITFALL, "--backend", "cuda",
                           "--scenario", "float64_inputs", env=self.cluster.env)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         node = self.out / "oci" / "nodes" / "gpu1"
+        # A failure here is in the step: what it printed inside the container says why.
+        step_log = node / "slurm.out"
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr + "\n--- slurm.out of gpu1:\n"
+                         + (step_log.read_text(errors="replace")[-4000:] if step_log.exists() else "(none)"))
         self.assertEqual(json.loads((node / "node.json").read_text())["outcome"], "ran")
         self.assertIn(f"srun --ntasks=1 --container={bundle}", (self.out / "oci" / "fleet.sbatch").read_text())
         # Both steps ran inside: the doctor and the run's fingerprint each saw the container.
@@ -444,10 +491,27 @@ class SlurmFleet(unittest.TestCase):
         while not (node_json.exists() and json.loads(node_json.read_text())["outcome"] == "running"):
             self.assertLess(time.monotonic(), deadline, "the fleet's task never ran")
             time.sleep(0.3)
-        self.cluster.restart_controller(pause=7)
-        out, err = proc.communicate(timeout=240)
+        # Down until the driver has said so (a client gives up after MessageTimeout, 5 s, and a
+        # loaded machine adds its own delay: a fixed pause raced that), then back.
+        self.cluster.stop_controller()
+        lines = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+        reader.start()
+        said, deadline = [], time.monotonic() + 60
+        while not any("Slurm is not answering" in line for line in said):
+            try:
+                said.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                self.cluster.start_controller()
+                self.fail("the fleet never said Slurm is not answering:\n" + "".join(said))
+        self.cluster.start_controller()
+        proc.wait(timeout=240)
+        err = proc.stderr.read()  # a few lines: the pipe never filled while nobody read it
+        reader.join(timeout=10)
+        while not lines.empty():
+            said.append(lines.get())
+        out = "".join(said)
         self.assertIn(proc.returncode, (0, 1), out + err)  # 1 when a timing missed its baseline
-        self.assertIn("Slurm is not answering", out)
         self.assertIn("Slurm answers again", out)
         self.assertEqual(json.loads(node_json.read_text())["outcome"], "ran")
         self.cluster.wait_idle(["gpu1", "gpu2", "gpu3"], 60)  # every node registered again

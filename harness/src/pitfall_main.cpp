@@ -397,7 +397,8 @@ void add_report(CLI::App& app, command_line& cl) {
                   "driver, CUDA, cuDNN): which node differs from the rest of its group\n"
                   "first, then each node's job outcome, the groups, every case");
     sub->add_option("--format", cl.report.format,
-                    "html, junit, markdown or json (merged: html or markdown; default html)")
+                    "html, junit, markdown or json (merged: html or markdown, and json for "
+                    "fleet node folders; default html)")
         ->type_name("F");
     sub->add_option("--out", cl.report.out, "write here instead of standard output")
         ->type_name("FILE");
@@ -408,7 +409,8 @@ examples:
   pitfall report runs/a > report.html
   pitfall report runs/a --format junit --out junit.xml
   pitfall report --merge cells/cuda12.4 cells/cuda13.0 --format markdown
-  pitfall report --merge fleet/nodes/* --format markdown --out fleet/fleet.md)");
+  pitfall report --merge fleet/nodes/* --format markdown --out fleet/fleet.md
+  pitfall report --merge fleet/nodes/* --format json --out fleet/fleet-report.json)");
 }
 
 void add_others(CLI::App& app, command_line& cl) {
@@ -793,8 +795,10 @@ int do_report(command_line& cl) {
                                "node folders): "
                                "pitfall report --merge RUN RUN... [--out FILE]",
                                "report");
-        if (r.format != "html" && r.format != "markdown")
-            return usage_error("--format " + r.format + ": a merged report is html or markdown",
+        if (r.format != "html" && r.format != "markdown" && r.format != "json")
+            return usage_error("--format " + r.format +
+                                   ": a merged report is html or markdown (json: fleet node "
+                                   "folders only)",
                                "report");
         r.merge_dirs = cl.runs;
         return report_run(r);

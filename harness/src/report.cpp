@@ -1906,6 +1906,15 @@ template <class Name> std::vector<std::string> quiet_groups(const fleet_view& f,
                       ".");
     return out;
 }
+/// How many cases `other` holds another value of (most of its nodes') than `norm`.
+std::size_t cases_held_otherwise(const fleet_view& f, const fleet_group& other,
+                                 const fleet_group& norm) {
+    std::size_t differ = 0;
+    for (const auto& key : f.m.keys)
+        differ += group_value(f.m, key, other.columns) != group_value(f.m, key, norm.columns);
+    return differ;
+}
+
 /// The nodes outside the fleet's majority group, one line each: their fingerprint against the
 /// majority's, how many cases their group holds otherwise, and `pitfall doctor`'s headline (a
 /// stub driver, a missing library: why a node's GPU is not the others'). `name` renders a node
@@ -1920,9 +1929,7 @@ std::vector<std::string> fingerprint_outliers(const fleet_view& f, Name name, Te
         if (g == *f.majority_group)
             continue;
         const fleet_group& other = f.fingerprint_groups[g];
-        std::size_t differ = 0;
-        for (const auto& key : f.m.keys)
-            differ += group_value(f.m, key, other.columns) != group_value(f.m, key, norm.columns);
+        const std::size_t differ = cases_held_otherwise(f, other, norm);
         for (const std::size_t c : other.columns) {
             std::string line =
                 cat(name(f.m.cells[c]), " differs by its fingerprint: ", text(other.label),
@@ -2051,6 +2058,95 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
         md << '\n';
     }
     return md.str();
+}
+
+json render_fleet_json(const std::vector<run_data>& nodes) {
+    const fleet_view f = build_fleet(nodes);
+    const auto names_of = [&](const std::vector<std::size_t>& columns) {
+        json names = json::array();
+        for (const std::size_t c : columns)
+            names.push_back(f.m.cells[c]);
+        return names;
+    };
+    const auto optional_text = [](const std::string& text) {
+        return text.empty() || text == "-" ? json() : json(text);
+    };
+    json doc = {{"schema", "pitfall.fleet-report/1"},
+                {"title", fleet_title(f)},
+                {"node_count", f.names.size()},
+                {"ran_count", f.ran.size()},
+                {"differing_within_groups", f.differing_within}};
+    json node_list = json::array();
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+        json verdicts = json::object();
+        for (const auto& [verdict, count] : verdict_counts(nodes[n]))
+            verdicts[verdict] = count;
+        node_list.push_back({{"node", f.names[n]},
+                             {"outcome", str(nodes[n].node, "outcome", "?")},
+                             {"outcome_text", node_outcome(nodes[n])},
+                             {"fingerprint", optional_text(f.groups[n])},
+                             {"doctor", optional_text(node_doctor(nodes[n]))},
+                             {"verdicts", verdicts}});
+    }
+    doc["nodes"] = node_list;
+    json groups = json::array();
+    for (const auto& g : f.fingerprint_groups) {
+        json odd_nodes = json::array();
+        for (const auto& odd : g.odd) {
+            json cases = json::array();
+            for (const odd_case& c : odd.cases) {
+                json others = json::array();
+                if (!c.majority)
+                    for (const auto& [value, names] : c.versus)
+                        others.push_back({{"value", value}, {"nodes", names}});
+                cases.push_back({{"case", c.key},
+                                 {"here", c.here},
+                                 {"majority", c.majority ? json(c.versus[0].first) : json()},
+                                 {"tied", others}});
+            }
+            odd_nodes.push_back({{"node", f.m.cells[odd.column]}, {"cases", cases}});
+        }
+        groups.push_back({{"fingerprint", g.label},
+                          {"nodes", names_of(g.columns)},
+                          {"differing_cases", g.differing},
+                          {"odd_nodes", odd_nodes}});
+    }
+    doc["groups"] = groups;
+    json outliers = json::array();
+    if (f.majority_group) {
+        const fleet_group& norm = f.fingerprint_groups[*f.majority_group];
+        doc["majority_fingerprint"] = norm.label;
+        for (const auto& other : f.fingerprint_groups) {
+            if (&other == &norm)
+                continue;
+            const std::size_t differ = cases_held_otherwise(f, other, norm);
+            for (const std::size_t c : other.columns)
+                outliers.push_back({{"node", f.m.cells[c]},
+                                    {"fingerprint", other.label},
+                                    {"cases_held_otherwise", differ},
+                                    {"doctor", optional_text(node_doctor(f.ran[c]))}});
+        }
+    } else
+        doc["majority_fingerprint"] = nullptr;
+    doc["fingerprint_outliers"] = outliers;
+    json between = json::array();
+    for (const auto& key : f.between) {
+        json values = json::object();
+        for (const auto& g : f.fingerprint_groups)
+            values[g.label] = group_value(f.m, key, g.columns);
+        between.push_back({{"case", key}, {"by_group", values}});
+    }
+    doc["between_groups"] = between;
+    json cases = json::array();
+    for (const auto& key : f.m.keys) {
+        json values = json::object();
+        const auto& row = f.m.at.at(key);
+        for (std::size_t c = 0; c < f.m.cells.size(); ++c)
+            values[f.m.cells[c]] = cell_text(row[c]);
+        cases.push_back({{"case", key}, {"by_node", values}});
+    }
+    doc["cases"] = cases;
+    return doc;
 }
 
 std::string render_fleet_html(const std::vector<run_data>& nodes) {
@@ -2244,10 +2340,16 @@ int report_run(const report_options& options) {
                 return exit_bad_input;
             }
             return emit(options.format == "markdown" ? render_fleet_markdown(runs)
+                        : options.format == "json"   ? render_fleet_json(runs).dump(2) + "\n"
                                                      : render_fleet_html(runs),
                         options.out);
         }
         // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
+        if (options.format == "json") {
+            std::cerr << "pitfall: error: --format json: a merged report is JSON for fleet node "
+                         "folders only; merge runs or matrix cells as html or markdown\n";
+            return exit_bad_input;
+        }
         if (runs.size() < 2 && !any_cell(runs)) {
             std::cerr << "pitfall: error: --merge needs two or more run folders, or matrix cell "
                          "or fleet node folders (see `pitfall help report`)\n";

@@ -69,6 +69,9 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs);
 /// the case x node table. Nodes that never ran are listed, never compared.
 std::string render_fleet_markdown(const std::vector<run_data>& nodes);
 std::string render_fleet_html(const std::vector<run_data>& nodes);
+/// The fleet report as data (reports/schema/fleet-report.schema.json): what `pitfall fleet`
+/// decides its exit status from.
+nlohmann::json render_fleet_json(const std::vector<run_data>& nodes);
 
 /// The file names `pitfall run` writes into the run folder.
 inline const char* const report_json_name = "report.json";

@@ -75,7 +75,7 @@ TEST(JsonText, DumpsAndRepairsInvalidUtf8) {
 TEST(JsonSchema, EveryBuiltInSchemaCompiles) {
     const auto names = schema_names();
     for (const char* want :
-         {"expected", "profile", "result", "report", "index", "cell", "fleet-node"})
+         {"expected", "profile", "result", "report", "index", "cell", "fleet-node", "fleet-report"})
         EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
     for (const auto& name : names)
         EXPECT_EQ(schema_named(name).name(), "reports/schema/" + name + ".schema.json");

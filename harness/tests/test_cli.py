@@ -1167,7 +1167,10 @@ class Reports(FixtureTest):
         self.assertEqual(self.pitfall("report", "--merge", a).returncode, 2)
         r = self.pitfall("report", "--merge", a, b, "--format", "json")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--format json", r.stderr)
+        self.assertIn("--format json: a merged report is JSON for fleet node folders only", r.stderr)
+        r = self.pitfall("report", "--merge", a, b, "--format", "junit")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--format junit: a merged report is html or markdown", r.stderr)
 
     def test_merge_of_fleet_node_folders_names_the_node_that_differs(self):
         """Node folders as `pitfall fleet run` lays them out (node.json, doctor.json, run/): three
@@ -1215,6 +1218,32 @@ class Reports(FixtureTest):
                       row["`n1`"])
         self.assertIn("| 1 FAIL, 1 UNSUPPORTED |", row["`n3`"])
         self.assertNotIn("### Between groups", md)  # one group
+        # The same report as data: what `pitfall fleet` takes its exit status from.
+        json_path = os.path.join(self.tmp, "fleet-report.json")
+        r = self.pitfall("report", "--merge", *folders, "--format", "json", "--out", json_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(json_path) as f:
+            doc = json.load(f)
+        import jsonschema  # python3-jsonschema, installed by ci/setup.sh
+        with open(os.path.join(Schema.SCHEMA_DIR, "fleet-report.schema.json")) as f:
+            jsonschema.Draft202012Validator(json.load(f)).validate(doc)
+        self.assertEqual(doc["title"], lines[0].removeprefix("## pitfall fleet: "))
+        self.assertEqual((doc["node_count"], doc["ran_count"], doc["differing_within_groups"]), (4, 3, 1))
+        self.assertEqual([n["node"] for n in doc["nodes"]], ["n1", "n2", "n3", "n4"])
+        self.assertEqual(doc["nodes"][3]["outcome"], "node_down")
+        self.assertIsNone(doc["nodes"][3]["fingerprint"])
+        self.assertEqual(doc["nodes"][2]["verdicts"], {"FAIL": 1, "UNSUPPORTED": 1})
+        [group] = doc["groups"]
+        self.assertEqual(group["nodes"], ["n1", "n2", "n3"])
+        self.assertEqual(group["differing_cases"], ["cpu.harness_fixture.ok"])
+        self.assertEqual(group["odd_nodes"], [{"node": "n3", "cases": [
+            {"case": "cpu.harness_fixture.ok", "here": "FAIL (cudaErrorLaunchFailure@compute)",
+             "majority": "PASS (ok)", "tied": []}]}])
+        self.assertIsNone(doc["majority_fingerprint"])
+        self.assertEqual((doc["fingerprint_outliers"], doc["between_groups"]), ([], []))
+        by_case = {c["case"]: c["by_node"] for c in doc["cases"]}
+        self.assertEqual(by_case["cpu.harness_fixture.ok"]["n3"], "FAIL (cudaErrorLaunchFailure@compute)")
+        self.assertEqual(sorted(by_case["cpu.harness_fixture.ok"]), ["n1", "n2", "n3"])
         r = self.pitfall("report", "--merge", *folders, "--out", html_path)
         self.assertEqual(r.returncode, 0, r.stderr)
         html = read_text(html_path)

@@ -2,10 +2,10 @@
 and Python's jsonschema (Draft 2020-12) accept and refuse the same documents.
 
 Valid documents of every schema under reports/schema/ (the real baselines and profiles, a
-result and a report.json the fixture scenario writes, the fixture's index, a matrix cell) are
-broken in every place they can be: each value replaced by each of a set of wrong values, each
-property removed, an unknown property added. Both validators judge every copy; any copy they
-disagree on fails the test, named with its change.
+result and a report.json the fixture scenario writes, the fixture's index, a matrix cell, a
+fleet node and a merged fleet report) are broken in every place they can be: each value replaced
+by each of a set of wrong values, each property removed, an unknown property added. Both
+validators judge every copy; any copy they disagree on fails the test, named with its change.
 """
 import copy
 import json
@@ -191,6 +191,35 @@ class ValidatorAgreement(unittest.TestCase):
                                             "outcome": "node_down", "slurm_state": "NODE_FAIL",
                                             "reason": "Not responding", "message": "down",
                                             "job_id": "1234_1", "array_task": 1})])
+
+    def test_fleet_report(self):
+        # A real merged report: three nodes ran (n3 with a planted failure), n4 never did.
+        expected = os.path.join(self.tmp, "expected")
+        os.makedirs(os.path.join(expected, "any"))
+        with open(os.path.join(expected, "any", "profile.json"), "w") as f:
+            json.dump({"schema": "pitfall.profile/1", "name": "any", "match": {}}, f)
+        nodes = []
+        for name, inject in (("n1", None), ("n2", None), ("n3", "outcome:cpu.harness_fixture.ok:cudaErrorLaunchFailure"),
+                             ("n4", "down")):
+            folder = os.path.join(self.tmp, "nodes", name)
+            os.makedirs(folder)
+            record = {"schema": "pitfall.fleet-node/1", "node": name, "outcome": "ran"}
+            if inject == "down":
+                record.update(outcome="node_down", slurm_state="NODE_FAIL", reason="Not responding")
+            else:
+                env = dict(os.environ, **({"PITFALL_INJECT": inject} if inject else {}))
+                subprocess.run([BIN, "run", "--variant", "ok,unsupported", "--backend", "cpu", "--samples", "1",
+                                "--out", os.path.join(folder, "run"), "--index", INDEX, "--expected", expected],
+                               capture_output=True, timeout=120, env=env)
+            with open(os.path.join(folder, "node.json"), "w") as f:
+                json.dump(record, f)
+            nodes.append(folder)
+        p = subprocess.run([BIN, "report", "--merge", *nodes, "--format", "json"], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        report = json.loads(p.stdout)
+        self.assertEqual(report["differing_within_groups"], 1)
+        self.assertGreater(self.agree("fleet-report", [("fleet-report.json", report)]), 500)
 
 
 if __name__ == "__main__":
