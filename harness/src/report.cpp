@@ -1744,7 +1744,9 @@ struct fleet_view {
     matrix m;                        ///< cells: the names of `ran`
     std::vector<fleet_group> fingerprint_groups;
     std::size_t differing_within = 0; ///< distinct cases differing within some group
-    std::vector<std::string> between; ///< cases whose group values differ (2+ groups)
+    /// Cases whose group values differ (2+ groups), each with its values and the groups
+    /// (labels) holding each.
+    std::vector<std::pair<std::string, value_groups>> between;
     /// The group most nodes are in, when one group holds more nodes than any other and at
     /// least two: the fleet's norm, from which a node of another group differs by fingerprint.
     std::optional<std::size_t> majority_group;
@@ -1864,14 +1866,18 @@ fleet_view build_fleet(const std::vector<run_data>& nodes) {
     }
     if (holders != 1 || largest < 2 || f.fingerprint_groups.size() < 2)
         f.majority_group.reset();
-    if (f.fingerprint_groups.size() > 1)
+    if (f.fingerprint_groups.size() > 1) {
+        std::vector<std::string> labels;
+        for (const auto& g : f.fingerprint_groups)
+            labels.push_back(g.label);
         for (const auto& key : f.m.keys) {
-            std::set<std::string> seen;
-            for (const auto& g : f.fingerprint_groups)
-                seen.insert(group_value(f.m, key, g.columns));
-            if (seen.size() > 1)
-                f.between.push_back(key);
+            value_groups values = group_cells(labels, [&](std::size_t g) {
+                return group_value(f.m, key, f.fingerprint_groups[g].columns);
+            });
+            if (values.size() > 1)
+                f.between.emplace_back(key, std::move(values));
         }
+    }
     return f;
 }
 
@@ -2028,14 +2034,9 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
         if (f.between.empty())
             md << "Nothing: every fingerprint group has the same verdict and outcome (most of "
                   "its nodes') in every case.\n";
-        std::vector<std::string> labels;
-        for (const auto& g : f.fingerprint_groups)
-            labels.push_back(g.label);
-        for (const auto& key : f.between) {
+        for (const auto& [key, values] : f.between) {
             md << "- `" << md_code(key) << "`: ";
-            markdown_groups(group_cells(labels, [&](std::size_t g) {
-                return group_value(f.m, key, f.fingerprint_groups[g].columns);
-            }));
+            markdown_groups(values);
         }
     }
 
@@ -2130,11 +2131,12 @@ json render_fleet_json(const std::vector<run_data>& nodes) {
         doc["majority_fingerprint"] = nullptr;
     doc["fingerprint_outliers"] = outliers;
     json between = json::array();
-    for (const auto& key : f.between) {
-        json values = json::object();
-        for (const auto& g : f.fingerprint_groups)
-            values[g.label] = group_value(f.m, key, g.columns);
-        between.push_back({{"case", key}, {"by_group", values}});
+    for (const auto& [key, values] : f.between) {
+        json by_group = json::object();
+        for (const auto& [value, labels] : values)
+            for (const auto& label : labels)
+                by_group[label] = value;
+        between.push_back({{"case", key}, {"by_group", by_group}});
     }
     doc["between_groups"] = between;
     json cases = json::array();
@@ -2248,14 +2250,9 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
         if (f.between.empty())
             h << "<li>Nothing: every fingerprint group has the same verdict and outcome (most of "
                  "its nodes') in every case.</li>\n";
-        std::vector<std::string> labels;
-        for (const auto& g : f.fingerprint_groups)
-            labels.push_back(g.label);
-        for (const auto& key : f.between) {
+        for (const auto& [key, values] : f.between) {
             h << "<li><code>" << escape_markup(key) << "</code>: ";
-            html_groups(group_cells(labels, [&](std::size_t g) {
-                return group_value(f.m, key, f.fingerprint_groups[g].columns);
-            }));
+            html_groups(values);
             h << "</li>\n";
         }
         h << "</ul>\n";

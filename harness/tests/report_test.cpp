@@ -637,6 +637,51 @@ TEST_F(FleetReport, NamesTheOddNodeAndExactlyTheCasesItDiffersIn) {
               }));
 }
 
+TEST_F(FleetReport, JsonSaysTheSame) {
+    const auto dirs = fleet();
+    write(dirs[1] + "/doctor.json",
+          R"({"schema": "pitfall.doctor/1", "cuda_usable": false,
+              "headline": "an Xid 79 error: the GPU has fallen off the bus", "counts": {}})");
+    const nlohmann::json doc = render_fleet_json(load(dirs));
+    EXPECT_EQ(doc["schema"], "pitfall.fleet-report/1");
+    EXPECT_EQ(doc["title"], "5 nodes (4 ran), 2 fingerprint groups, 2 cases differ within a group");
+    EXPECT_EQ(doc["differing_within_groups"], 2);
+    EXPECT_EQ(doc["ran_count"], 4);
+    ASSERT_EQ(doc["nodes"].size(), 5u);
+    EXPECT_EQ(doc["nodes"][1]["doctor"], "an Xid 79 error: the GPU has fallen off the bus");
+    EXPECT_EQ(doc["nodes"][1]["verdicts"], (nlohmann::json{{"FAIL", 2}, {"PASS", 3}}));
+    EXPECT_EQ(doc["nodes"][3]["outcome"], "node_down");
+    EXPECT_EQ(doc["nodes"][3]["outcome_text"],
+              "node_down (NODE_FAIL, reason: Not responding): the node went down before the task "
+              "started");
+    EXPECT_TRUE(doc["nodes"][3]["fingerprint"].is_null());
+    ASSERT_EQ(doc["groups"].size(), 2u);
+    const nlohmann::json& h100s = doc["groups"][0];
+    EXPECT_EQ(h100s["fingerprint"], h100_group);
+    EXPECT_EQ(h100s["nodes"], (nlohmann::json{"gpu1", "gpu2", "gpu3"}));
+    EXPECT_EQ(h100s["differing_cases"], (nlohmann::json{"cuda.s.a", "cuda.s.c"}));
+    ASSERT_EQ(h100s["odd_nodes"].size(), 1u);
+    EXPECT_EQ(h100s["odd_nodes"][0]["node"], "gpu2");
+    EXPECT_EQ(h100s["odd_nodes"][0]["cases"][1],
+              (nlohmann::json{{"case", "cuda.s.c"},
+                              {"here", "FAIL (cudaErrorLaunchFailure@compute)"},
+                              {"majority", "PASS (ok)"},
+                              {"tied", nlohmann::json::array()}}));
+    EXPECT_EQ(doc["majority_fingerprint"], h100_group);
+    EXPECT_EQ(doc["fingerprint_outliers"], (nlohmann::json{{{"node", "gpu5"},
+                                                            {"fingerprint", a100_group},
+                                                            {"cases_held_otherwise", 1},
+                                                            {"doctor", nullptr}}}));
+    EXPECT_EQ(doc["between_groups"],
+              (nlohmann::json{{{"case", "cuda.s.c"},
+                               {"by_group",
+                                {{h100_group, "PASS (ok)"},
+                                 {a100_group, "FAIL (cudaErrorLaunchFailure@compute)"}}}}}));
+    ASSERT_EQ(doc["cases"].size(), 5u);
+    EXPECT_EQ(doc["cases"][0]["by_node"].size(), 4u); // gpu4 never ran: in no comparison
+    EXPECT_FALSE(doc["cases"][0]["by_node"].contains("gpu4"));
+}
+
 TEST_F(FleetReport, HtmlSaysTheSame) {
     const std::string html = render_fleet_html(load(fleet()));
     EXPECT_NE(html.find("5 nodes (4 ran), 2 fingerprint groups, 2 cases differ within a group"),
