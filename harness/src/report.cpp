@@ -1733,6 +1733,7 @@ struct fleet_group {
     std::string label;
     std::vector<std::size_t> columns;   ///< its nodes, as columns of the fleet's matrix
     std::vector<std::string> differing; ///< cases whose value is not the same on every node
+    std::vector<value_groups> by_value; ///< differing[i]'s values, each with its nodes
     std::vector<odd_node> odd;          ///< most odd cases first
 };
 
@@ -1795,6 +1796,13 @@ void find_odd_nodes(fleet_group& g, const matrix& m) {
         if (values.size() < 2)
             continue;
         g.differing.push_back(key);
+        value_groups named;
+        for (const auto& [value, held] : values) {
+            named.push_back({value, {}});
+            for (const std::size_t col : held)
+                named.back().second.push_back(m.cells[col]);
+        }
+        g.by_value.push_back(std::move(named));
         const std::size_t most = most_held(values);
         const auto top_count = std::count_if(
             values.begin(), values.end(), [&](const auto& v) { return v.second.size() == most; });
@@ -1844,7 +1852,7 @@ fleet_view build_fleet(const std::vector<run_data>& nodes) {
         auto it = std::find_if(f.fingerprint_groups.begin(), f.fingerprint_groups.end(),
                                [&](const fleet_group& g) { return g.label == label; });
         if (it == f.fingerprint_groups.end())
-            f.fingerprint_groups.push_back({label, {c}, {}, {}});
+            f.fingerprint_groups.push_back({label, {c}, {}, {}, {}});
         else
             it->columns.push_back(c);
     }
@@ -2003,14 +2011,9 @@ std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
             md << '\n';
         }
         md << "Each case that differs in this group, by value:\n\n";
-        for (const auto& key : g.differing) {
-            md << "- `" << md_code(key) << "`: ";
-            const auto& row = f.m.at.at(key);
-            std::vector<bool> skip(f.m.cells.size(), true);
-            for (const std::size_t c : g.columns)
-                skip[c] = false;
-            markdown_groups(group_cells(
-                f.m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        for (std::size_t i = 0; i < g.differing.size(); ++i) {
+            md << "- `" << md_code(g.differing[i]) << "`: ";
+            markdown_groups(g.by_value[i]);
         }
         md << '\n';
     }
@@ -2211,14 +2214,9 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
             h << "</ul>\n";
         }
         h << "<p>Each case that differs in this group, by value:</p>\n<ul class=\"differences\">\n";
-        for (const auto& key : g.differing) {
-            h << "<li><code>" << escape_markup(key) << "</code>: ";
-            const auto& row = f.m.at.at(key);
-            std::vector<bool> skip(f.m.cells.size(), true);
-            for (const std::size_t c : g.columns)
-                skip[c] = false;
-            html_groups(group_cells(
-                f.m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        for (std::size_t i = 0; i < g.differing.size(); ++i) {
+            h << "<li><code>" << escape_markup(g.differing[i]) << "</code>: ";
+            html_groups(g.by_value[i]);
             h << "</li>\n";
         }
         h << "</ul>\n";
