@@ -93,19 +93,32 @@ const std::set<std::string> outcome_statuses{"ok",     "error", "unsupported",
                                              "signal", "exit",  "load_error"};
 
 // A bound: {"min", "max"} (either or both), {"equals": x}, or {"value": x, "rel_tol": r} /
-// {"value": x, "abs_tol": a}.
-status check_bound(const std::string& file, const std::string& field, const json& b) {
+// {"value": x, "abs_tol": a}. A memory bound (`allow_per`) may hold "per": the name of a
+// measurement of the case, the bound then being on the bytes divided by it (a range or a value,
+// never equals: a fraction of a device's memory is not an exact number).
+status check_bound(const std::string& file, const std::string& field, const json& b,
+                   bool allow_per = false) {
     static const std::set<std::string> keys{"min", "max", "equals", "value", "rel_tol", "abs_tol"};
     if (!b.is_object() || b.empty())
         return bad_input(file, field,
                          "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
     for (const auto& [k, v] : b.items()) {
+        if (allow_per && k == "per") {
+            if (!v.is_string() || v.get<std::string>().empty())
+                return bad_input(file, dotted(field, k), "expected the name of a measurement");
+            continue;
+        }
         if (keys.count(k) == 0)
             return bad_input(file, dotted(field, k),
-                             "unknown key (min, max, equals, value, rel_tol, abs_tol)");
+                             allow_per ? "unknown key (min, max, equals, value, rel_tol, abs_tol, "
+                                         "per)"
+                                       : "unknown key (min, max, equals, value, rel_tol, abs_tol)");
         if (!v.is_number())
             return bad_input(file, dotted(field, k), "expected a number");
     }
+    if (b.contains("per") && b.contains("equals"))
+        return bad_input(file, field,
+                         "a bound per a measurement is {min, max} or {value, rel_tol | abs_tol}");
     const bool range = b.contains("min") || b.contains("max");
     const bool equals = b.contains("equals");
     const bool value = b.contains("value");
@@ -120,11 +133,12 @@ status check_bound(const std::string& file, const std::string& field, const json
     return status::ok();
 }
 
-status check_bounds(const std::string& file, const std::string& field, const json& bounds) {
+status check_bounds(const std::string& file, const std::string& field, const json& bounds,
+                    bool allow_per = false) {
     if (!bounds.is_object())
         return bad_input(file, field, "expected an object of {name: bound}");
     for (const auto& [name, b] : bounds.items())
-        PITFALL_TRY(check_bound(file, dotted(field, name), b));
+        PITFALL_TRY(check_bound(file, dotted(field, name), b, allow_per));
     return status::ok();
 }
 
@@ -327,7 +341,7 @@ status check_expected_file(const std::string& file, const json& doc,
         if (entry.contains("measurements"))
             PITFALL_TRY(check_bounds(file, field + ".measurements", entry["measurements"]));
         if (entry.contains("memory"))
-            PITFALL_TRY(check_bounds(file, field + ".memory", entry["memory"]));
+            PITFALL_TRY(check_bounds(file, field + ".memory", entry["memory"], true));
         if (entry.contains("events")) {
             if (!entry["events"].is_object())
                 return bad_input(file, field + ".events", "expected an object of outcomes");
@@ -551,6 +565,40 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
 
 verdict judge_against(const observation& observed, const json& expected, const std::string& backend,
                       const judge_context& context);
+
+/// Memory bounds "per" a measurement judge the bytes divided by the case's value of it: each
+/// such bound is replaced by one on "<name> / <measurement>", and the quotient added to
+/// `memory`. A case that did not record the measurement (or a value that is no positive number)
+/// fails: the baseline expects a case that sizes itself from it.
+std::optional<std::string> per_measurement(json& bounds, json& memory, const json& result) {
+    const json measurements = result.value("measurements", json::object());
+    json judged = json::object();
+    for (const auto& [name, b] : bounds.items()) {
+        if (!b.is_object() || !b.contains("per") || !b["per"].is_string()) {
+            judged[name] = b;
+            continue;
+        }
+        const std::string per = b["per"].get<std::string>();
+        const json item = measurements.contains(per) ? measurements[per] : json();
+        const json by = item.is_object() ? item.value("value", json()) : json();
+        if (!by.is_number() || !(by.get<double>() > 0)) {
+            std::string why = name;
+            why.append(" is judged per ")
+                .append(per)
+                .append(", a measurement this case did not record");
+            return why;
+        }
+        std::string quotient = name;
+        quotient.append(" / ").append(per);
+        json bound = b;
+        bound.erase("per");
+        judged[quotient] = bound;
+        if (memory.contains(name) && memory[name].is_number())
+            memory[quotient] = memory[name].get<double>() / by.get<double>();
+    }
+    bounds = std::move(judged);
+    return std::nullopt;
+}
 } // namespace
 
 std::optional<std::string> bound_violation(const std::string& name, const json& b, double x) {
@@ -1002,6 +1050,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
             if (prov.value("kind", "") == "observed" &&
                 prov.value("fingerprint_id", "") != context.fingerprint_id)
                 bounds.erase("peak_rss_bytes");
+            if (auto why = per_measurement(bounds, memory, result))
+                return {verdict_kind::mem_regression, *why};
             if (const auto why = bounds_violation(bounds, memory, nullptr))
                 return {verdict_kind::mem_regression, *why};
         }
@@ -1041,14 +1091,32 @@ ordered_json expected_timings(const json& result) {
     return timings;
 }
 
-ordered_json expected_memory(const case_record& record, double rss_tolerance) {
+/// How far a blessed fraction of a device's memory may move: the cases round rows and batches
+/// to whole numbers, which moved the fraction by up to 0.3% between an H100 80GB and an H200.
+constexpr double memory_per_tolerance = 0.02;
+
+ordered_json expected_memory(const case_record& record, const observation_origin& origin) {
     ordered_json memory = ordered_json::object();
     const json mem = record.result.value("memory", json::object());
-    if (mem.contains("tracked_peak_bytes") && mem["tracked_peak_bytes"].is_number())
-        memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
+    if (mem.contains("tracked_peak_bytes") && mem["tracked_peak_bytes"].is_number()) {
+        // A variant sized from the device's memory: its bytes as a fraction of what it sized
+        // from, where it recorded that; else the exact bytes (the program's own count).
+        const json measurements = record.result.value("measurements", json::object());
+        const json item = origin.memory_per.empty() || !measurements.contains(origin.memory_per)
+                              ? json()
+                              : measurements[origin.memory_per];
+        const json by = item.is_object() ? item.value("value", json()) : json();
+        if (by.is_number() && by.get<double>() > 0)
+            memory["tracked_peak_bytes"] = {
+                {"per", origin.memory_per},
+                {"value", mem["tracked_peak_bytes"].get<double>() / by.get<double>()},
+                {"rel_tol", memory_per_tolerance}};
+        else
+            memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
+    }
     if (record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0)
         memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
-                                    {"rel_tol", rss_tolerance}};
+                                    {"rel_tol", origin.rss_tolerance}};
     return memory;
 }
 
@@ -1087,8 +1155,7 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     entry["outcome"] = outcome;
     const bool have_result = record.result.is_object();
     set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
-    set_or_erase(entry, "memory",
-                 have_result ? expected_memory(record, origin.rss_tolerance) : ordered_json());
+    set_or_erase(entry, "memory", have_result ? expected_memory(record, origin) : ordered_json());
     set_or_erase(entry, "timings",
                  have_result && origin.with_timings ? expected_timings(record.result)
                                                     : ordered_json());

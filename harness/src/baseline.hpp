@@ -160,11 +160,15 @@ struct observation_origin {
     std::string run_started;     ///< when the run began (its header's "at"; "" when unknown)
     double rss_tolerance = 0.25; ///< of the peak RSS bound
     bool with_timings = true;    ///< false: no timed series (bless --no-timings)
+    /// The case's variant's `memory_per` (scenario.json): its tracked peak is blessed as a
+    /// fraction of that measurement, within 2%, where the case recorded it; "" = exactly.
+    std::string memory_per;
 };
 
 /// A case's baseline entry made from a judged run record: outcome, events, where it ran (ran_on:
 /// the part of the case's proof before ':', or the entry's own longer ran_on while the proof
-/// still starts with it), tracked device bytes exactly, peak RSS within the tolerance, the timed
+/// still starts with it), tracked device bytes exactly (or per the variant's memory_per
+/// measurement), peak RSS within the tolerance, the timed
 /// series, and provenance {observed, date, fingerprint summary, fingerprint_id, pitfall_version,
 /// run {case, folder, started}}. Fields of `previous` it does not produce (hand-written
 /// measurement bounds, a note, a source) are kept, and so is the order of its keys, at every

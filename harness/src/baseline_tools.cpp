@@ -515,6 +515,8 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         observation_origin origin = r.run->origin(date);
         origin.with_timings = !options.no_timings;
+        if (const variant_spec* v = it->description.find_variant(r.record->key.variant))
+            origin.memory_per = v->memory_per;
         cases[key] = entry_from_record(*r.record, previous, origin);
     }
     std::vector<std::string> notes;

@@ -53,9 +53,9 @@ const std::vector<std::string> known_top_keys{
     "name",  "summary", "failure_class", "seeds",  "labels",         "backends", "timeout_seconds",
     "links", "params",  "variants",      "ratios", "compile_checks", "evidence", "device_images"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
-const std::vector<std::string> known_variant_keys{"name",      "kind",         "doc",    "labels",
-                                                  "backends",  "needs_device", "helper", "params",
-                                                  "param_set", "threads"};
+const std::vector<std::string> known_variant_keys{
+    "name",   "kind",   "doc",       "labels",  "backends",  "needs_device",
+    "helper", "params", "param_set", "threads", "memory_per"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -252,6 +252,10 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
     }
     PITFALL_TRY(read_variant_params(r, v, path, m, spec));
     PITFALL_TRY(read_variant_threads(r, v, path, spec));
+    PITFALL_TRY(r.string(v, path, "memory_per", spec.memory_per, false));
+    if (v.contains("memory_per") && !is_identifier(spec.memory_per))
+        return r.fail(path + "memory_per",
+                      "'" + spec.memory_per + "' must name a measurement ([a-z][a-z0-9_]*)");
     m.variants.push_back(std::move(spec));
     return status::ok();
 }

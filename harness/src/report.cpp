@@ -987,10 +987,23 @@ chart memory_chart(const run_data& run) {
             r.contains("baseline") ? obj(obj(r["baseline"], "entry"), "memory") : json::object();
         const std::string key = str(r, "case");
         const double tracked = num(obj(obj(r, "result"), "memory"), "tracked_peak_bytes");
-        if (std::isfinite(tracked) && tracked > 0)
+        if (std::isfinite(tracked) && tracked > 0) {
+            // A bound per a measurement (a fraction of the device's memory) is drawn in bytes:
+            // the fraction times this case's value of the measurement, when it has one.
+            const json bound = expected.value("tracked_peak_bytes", json());
+            std::vector<double> marks = bound_marks(bound);
+            if (bound.is_object() && bound.contains("per")) {
+                const std::string per = str(bound, "per");
+                const double by =
+                    num(obj(obj(obj(r, "result"), "measurements"), per.c_str()), "value");
+                for (double& m : marks)
+                    m *= by;
+                if (!(std::isfinite(by) && by > 0))
+                    marks.clear();
+            }
             c.bars.push_back({key, "tracked", tracked, human_bytes(tracked),
-                              "tracked peak " + key + ": " + human_bytes(tracked),
-                              bound_marks(expected.value("tracked_peak_bytes", json()))});
+                              "tracked peak " + key + ": " + human_bytes(tracked), marks});
+        }
         const double rss = num(obj(r, "process"), "peak_rss_bytes");
         if (std::isfinite(rss) && rss > 0)
             c.bars.push_back({key, "rss", rss, human_bytes(rss),

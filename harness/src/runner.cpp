@@ -1406,6 +1406,8 @@ int list_cases(const common_options& options, bool as_json) {
             row["threads"] = c.variant->threads;
             if (!c.variant->threads_why.empty())
                 row["threads_why"] = c.variant->threads_why;
+            if (!c.variant->memory_per.empty()) // its tracked bytes are blessed per this
+                row["memory_per"] = c.variant->memory_per;
             out.push_back(std::move(row));
         }
         std::cout << out.dump(2) << '\n';

@@ -171,6 +171,20 @@ TEST(Manifest, BadVariantParameterSetsNameTheField) {
 }
 } // namespace
 
+TEST(Manifest, VariantMemoryPerNamesAMeasurement) {
+    auto m = parse_manifest(with_variant(R"(,"memory_per":"budget_bytes")"), "f.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    EXPECT_EQ(m->variants[0].memory_per, "budget_bytes");
+    auto plain = parse_manifest(with_variant(""), "f.json");
+    ASSERT_TRUE(plain.is_ok()) << plain.error().message();
+    EXPECT_EQ(plain->variants[0].memory_per, "") << "exact bytes unless a variant says per what";
+    for (const char* bad : {R"("")", R"("Budget bytes")", "7", "[]", "null"})
+        EXPECT_NE(error_of(with_variant(std::string(R"(,"memory_per":)") + bad))
+                      .find("'variants[0].memory_per'"),
+                  std::string::npos)
+            << bad;
+}
+
 TEST(Manifest, VariantThreadsSayWhy) {
     auto m = parse_manifest(with_variant(R"(,"threads":{"count":2,"why":"a producer thread"})"),
                             "f.json");

@@ -382,6 +382,21 @@ TEST(ReportHtml, SampleTimesAndProcessTimesHaveTheirOwnAxes) {
     EXPECT_NE(memory.find("<title>baseline bound 16 MiB</title>"), std::string::npos);
 }
 
+// A tracked-bytes bound per a measurement (a fraction of the device's memory) is drawn in
+// bytes: the fraction times the case's value of that measurement.
+TEST(ReportHtml, AMemoryBoundPerAMeasurementIsDrawnInBytes) {
+    run_data run = synthetic_run();
+    run.cases[0]["result"]["measurements"]["budget_bytes"] = {{"value", 32 << 20}, {"unit", "B"}};
+    run.cases[0]["baseline"]["entry"]["memory"]["tracked_peak_bytes"] = {{"per", "budget_bytes"},
+                                                                         {"max", 0.5}};
+    const std::string memory = chart_block(render_html(run), "chart-memory");
+    EXPECT_NE(memory.find("<title>baseline bound 16 MiB</title>"), std::string::npos) << memory;
+    // Without the measurement there is no byte count to draw.
+    run.cases[0]["result"]["measurements"].erase("budget_bytes");
+    EXPECT_EQ(chart_block(render_html(run), "chart-memory").find("<title>baseline bound"),
+              std::string::npos);
+}
+
 TEST(ReportHtml, RatiosAreTheDeclaredOnes) {
     const std::string ratios = chart_block(render_html(synthetic_run()), "chart-ratios");
     // One bar: demo's declared ratio. "other" has a reproduce and a remedy but declares none.

@@ -542,6 +542,82 @@ TEST(Ratios, TheLoaderAcceptsBoundsWithProvenanceAndRefusesOnesWithoutASource) {
     EXPECT_NE(ratio_file_error({{"note", "a note is no bound"}}), "");
 }
 
+// A case sized from the device's memory: its tracked peak is judged as a fraction of the
+// measurement it sized itself from, so a device with other memory judges the same program alike.
+TEST(Verdict, TrackedBytesPerAMeasurementFollowTheDevice) {
+    const json expected = {
+        {"outcome", {{"status", "ok"}}},
+        {"memory",
+         {{"tracked_peak_bytes", {{"per", "budget_bytes"}, {"value", 0.5}, {"rel_tol", 0.02}}}}}};
+    const auto on_device = [](double budget, double peak) {
+        json r = ok_result();
+        r["measurements"]["budget_bytes"] = {{"value", budget}, {"unit", "B"}};
+        r["memory"]["tracked_peak_bytes"] = peak;
+        return seen({{"status", "ok"}}, r);
+    };
+    EXPECT_EQ(judge(on_device(80e9, 40e9), expected, "cuda").kind, verdict_kind::pass);
+    EXPECT_EQ(judge(on_device(141e9, 70.9e9), expected, "cuda").kind, verdict_kind::pass);
+    const verdict more = judge(on_device(80e9, 48e9), expected, "cuda");
+    EXPECT_EQ(more.kind, verdict_kind::mem_regression);
+    EXPECT_NE(
+        more.reason.find("tracked_peak_bytes / budget_bytes = 0.6, expected 0.5 +- 0.01 (2%)"),
+        std::string::npos)
+        << more.reason;
+    // Without the measurement there is nothing to divide by: not a pass.
+    const verdict unsized = judge(seen({{"status", "ok"}}, ok_result()), expected, "cuda");
+    EXPECT_EQ(unsized.kind, verdict_kind::mem_regression);
+    EXPECT_EQ(unsized.reason,
+              "tracked_peak_bytes is judged per budget_bytes, a measurement this case did not "
+              "record");
+    EXPECT_EQ(judge(on_device(0, 40e9), expected, "cuda").kind, verdict_kind::mem_regression);
+}
+
+// bless writes the fraction for a variant that names its measurement (and recorded it), the
+// exact bytes otherwise; the loader takes a bound per a measurement for memory only, never
+// with equals.
+TEST(Verdict, EntryFromRecordBlessesTrackedBytesPerTheVariantsMeasurement) {
+    json result = ok_result();
+    result["measurements"]["budget_bytes"] = {{"value", 4000.0}, {"unit", "B"}};
+    const auto parsed = case_record::from_json({{"record", "case"},
+                                                {"case", "cuda.s.a"},
+                                                {"verdict", "NO_BASELINE"},
+                                                {"observed", {{"status", "ok"}}},
+                                                {"result", result}});
+    ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
+    observation_origin per = origin();
+    per.memory_per = "budget_bytes";
+    EXPECT_EQ(json(entry_from_record(parsed.value(), {}, per))["memory"]["tracked_peak_bytes"],
+              (json{{"per", "budget_bytes"}, {"value", 0.25}, {"rel_tol", 0.02}}));
+    per.memory_per = "free_bytes"; // not recorded by this case: the exact bytes
+    EXPECT_EQ(json(entry_from_record(parsed.value(), {}, per))["memory"]["tracked_peak_bytes"],
+              (json{{"equals", 1000}}));
+    EXPECT_EQ(json(entry_from_record(parsed.value(), {}, origin()))["memory"]["tracked_peak_bytes"],
+              (json{{"equals", 1000}}));
+
+    const auto file_error = [](const json& memory) {
+        const json doc = {{"schema", "pitfall.expected/1"},
+                          {"scenario", "s"},
+                          {"cases",
+                           {{"cuda.a",
+                             {{"outcome", {{"status", "ok"}}},
+                              {"memory", memory},
+                              {"provenance",
+                               {{"kind", "documented"},
+                                {"source", "docs/cuda-rules.md#runtime-error-names"}}}}}}}};
+        const status s = validate_expected("expected/p/s.json", doc, ratio_scenario());
+        return s.is_ok() ? "" : s.message();
+    };
+    EXPECT_EQ(file_error({{"tracked_peak_bytes",
+                           {{"per", "budget_bytes"}, {"value", 0.25}, {"rel_tol", 0.02}}}}),
+              "");
+    EXPECT_EQ(file_error({{"tracked_peak_bytes", {{"per", "budget_bytes"}, {"max", 0.3}}}}), "");
+    for (const json& bad : {json{{"per", "budget_bytes"}, {"equals", 0.25}},
+                            json{{"per", 7}, {"max", 0.3}}, json{{"per", ""}, {"max", 0.3}}})
+        EXPECT_NE(file_error({{"tracked_peak_bytes", bad}}).find("tracked_peak_bytes"),
+                  std::string::npos)
+            << bad;
+}
+
 // Everything a bless observed is evidence in the entry: when, the fingerprint summary (an
 // object) and its id, the pitfall that ran the case, and which case of which run.
 TEST(Verdict, EntryFromRecordCarriesTheEvidenceOfTheRun) {

@@ -51,6 +51,11 @@ struct variant_spec {
     /// `pitfall run --jobs` reserves that many of its slots for it.
     int threads = 1;
     std::string threads_why;
+    /// The measurement this variant sizes its device memory from ("budget_bytes": the device's
+    /// total, or free, memory): its tracked peak bytes follow the device, so `pitfall bless`
+    /// records them as a fraction of that measurement, not as an exact count. "" for a variant
+    /// whose allocations are its parameters' alone.
+    std::string memory_per;
 };
 
 /// A source that must NOT compile, and the compiler diagnostic that proves why (a CTest test).
