@@ -180,9 +180,9 @@ class LocalSlurm:
     def host_bundle(self, needed_paths=()) -> Path:
         """An OCI bundle (runtime-spec config.json + rootfs) whose root file system is empty and
         read-only, with this machine's system folders bound in, and the top folder of each of
-        `needed_paths` (the checkout, the build, the results folder: wherever the clone lives,
-        /work here, /check or /home elsewhere): a container that sees the same files, in
-        namespaces of its own (pid 1 is the step's command). Nothing in it says "container" but
+        `needed_paths` (the checkout, the build, the results folder: a clone may live under any
+        top folder, so none is assumed): a container that sees the same files, in namespaces of
+        its own (pid 1 is the step's command). Nothing in it says "container" but
         what Slurm sets (SLURM_CONTAINER)."""
         bundle = self.root / "bundle"
         (bundle / "rootfs").mkdir(parents=True)
