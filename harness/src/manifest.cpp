@@ -1,4 +1,6 @@
 #include "pitfall/detail/manifest.hpp"
+
+#include "pitfall/controls.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/memory.hpp"
 
@@ -51,11 +53,12 @@ bool is_identifier(const std::string& text) {
 
 const std::vector<std::string> known_top_keys{
     "name",  "summary", "failure_class", "seeds",  "labels",         "backends", "timeout_seconds",
-    "links", "params",  "variants",      "ratios", "compile_checks", "evidence", "device_images"};
+    "links", "params",  "variants",      "ratios", "compile_checks", "evidence", "device_images",
+    "timings"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
 const std::vector<std::string> known_variant_keys{
     "name",   "kind",   "doc",       "labels",  "backends",  "needs_device",
-    "helper", "params", "param_set", "threads", "memory_per"};
+    "helper", "params", "param_set", "threads", "memory_per", "timings"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -73,6 +76,29 @@ const param_spec* manifest::find_param(std::string_view param) const {
 
 std::vector<std::string> manifest::backends_of(const variant_spec& variant) const {
     return variant.backends.empty() ? backends : variant.backends;
+}
+
+std::string manifest::bound_by(const variant_spec& variant, const std::string& backend,
+                               const std::string& series) const {
+    for (const auto* list : {&variant.timings, &timings})
+        for (const auto& t : *list)
+            if (t.series == series) {
+                const auto it = t.bound_by.find(backend);
+                return it != t.bound_by.end() ? it->second : std::string();
+            }
+    return "";
+}
+
+std::vector<std::string> manifest::controls_of(const variant_spec& variant,
+                                               const std::string& backend) const {
+    std::vector<std::string> names;
+    for (const auto* list : {&variant.timings, &timings})
+        for (const auto& t : *list) {
+            const std::string c = bound_by(variant, backend, t.series);
+            if (!c.empty() && std::find(names.begin(), names.end(), c) == names.end())
+                names.push_back(c);
+        }
+    return names;
 }
 
 namespace {
@@ -219,6 +245,55 @@ status read_variant_threads(const reader& r, const json& v, const std::string& p
     return status::ok();
 }
 
+// "timings": {"<series>": {"bound_by": {"<backend>": "<control>"}, "why": "..."}}: each series
+// names the control it is normalised by on each backend it runs on (a GPU control only on cuda),
+// and why that resource is what bounds it.
+status read_timings(const reader& r, const json& doc, const std::string& path,
+                    const std::vector<std::string>& backends, std::vector<timing_spec>& out) {
+    if (!doc.contains("timings"))
+        return status::ok();
+    const json& t = doc["timings"];
+    const std::string field = path + "timings";
+    if (!t.is_object())
+        return r.fail(field, "expected an object {series: {bound_by, why}}");
+    for (const auto& [series, spec] : t.items()) {
+        const std::string at = dotted_key(field, series);
+        if (series.empty() || series.size() > 128)
+            return r.fail(at, "a series name is 1 to 128 characters");
+        if (!spec.is_object())
+            return r.fail(at, "expected an object {bound_by, why}");
+        for (const auto& [key, ignored] : spec.items())
+            if (key != "bound_by" && key != "why")
+                return r.fail(dotted_key(at, key), "unknown field (bound_by, why)");
+        timing_spec ts;
+        ts.series = series;
+        PITFALL_TRY(r.string(spec, at + ".", "why", ts.why, true));
+        if (ts.why.empty())
+            return r.fail(at + ".why", "say why that resource bounds the series");
+        if (!spec.contains("bound_by") || !spec["bound_by"].is_object() ||
+            spec["bound_by"].empty())
+            return r.fail(at + ".bound_by", "expected an object {backend: control}");
+        for (const auto& [backend, control] : spec["bound_by"].items()) {
+            const std::string where = dotted_key(at + ".bound_by", backend);
+            if (std::find(backends.begin(), backends.end(), backend) == backends.end())
+                return r.fail(where, "'" + backend + "' is not among the backends");
+            const controls::control_spec* c =
+                control.is_string() ? controls::find(control.get<std::string>()) : nullptr;
+            if (c == nullptr) {
+                std::string names;
+                for (const auto& known : controls::all())
+                    names += (names.empty() ? "" : ", ") + std::string(known.name);
+                return r.fail(where, "expected a control: " + names);
+            }
+            if (c->gpu && backend != "cuda")
+                return r.fail(where, std::string(c->name) + " is a GPU control: cuda only");
+            ts.bound_by[backend] = c->name;
+        }
+        out.push_back(std::move(ts));
+    }
+    return status::ok();
+}
+
 status read_variant(const reader& r, const json& v, const std::string& path, manifest& m) {
     if (!v.is_object())
         return r.fail(path.substr(0, path.size() - 1), "expected an object");
@@ -256,6 +331,7 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
     if (v.contains("memory_per") && !is_identifier(spec.memory_per))
         return r.fail(path + "memory_per",
                       "'" + spec.memory_per + "' must name a measurement ([a-z][a-z0-9_]*)");
+    PITFALL_TRY(read_timings(r, v, path, m.backends_of(spec), spec.timings));
     m.variants.push_back(std::move(spec));
     return status::ok();
 }
@@ -485,6 +561,7 @@ status_or<manifest> parse_manifest(std::string_view text, const std::string& ori
     PITFALL_TRY(read_params(r, doc, m));
     if (!doc.contains("variants") || !doc["variants"].is_array() || doc["variants"].empty())
         return r.fail("variants", "missing or empty (an array of {name, kind, doc})");
+    PITFALL_TRY(read_timings(r, doc, "", m.backends, m.timings));
     for (std::size_t i = 0; i < doc["variants"].size(); ++i)
         PITFALL_TRY(read_variant(r, doc["variants"][i], "variants[" + std::to_string(i) + "].", m));
     PITFALL_TRY(read_ratios(r, doc, m));

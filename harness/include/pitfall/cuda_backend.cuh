@@ -192,3 +192,7 @@ template <class F> status cuda_backend::for_each(cudaStream_t stream, std::size_
         PITFALL_CUDA_TRY(::pitfall::stage::launch, cudaGetLastError());                            \
         PITFALL_CUDA_TRY(::pitfall::stage::synchronize, cudaDeviceSynchronize());                  \
     } while (0)
+
+#if defined(__CUDACC__)
+#include "pitfall/detail/gpu_controls.cuh"
+#endif

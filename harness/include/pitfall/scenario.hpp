@@ -22,6 +22,7 @@
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/controls.hpp"
 #include "pitfall/process.hpp"
 #include "pitfall/status.hpp"
 
@@ -87,6 +88,20 @@ public:
     /// SDK after the case returns, never by a case.
     void record_gpu_work(const nlohmann::json& evidence);
 
+    /// The calibration controls this case's timed series are bound by (scenario.json's
+    /// "timings" for its variant and backend), set by the SDK before the case starts.
+    const std::vector<std::string>& controls() const;
+    void set_controls(std::vector<std::string> names);
+    /// Whether a control has had its untimed first run in this process.
+    bool control_warm(const std::string& name) const;
+    /// One run of a control (time_samples does this around every sample): `warming` marks the
+    /// untimed first run; an error is kept (the series then says its control is missing) and
+    /// never changes the case's outcome. The samples go with the next series recorded.
+    void record_control(const std::string& name, const status_or<double>& seconds, bool warming);
+    /// What may have disturbed the series being timed (controls::cpu_watch, GPU state before and
+    /// after): goes with the next series recorded.
+    void record_disturbance(const nlohmann::json& disturbance);
+
     /// The result document (JSON text) for this case with the given outcome.
     std::string result_json(const status& outcome) const;
 
@@ -127,21 +142,58 @@ template <class Backend, class Fn> status warm_up(context& ctx, Fn&& fn) {
     return status::ok();
 }
 
+namespace detail {
+/// Runs each of the case's controls once: the first run of each in the process untimed.
+void run_controls(context& ctx);
+
+/// The controls and the disturbance watch around one timed series: a control round before the
+/// first sample and after each, the run queue after each, steal over the whole series, and
+/// (CUDA) the GPU's clocks and throttle reasons before and after.
+template <class Backend> class series_watch {
+public:
+    explicit series_watch(context& ctx) : m_ctx(ctx) {
+        if constexpr (Backend::kind == backend_kind::cuda)
+            m_gpu_before = controls::gpu_state(current_gpu_bus_id());
+        run_controls(m_ctx);
+    }
+    void after_sample() {
+        m_cpu.tick();
+        run_controls(m_ctx);
+    }
+    void finish() {
+        nlohmann::json d = {{"cpu", m_cpu.finish()}};
+        if constexpr (Backend::kind == backend_kind::cuda)
+            d["gpu"] = {{"before", m_gpu_before},
+                        {"after", controls::gpu_state(current_gpu_bus_id())}};
+        m_ctx.record_disturbance(d);
+    }
+
+private:
+    context& m_ctx;
+    controls::cpu_watch m_cpu;
+    nlohmann::json m_gpu_before;
+};
+} // namespace detail
+
 /// Warm-up (warm_up) then `ctx.sample_count()` timed calls of `fn` (returns status); seconds
 /// per call. CPU: steady clock around synchronous work. CUDA: events around the work on the
-/// stream.
+/// stream. Between samples it runs the case's calibration controls and watches for disturbance
+/// (detail::series_watch); both go with the series the case records next.
 template <class Backend, class Fn>
 status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
     PITFALL_TRY(warm_up<Backend>(ctx, fn));
     std::vector<double> seconds;
     seconds.reserve(static_cast<std::size_t>(ctx.sample_count()));
     typename Backend::timer clock;
+    detail::series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_TRY(clock.start());
         PITFALL_TRY(fn());
         PITFALL_ASSIGN_OR_RETURN(const double s, clock.stop_seconds());
         seconds.push_back(s);
+        watch.after_sample();
     }
+    watch.finish();
     return seconds;
 }
 

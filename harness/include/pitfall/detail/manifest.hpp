@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,16 @@ struct param_spec {
     /// null, or the value of the full parameter set (`pitfall run --full`, a program's `--full`):
     /// the default is the quick set CTest and plain runs use, sized to keep the suite short.
     nlohmann::json full_value;
+};
+
+/// What bounds a timed series ("timings" in scenario.json, for the scenario or one variant):
+/// the calibration control (pitfall/controls.hpp) it is normalised by on each backend, and why.
+/// A baseline keeps the series divided by that control's median from the same process, and
+/// judges it so on every host of its profile; absolute times only on the host that blessed them.
+struct timing_spec {
+    std::string series;
+    std::map<std::string, std::string> bound_by; ///< backend -> control ("host_blas")
+    std::string why;
 };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
@@ -56,6 +67,9 @@ struct variant_spec {
     /// records them as a fraction of that measurement, not as an exact count. "" for a variant
     /// whose allocations are its parameters' alone.
     std::string memory_per;
+    /// Timed series whose bound differs for this variant from the scenario's "timings" (batch 1
+    /// is launch-bound, batch 256 compute-bound); searched first.
+    std::vector<timing_spec> timings;
 };
 
 /// A source that must NOT compile, and the compiler diagnostic that proves why (a CTest test).
@@ -104,7 +118,14 @@ struct manifest {
     std::vector<ratio_spec> ratios;
     std::vector<compile_check_spec> compile_checks;
     limits_spec limits;
+    std::vector<timing_spec> timings;
 
+    /// The control a variant's series is bound by on a backend ("" when none is declared).
+    std::string bound_by(const variant_spec& variant, const std::string& backend,
+                         const std::string& series) const;
+    /// Every control the variant's series are bound by on a backend, each once, in order.
+    std::vector<std::string> controls_of(const variant_spec& variant,
+                                         const std::string& backend) const;
     const variant_spec* find_variant(std::string_view variant) const;
     const param_spec* find_param(std::string_view param) const;
     /// The backends a variant runs on.

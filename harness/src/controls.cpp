@@ -1,0 +1,216 @@
+// Calibration controls run on the host, and the disturbance watches (pitfall/controls.hpp).
+#include "pitfall/controls.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+namespace pitfall::controls {
+using nlohmann::json;
+
+const std::vector<control_spec>& all() {
+    static const std::vector<control_spec> list{
+        {"host_scalar", "a dependent chain of scalar floating-point and integer operations "
+                        "(one core's clock and pipeline)",
+         false},
+        {"host_stream", "a sum over 64 MiB, twice the last-level cache of common servers "
+                        "(memory bandwidth, and whoever else draws on it)",
+         false},
+        {"host_blas", "a 256x256x256 OpenBLAS SGEMM (the vector units and the BLAS kernel type)",
+         false},
+        {"gpu_launch", "32 empty kernels back to back (launch latency)", true},
+        {"gpu_memory", "a kernel copying 64 MiB in device memory (device memory bandwidth)", true},
+        {"gpu_fma", "a kernel of dependent FMAs on every SM (device arithmetic and its clock)",
+         true},
+        {"gpu_h2d", "a 16 MiB copy from pinned host memory to the device (the host link)", true},
+    };
+    return list;
+}
+
+const control_spec* find(const std::string& name) {
+    for (const auto& c : all())
+        if (name == c.name)
+            return &c;
+    return nullptr;
+}
+
+namespace {
+/// /proc/stat's aggregate steal and total jiffies, and procs_running.
+struct proc_stat {
+    unsigned long long steal = 0;
+    unsigned long long total = 0;
+    int running = -1;
+};
+
+bool read_proc_stat(proc_stat& out) {
+    std::ifstream in("/proc/stat");
+    std::string line;
+    bool have_cpu = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("cpu ", 0) == 0) {
+            std::istringstream fields(line.substr(4));
+            unsigned long long v = 0;
+            unsigned long long total = 0;
+            for (int i = 0; i < 8 && (fields >> v); ++i) {
+                total += v; // user nice system idle iowait irq softirq steal
+                if (i == 7)
+                    out.steal = v;
+            }
+            out.total = total;
+            have_cpu = true;
+        } else if (line.rfind("procs_running ", 0) == 0) {
+            out.running = std::atoi(line.c_str() + 14);
+        }
+    }
+    return have_cpu && out.running >= 0;
+}
+} // namespace
+
+cpu_watch::cpu_watch() {
+    proc_stat s;
+    m_ok = read_proc_stat(s);
+    m_steal0 = s.steal;
+    m_total0 = s.total;
+    if (m_ok)
+        m_running.push_back(s.running);
+}
+
+void cpu_watch::tick() {
+    proc_stat s;
+    if (m_ok && read_proc_stat(s))
+        m_running.push_back(s.running);
+}
+
+json cpu_watch::finish() {
+    proc_stat s;
+    if (!m_ok || !read_proc_stat(s))
+        return {{"error", "/proc/stat could not be read"}};
+    m_running.push_back(s.running);
+    const unsigned long long total = s.total - m_total0;
+    const double steal =
+        total > 0 ? static_cast<double>(s.steal - m_steal0) / static_cast<double>(total) : 0.0;
+    const double mean = std::accumulate(m_running.begin(), m_running.end(), 0.0) /
+                        static_cast<double>(m_running.size());
+    return {{"steal_fraction", steal},
+            {"run_queue_mean", mean},
+            {"run_queue_max", *std::max_element(m_running.begin(), m_running.end())},
+            {"cpus", std::max(1U, std::thread::hardware_concurrency())},
+            {"ticks", m_running.size()}};
+}
+
+namespace {
+// NVML's clock-event reasons that mean the GPU ran slower than it would have: software power
+// cap, hardware slowdown, software and hardware thermal slowdown, hardware power brake. Idle,
+// application clocks, sync boost and display clocks are not disturbances.
+constexpr unsigned long long slowing_reasons = 0x4ULL | 0x8ULL | 0x20ULL | 0x40ULL | 0x80ULL;
+
+std::string throttle_words(unsigned long long reasons) {
+    std::string words;
+    for (const auto& [bit, name] : {std::pair<unsigned long long, const char*>{0x4, "power cap"},
+                                    {0x8, "hardware slowdown"},
+                                    {0x20, "software thermal slowdown"},
+                                    {0x40, "hardware thermal slowdown"},
+                                    {0x80, "power brake"}})
+        if ((reasons & bit) != 0)
+            words += (words.empty() ? "" : ", ") + std::string(name);
+    return words;
+}
+} // namespace
+
+std::string disturbed(const json& d) {
+    if (!d.is_object())
+        return "";
+    std::ostringstream why;
+    const json cpu = d.value("cpu", json::object());
+    if (cpu.is_object()) {
+        const double steal = cpu.value("steal_fraction", 0.0);
+        const double queue = cpu.value("run_queue_mean", 0.0);
+        const double cpus = cpu.value("cpus", 0.0);
+        if (steal > 0.05)
+            why << "CPU steal was " << static_cast<int>(steal * 100 + 0.5)
+                << "% of the series' time";
+        if (cpus > 0 && queue > cpus)
+            why << (why.tellp() > 0 ? "; " : "") << queue << " runnable tasks on " << cpus
+                << " CPUs on average";
+    }
+    const json gpu = d.value("gpu", json::object());
+    for (const char* when : {"before", "after"}) {
+        const json state = gpu.is_object() ? gpu.value(when, json::object()) : json::object();
+        const json reasons = state.is_object() ? state.value("throttle_reasons", json()) : json();
+        if (reasons.is_number_unsigned() && (reasons.get<unsigned long long>() & slowing_reasons))
+            why << (why.tellp() > 0 ? "; " : "") << "the GPU throttled " << when
+                << " the series (" << throttle_words(reasons.get<unsigned long long>()) << ")";
+    }
+    return why.str();
+}
+
+namespace {
+/// NVML, opened by name once per process (it ships with the driver; nvml.h is not part of the
+/// toolkit, so the few signatures used are declared as NVML's API reference gives them).
+struct nvml_library {
+    void* lib = nullptr;
+    std::string error;
+};
+
+const nvml_library& nvml() {
+    static nvml_library n;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        n.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (n.lib == nullptr) {
+            n.error = "libnvidia-ml.so.1 could not be opened";
+            return;
+        }
+        const auto init = reinterpret_cast<int (*)()>(dlsym(n.lib, "nvmlInit_v2"));
+        if (init == nullptr || init() != 0) {
+            n.error = "nvmlInit_v2 failed";
+            n.lib = nullptr;
+        }
+    });
+    return n;
+}
+} // namespace
+
+json gpu_state(const std::string& pci_bus_id) {
+    const nvml_library& n = nvml();
+    if (n.lib == nullptr)
+        return {{"error", n.error}};
+    auto fn = [&](const char* name) { return dlsym(n.lib, name); };
+    void* device = nullptr;
+    const auto by_bus =
+        reinterpret_cast<int (*)(const char*, void**)>(fn("nvmlDeviceGetHandleByPciBusId_v2"));
+    if (by_bus == nullptr || by_bus(pci_bus_id.c_str(), &device) != 0)
+        return {{"error", "NVML knows no device at PCI bus id " + pci_bus_id}};
+    json s = json::object();
+    using clock_fn = int (*)(void*, int, unsigned*);
+    unsigned value = 0;
+    if (auto f = reinterpret_cast<clock_fn>(fn("nvmlDeviceGetClockInfo"))) {
+        if (f(device, 1, &value) == 0) // NVML_CLOCK_SM
+            s["sm_clock_mhz"] = value;
+        if (f(device, 2, &value) == 0) // NVML_CLOCK_MEM
+            s["memory_clock_mhz"] = value;
+    }
+    using reasons_fn = int (*)(void*, unsigned long long*);
+    auto reasons = reinterpret_cast<reasons_fn>(fn("nvmlDeviceGetCurrentClocksEventReasons"));
+    if (reasons == nullptr)
+        reasons = reinterpret_cast<reasons_fn>(fn("nvmlDeviceGetCurrentClocksThrottleReasons"));
+    unsigned long long bits = 0;
+    if (reasons != nullptr && reasons(device, &bits) == 0)
+        s["throttle_reasons"] = bits;
+    if (auto f = reinterpret_cast<int (*)(void*, int, unsigned*)>(fn("nvmlDeviceGetTemperature"));
+        f != nullptr && f(device, 0, &value) == 0) // NVML_TEMPERATURE_GPU
+        s["temperature_c"] = value;
+    if (auto f = reinterpret_cast<int (*)(void*, unsigned*)>(fn("nvmlDeviceGetPowerUsage"));
+        f != nullptr && f(device, &value) == 0)
+        s["power_w"] = value / 1000.0; // milliwatts
+    return s;
+}
+
+} // namespace pitfall::controls
