@@ -1,4 +1,5 @@
 #include "baseline.hpp"
+#include "timing.hpp"
 
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
@@ -468,99 +469,6 @@ std::string format_number(double x) {
     std::ostringstream out;
     out << std::setprecision(6) << x;
     return out.str();
-}
-
-// Judges each timed series the baseline holds, with the rank test and the bootstrap interval,
-// when the baseline was measured under this run's fingerprint; elsewhere it says why not.
-/// Why times blessed with one thread count say nothing of a case run with another ("" when the
-/// counts agree). A baseline that did not record its count is not compared either: it may have
-/// run with whatever the shell exported.
-std::string thread_mismatch(const json& prov, std::optional<int> threads) {
-    const json& blessed = prov.contains("threads") ? prov["threads"] : json();
-    if (!threads)
-        return "";
-    if (!blessed.is_number_integer())
-        return "the baseline does not record the BLAS/OpenMP threads it ran with (this case "
-               "ran with " +
-               std::to_string(*threads) + "): bless it again";
-    if (blessed.get<double>() != *threads)
-        return "blessed with " + detail::dump_safe(blessed) +
-               " BLAS/OpenMP threads, this case ran with " + std::to_string(*threads);
-    return "";
-}
-
-void judge_timings(const json& expected, const json& result, std::optional<int> threads,
-                   const judge_context& context, verdict& v) {
-    if (!expected.contains("timings") || !result.is_object())
-        return;
-    const json prov = expected.value("provenance", json::object());
-    const std::string baseline_id = prov.value("fingerprint_id", "");
-    const std::string other_threads = thread_mismatch(prov, threads);
-    const json observed = result.value("samples", json::object());
-    for (const auto& [name, t] : expected["timings"].items()) {
-        json out;
-        if (!other_threads.empty()) {
-            out = {{"verdict", "NOT_COMPARED"}, {"reason", other_threads}};
-        } else if (baseline_id.empty() || baseline_id != context.fingerprint_id) {
-            out = {
-                {"verdict", "NOT_COMPARED"},
-                {"reason", "absolute times are compared only under the fingerprint they were "
-                           "blessed under (" +
-                               (baseline_id.empty() ? std::string("none recorded") : baseline_id) +
-                               "; this run " +
-                               (context.fingerprint_id.empty() ? std::string("none")
-                                                               : context.fingerprint_id) +
-                               ")"}};
-        } else if (!observed.contains(name) || !observed[name].contains("values")) {
-            out = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
-        } else {
-            try {
-                const auto j = stats::judge_timing(
-                    t["samples"].get<std::vector<double>>(),
-                    observed[name]["values"].get<std::vector<double>>(), context.timing);
-                std::string tv = stats::to_string(j.verdict);
-                std::string why = j.reason;
-                // Straddling only the faster bound: no slowdown beyond tolerance is plausible, and
-                // faster is never a failure, so there is nothing to measure again or warn about.
-                if (j.verdict == stats::timing_verdict::ambiguous &&
-                    j.ratio.high <= 1.0 + j.tolerance) {
-                    tv = "SAME";
-                    why.insert(0, "not slower (maybe faster): ");
-                }
-                out = {{"verdict", tv},
-                       {"reason", why},
-                       {"ratio",
-                        {{"point", j.ratio.point}, {"low", j.ratio.low}, {"high", j.ratio.high}}},
-                       {"tolerance", j.tolerance},
-                       {"noise", j.noise},
-                       {"p", j.test.p_two_sided}};
-            } catch (const std::invalid_argument& e) {
-                out = {{"verdict", "NOT_COMPARED"}, {"reason", e.what()}};
-            }
-        }
-        v.timings[name] = out;
-    }
-    // The worst series decides: a regression fails, an ambiguous one warns.
-    std::string worst_name;
-    verdict_kind worst = verdict_kind::pass;
-    for (const auto& [name, t] : v.timings.items()) {
-        const std::string tv = t.value("verdict", "");
-        if (tv == "PERF_REGRESSION" && worst != verdict_kind::perf_regression) {
-            worst = verdict_kind::perf_regression;
-            worst_name = name;
-        } else if (tv == "AMBIGUOUS" && worst == verdict_kind::pass) {
-            worst = verdict_kind::ambiguous;
-            worst_name = name;
-        }
-    }
-    if (worst != verdict_kind::pass) {
-        v.kind = worst;
-        v.reason = worst_name + ": " + v.timings[worst_name].value("reason", "");
-    } else {
-        for (const auto& [name, t] : v.timings.items())
-            if (t.value("verdict", "") == "FASTER")
-                v.reason += "; " + name + " faster: " + t.value("reason", "");
-    }
 }
 
 verdict judge_against(const observation& observed, const json& expected, const std::string& backend,
@@ -1079,18 +987,6 @@ ordered_json expected_events(const json& result) {
     return events;
 }
 
-/// Times only: a series of fractions or counts (device_idle_fraction) is the scenario's
-/// finding, judged by its own bounds, not a speed.
-ordered_json expected_timings(const json& result) {
-    ordered_json timings = ordered_json::object();
-    const json samples = result.value("samples", json::object());
-    for (const auto& [name, series] : samples.items())
-        if (series.value("unit", "s") == "s" && series.contains("values") &&
-            series["values"].is_array() && !series["values"].empty())
-            timings[name] = {{"unit", series.value("unit", "s")}, {"samples", series["values"]}};
-    return timings;
-}
-
 /// How far a blessed fraction of a device's memory may move: the cases round rows and batches
 /// to whole numbers, which moved the fraction by up to 0.3% between an H100 80GB and an H200.
 constexpr double memory_per_tolerance = 0.02;
@@ -1157,7 +1053,7 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
     set_or_erase(entry, "memory", have_result ? expected_memory(record, origin) : ordered_json());
     set_or_erase(entry, "timings",
-                 have_result && origin.with_timings ? expected_timings(record.result)
+                 have_result && origin.with_timings ? expected_timings(record.result, origin)
                                                     : ordered_json());
     const std::string previous_ran_on =
         previous.is_object() && previous.contains("ran_on") && previous["ran_on"].is_string()
@@ -1178,6 +1074,10 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
                                {"run", run}};
     if (record.process.threads)
         provenance["threads"] = *record.process.threads; // times hold only at this count
+    if (!origin.host_id.empty())
+        provenance["host_id"] = origin.host_id; // absolute times hold only on this host
+    if (!origin.build_type.empty())
+        provenance["build_type"] = origin.build_type; // and only from this build type
     if (previous.is_object() && previous.contains("provenance") &&
         previous["provenance"].contains("source"))
         provenance["source"] = previous["provenance"]["source"];

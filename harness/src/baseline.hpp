@@ -87,6 +87,12 @@ struct judge_context {
     /// The run's fingerprint id (see fingerprint_id()): absolute times are compared only with a
     /// baseline blessed under the same one.
     std::string fingerprint_id;
+    /// The run's host id (host_identity.hpp) and build type: absolute times are compared only
+    /// with a baseline blessed on the same host; any time only from the same build type.
+    std::string host_id;
+    std::string build_type;
+    /// false (`pitfall run --timings record`): every timed series is recorded, none judged.
+    bool judge_times = true;
     stats::timing_options timing;
     /// The run's fingerprint's gpu_count, where the probe learned it: a CUDA case that says it
     /// ran on a device where this is 0 is FAIL, never PASS.
@@ -163,6 +169,16 @@ struct observation_origin {
     /// The case's variant's `memory_per` (scenario.json): its tracked peak is blessed as a
     /// fraction of that measurement, within 2%, where the case recorded it; "" = exactly.
     std::string memory_per;
+    std::string host_id;    ///< the run's host (absolute times hold only there)
+    std::string build_type; ///< the build that ran it (times hold only from the same)
+    /// Each timed series' control on this case's backend (scenario.json timings.bound_by): its
+    /// samples are blessed normalised by that control too.
+    std::map<std::string, std::string> bound_by;
+    /// The same case in each run blessed together (the chosen one among them): normalised
+    /// series pool their samples, so that the baseline holds the spread between processes.
+    std::vector<const nlohmann::json*> pooled_results;
+    /// Below this many samples a series is refused (the judge could never compare it).
+    std::size_t min_samples = 9;
 };
 
 /// A case's baseline entry made from a judged run record: outcome, events, where it ran (ran_on:

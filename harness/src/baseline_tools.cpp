@@ -1,5 +1,7 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
 #include "baseline.hpp"
+#include "host_identity.hpp"
+#include "timing.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
@@ -58,6 +60,12 @@ struct loaded_run {
             folder = folder.parent_path();
         o.run_folder = ec ? std::string() : folder.filename().string();
         o.run_started = log.header.at;
+        o.host_id = host_id_of(log.latest.fingerprint);
+        const json& build = log.latest.build;
+        o.build_type = build.is_object() && build.contains("build_type") &&
+                               build["build_type"].is_string()
+                           ? build["build_type"].get<std::string>()
+                           : "";
         return o;
     }
 };
@@ -241,6 +249,8 @@ int compare_runs(const compare_options& options) {
         !a.fingerprint_id().empty() && a.fingerprint_id() == b.fingerprint_id();
     judge_context judging;
     judging.fingerprint_id = b.fingerprint_id();
+    judging.host_id = b.origin("").host_id;
+    judging.build_type = b.origin("").build_type;
     judging.timing.floor = options.timing_floor;
     const json rows = compare_rows(a, b, judging);
     std::map<std::string, int> counts;
@@ -463,6 +473,18 @@ json without_entries(const ordered_json& doc, const std::vector<blessed_record>&
     return rest;
 }
 
+/// The names of the series a record timed in seconds.
+std::vector<std::string> timed_series(const case_record& record) {
+    std::vector<std::string> names;
+    const json samples =
+        record.result.is_object() ? record.result.value("samples", json::object()) : json();
+    if (samples.is_object())
+        for (const auto& [name, series] : samples.items())
+            if (series.is_object() && series.value("unit", "") == "s")
+                names.push_back(name);
+    return names;
+}
+
 /// expected/<profile>/<scenario>.json with the records blessed into it, in the file's own key
 /// order (a new file: schema, scenario, cases), validated as load_profiles would.
 status_or<pending_write> blessed_file(const bless_options& options, const scenario_index& index,
@@ -507,6 +529,7 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
     }
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_object())
         return bad_run_input(path + ": field 'cases': expected an object: fix it before blessing");
+    std::vector<std::string> notes;
     for (const blessed_record& r : records) {
         if (options.ratios_only)
             break;
@@ -515,11 +538,27 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         observation_origin origin = r.run->origin(date);
         origin.with_timings = !options.no_timings;
-        if (const variant_spec* v = it->description.find_variant(r.record->key.variant))
+        if (const variant_spec* v = it->description.find_variant(r.record->key.variant)) {
             origin.memory_per = v->memory_per;
+            for (const auto& series : timed_series(*r.record)) {
+                const std::string by =
+                    it->description.bound_by(*v, r.record->key.backend, series);
+                if (!by.empty())
+                    origin.bound_by[series] = by;
+            }
+        }
+        // Normalised series pool the case's samples from every run blessed together.
+        for (const loaded_run& run : runs)
+            if (const case_record* same = run.log.find(r.record->key.str()))
+                origin.pooled_results.push_back(&same->result);
+        if (origin.with_timings && r.record->result.is_object()) {
+            std::vector<std::string> refused;
+            (void)expected_timings(r.record->result, origin, &refused);
+            for (const auto& why : refused)
+                notes.push_back("bless: " + r.record->key.str() + ": not blessed: " + why);
+        }
         cases[key] = entry_from_record(*r.record, previous, origin);
     }
-    std::vector<std::string> notes;
     bless_ratios(options, profile_name, *it, records, runs, date, doc, notes);
     if (auto valid = validate_expected(path, json(doc), *it); !valid.is_ok())
         return bad_run_input("the blessed file would not be valid: " + valid.message());

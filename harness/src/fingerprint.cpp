@@ -1,4 +1,5 @@
 #include "fingerprint.hpp"
+#include "host_identity.hpp"
 
 #include "doctor.hpp"
 #include "pitfall/detail/json_file.hpp"
@@ -312,6 +313,8 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
         if (const char* value = std::getenv(name))
             env[name] = detail::valid_utf8(value); // recorded, bytes that are not text too
     fp["environment"] = env;
+    // Which machine this is, apart from what kind: absolute times hold only here.
+    fp["host"]["identity"] = host_identity(fp);
     return fp;
 }
 

@@ -179,6 +179,26 @@ bool parse_fraction(const std::string& text, double& out) {
     out = x;
     return true;
 }
+bool parse_level(const std::string& text, double& out) {
+    double x = 0;
+    if (!parse_whole(text, x) || !(x > 0 && x < 1))
+        return false;
+    out = x;
+    return true;
+}
+bool parse_timings_mode(const std::string& text, bool& judge) {
+    if (text != "judge" && text != "record")
+        return false;
+    judge = text == "judge";
+    return true;
+}
+bool parse_correction(const std::string& text, pitfall::runner::timing_correction& out) {
+    const auto c = pitfall::runner::timing_correction_from_string(text);
+    if (!c)
+        return false;
+    out = *c;
+    return true;
+}
 bool parse_scale(const std::string& text, double& out) {
     double x = 0; // nan and inf are refused too: a timeout must end
     if (!parse_whole(text, x) || !std::isfinite(x) || !(x > 0 && x <= 1000))
@@ -282,6 +302,18 @@ void add_run(CLI::App& app, command_line& cl) {
                 "a fraction in [0, 1) (0.10 = 10%)",
                 "smallest relative slowdown that is PERF_REGRESSION (default 0.10)")
         ->type_name("F");
+    add_checked(*sub, "--timings", r.judge_times, parse_timings_mode, "judge or record",
+                "judge (default): judge every timed series against its baseline;\n"
+                "record: record them, judge none (a run that shares the machine)")
+        ->type_name("MODE");
+    add_checked(*sub, "--timing-correction", r.correction, parse_correction, "holm, bh or none",
+                "how the p-values of all the run's timed series are corrected for\n"
+                "their number (default holm: the chance that unchanged code fails\n"
+                "the run on time stays below --timing-level)")
+        ->type_name("M");
+    add_checked(*sub, "--timing-level", r.timing_level, parse_level, "a level in (0, 1)",
+                "the run's false-alarm level for timings (default 0.05)")
+        ->type_name("A");
     add_checked(*sub, "--remeasure-pause", r.remeasure_pause, parse_pause, "seconds in [0, 600]",
                 "seconds between the last case and re-measuring, each once in a new\n"
                 "process, the cases whose timing came out AMBIGUOUS or PERF_REGRESSION\n"

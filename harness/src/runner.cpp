@@ -2,6 +2,7 @@
 // executed case by case (each re-measured while its timing is uncertain), then summarised
 // (summary.json, the end of the terminal output, the reports).
 #include "runner.hpp"
+#include "host_identity.hpp"
 
 #include "baseline.hpp"
 #include "doctor.hpp"
@@ -388,6 +389,8 @@ struct run_plan {
     std::string visible_devices; ///< CUDA_VISIBLE_DEVICES for the cases ("": leave it)
     std::string run_token;       ///< the first part of each case's PITFALL_CASE_TOKEN
     std::string case_lock;       ///< the machine-wide case lock's file ("": none to hold)
+    /// The run's timed series judged together (correct_run_timings), for summary.json.
+    json timing_family;
 };
 
 /// A resumed run completes the run as it was asked for: its selection, samples and timeout
@@ -539,6 +542,9 @@ status start_session(run_plan& plan) {
     h.fingerprint["containment"] = {
         {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
     plan.judging.fingerprint_id = h.fingerprint_id;
+    plan.judging.host_id = host_id_of(h.fingerprint);
+    plan.judging.build_type = plan.index.build.value("build_type", "");
+    plan.judging.judge_times = plan.options.judge_times;
     plan.judging.full_sizes = plan.options.full;
     plan.machine = diagnose(h.fingerprint);
     plan.judging.environment_fault = plan.machine.headline();
@@ -1146,6 +1152,22 @@ status_or<bool> execute(run_plan& plan) {
     return measure_deferred(plan, out, deferred);
 }
 
+/// All timed series of the run judged together: a PERF_REGRESSION that does not survive the
+/// correction for their number becomes AMBIGUOUS, and its case's record is appended again (the
+/// newest record of a case is the one every reader keeps).
+status correct_timings(run_plan& plan) {
+    std::vector<case_record*> records;
+    for (auto& [key, record] : plan.finished)
+        records.push_back(&record);
+    std::vector<case_record*> changed;
+    plan.timing_family = correct_run_timings(records, plan.options.correction,
+                                             plan.options.timing_level, changed);
+    for (case_record* r : changed)
+        if (auto s = plan.folder->append(*r); !s.is_ok())
+            return not_recorded(plan, r->key, s);
+    return status::ok();
+}
+
 // ---- summarise -----------------------------------------------------------------------------
 
 /// Every finished case of the folder (a resumed run's earlier ones included), in run order.
@@ -1196,6 +1218,7 @@ status write_summary(const run_plan& plan, const run_totals& t, bool interrupted
                           {"profile", plan.header.to_json()["profile"]},
                           {"fingerprint_summary", plan.header.fingerprint_summary},
                           {"ratios", t.ratios},
+                          {"timing_family", plan.timing_family},
                           {"cases", cases},
                           {"exit_code", code}};
     return write_file_atomically(plan.folder->summary_path(),
@@ -1333,6 +1356,19 @@ void print_ratios(const json& ratios) {
 
 /// The end of the terminal output: the counts; each failure with its reason; warnings and
 /// skips, a group's cause said once; what did not run; the ratios; where things are.
+/// One line on the run's timed series judged together, when any were.
+void print_timing_family(const json& family) {
+    if (!family.is_object() || family.value("series", 0) == 0)
+        return;
+    const json demoted = family.value("demoted", json::array());
+    std::cout << "timing: " << family["series"].get<int>() << " series judged together ("
+              << family.value("method", "") << ", level " << family.value("level", 0.0) << ")";
+    if (!demoted.empty())
+        std::cout << ": " << demoted.size()
+                  << " slower beyond tolerance, but not significant among them (AMBIGUOUS)";
+    std::cout << '\n';
+}
+
 void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
     std::size_t width = 4;
     for (const case_record* r : t.finished)
@@ -1350,6 +1386,7 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
         std::cout << "not run: " << t.not_run.size()
                   << (t.not_run.size() == 1 ? " case\n" : " cases\n");
     print_ratios(t.ratios);
+    print_timing_family(plan.timing_family);
     std::cout << "results: " << plan.folder->results_path()
               << "\nsummary: " << plan.folder->summary_path() << '\n';
 }
@@ -1440,6 +1477,9 @@ int run_cases(const run_options& requested) {
     end_containment();
     if (!interrupted.is_ok())
         return report_error(interrupted.error());
+    if (!interrupted.value())
+        if (auto corrected = correct_timings(plan); !corrected.is_ok())
+            return report_error(corrected);
     return summarise(plan, interrupted.value());
 }
 

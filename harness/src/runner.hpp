@@ -2,6 +2,7 @@
 #pragma once
 
 #include "index.hpp"
+#include "timing.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,14 @@ struct run_options {
     /// out AMBIGUOUS or PERF_REGRESSION: interference comes in episodes of seconds, and a
     /// process started at once lands in the same one.
     double remeasure_pause = 2.0;
+    /// --timings record: timed series are recorded, none judged (CTest's one-case runs, which
+    /// share the machine with other tests); judge (the default) judges them.
+    bool judge_times = true;
+    /// How the p-values of all the run's timed series are corrected for their number, and the
+    /// level a PERF_REGRESSION must stay below after it: the chance that a run of unchanged
+    /// code fails on time (see README, "Timing verdicts").
+    timing_correction correction = timing_correction::holm;
+    double timing_level = 0.05;
     /// Cases at once (--jobs): each holds as many slots as its threads; CUDA cases one at a time.
     int jobs = 1;
     /// Under --jobs, cases whose times or ratios are judged run beside others too.

@@ -269,6 +269,13 @@ timing_judgement judge_timing(const std::vector<double>& baseline,
     j.ratio = bootstrap_median_ratio(candidate, baseline, options.resamples, options.confidence,
                                      options.seed);
     j.test = mann_whitney_u(candidate, baseline);
+    {
+        std::vector<double> scaled = baseline;
+        for (double& x : scaled)
+            x *= 1 + j.tolerance;
+        const double z = mann_whitney_u(candidate, scaled).z;
+        j.p_regression = 0.5 * std::erfc(z / std::sqrt(2.0));
+    }
 
     const double upper = 1 + j.tolerance;
     const double lower = 1 / upper;
@@ -297,6 +304,49 @@ timing_judgement judge_timing(const std::vector<double>& baseline,
             j.reason = ci + " straddles a tolerance bound (" + band + "); " + test;
     }
     return j;
+}
+
+namespace {
+void check_p_values(const std::vector<double>& p) {
+    for (const double x : p)
+        if (!(x >= 0 && x <= 1))
+            throw std::invalid_argument("p-value adjustment: every p must lie in [0, 1]");
+}
+std::vector<std::size_t> order_of(const std::vector<double>& p) {
+    std::vector<std::size_t> order(p.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return p[a] < p[b]; });
+    return order;
+}
+} // namespace
+
+std::vector<double> holm_adjust(const std::vector<double>& p) {
+    check_p_values(p);
+    const std::size_t m = p.size();
+    const std::vector<std::size_t> order = order_of(p);
+    std::vector<double> adjusted(m);
+    double running = 0;
+    for (std::size_t rank = 0; rank < m; ++rank) {
+        const std::size_t i = order[rank];
+        running = std::max(running, std::min(1.0, static_cast<double>(m - rank) * p[i]));
+        adjusted[i] = running;
+    }
+    return adjusted;
+}
+
+std::vector<double> bh_adjust(const std::vector<double>& p) {
+    check_p_values(p);
+    const std::size_t m = p.size();
+    const std::vector<std::size_t> order = order_of(p);
+    std::vector<double> adjusted(m);
+    double running = 1;
+    for (std::size_t rank = m; rank-- > 0;) {
+        const std::size_t i = order[rank];
+        running = std::min(running, static_cast<double>(m) / static_cast<double>(rank + 1) * p[i]);
+        adjusted[i] = std::min(1.0, running);
+    }
+    return adjusted;
 }
 
 } // namespace pitfall::stats

@@ -107,6 +107,10 @@ struct timing_judgement {
     interval ratio;   ///< median(candidate) / median(baseline) with its bootstrap interval
     /// a = candidate, b = baseline: z > 0 means the candidate tends to be slower.
     mann_whitney test;
+    /// One-sided p of "the candidate is slower than the baseline by more than the tolerance":
+    /// Mann-Whitney of the candidate against the baseline scaled by 1 + tolerance. What a
+    /// PERF_REGRESSION claims, so the p a run's correction over all its series adjusts.
+    double p_regression = 1;
     /// One sentence with the numbers, e.g. "median 1.210x (95% CI 1.170-1.250) beyond tolerance
     /// 1.080x; Mann-Whitney p=0.0002".
     std::string reason;
@@ -140,5 +144,16 @@ struct timing_judgement {
 timing_judgement judge_timing(const std::vector<double>& baseline,
                               const std::vector<double>& candidate,
                               const timing_options& options = {});
+
+/// Holm's step-down adjustment: adjusted p-values in the input's order, each the smallest level
+/// at which Holm's procedure rejects that hypothesis; rejecting those below `level` keeps the
+/// chance of any false rejection among all of them at most `level` (family-wise, whatever their
+/// dependence). Throws std::invalid_argument for a p outside [0, 1] or NaN.
+std::vector<double> holm_adjust(const std::vector<double>& p);
+
+/// Benjamini-Hochberg's step-up adjustment (as R's p.adjust(method = "BH")): rejecting those
+/// below `level` keeps the expected share of false rejections at most `level`; when nothing
+/// changed (every hypothesis true) that is the chance of any rejection. Throws as holm_adjust.
+std::vector<double> bh_adjust(const std::vector<double>& p);
 
 } // namespace pitfall::stats
