@@ -239,6 +239,9 @@ function(add_failure_scenario dir)
     if(no_threads)
       set(variant_threads 1)
     endif()
+    # Each test is one case run beside other tests (`ctest -j`), so its timed series are
+    # recorded, not judged (--timings record): the timed suite is judged as one run, where all
+    # its series share one false-alarm rate (pitfall.timing.cpu_suite).
     # A variant a declared ratio divides is timed against another case of another process:
     # neither runs beside other tests (RUN_SERIAL). Every other case may run in parallel
     # (`ctest -j`): `pitfall run` itself holds a machine-wide lock, shared by an untimed case
@@ -251,7 +254,7 @@ function(add_failure_scenario dir)
                COMMAND pitfall::pitfall run --index "${CMAKE_BINARY_DIR}/pitfall-index.json"
                        --scenario ${name} --backend ${backend} --variant ${variant}
                        --out "${PROJECT_BINARY_DIR}/ctest-runs/${backend}.${name}.${variant}"
-                       --replace --skip-code 77)
+                       --replace --skip-code 77 --timings record)
       # The same labels `pitfall list` shows, so `ctest -L X` and `pitfall run --label X` agree.
       set(test_labels ${backend} ${name} ${failure_class} ${variant_kind} ${labels} ${variant_labels})
       if(backend STREQUAL "cuda")

@@ -1,6 +1,8 @@
 #include "baseline.hpp"
 #include "timing.hpp"
 
+#include "pitfall/controls.hpp"
+
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 
@@ -143,6 +145,31 @@ status check_bounds(const std::string& file, const std::string& field, const jso
     return status::ok();
 }
 
+// A series divided by its control's median: {by: a control, samples: >= 2 numbers >= 0,
+// control_median > 0 seconds}.
+status check_normalised(const std::string& file, const std::string& field, const json& n) {
+    if (!n.is_object())
+        return bad_input(file, field, "expected an object {by, samples, control_median}");
+    const controls::control_spec* c =
+        n.contains("by") && n["by"].is_string() ? controls::find(n["by"].get<std::string>())
+                                                : nullptr;
+    if (c == nullptr)
+        return bad_input(file, field + ".by", "expected the name of a calibration control");
+    if (!n.contains("samples") || !n["samples"].is_array() || n["samples"].size() < 2)
+        return bad_input(file, field + ".samples", "expected an array of 2 or more samples");
+    for (const auto& x : n["samples"])
+        if (!x.is_number() || !(x.get<double>() >= 0) || !std::isfinite(x.get<double>()))
+            return bad_input(file, field + ".samples", "expected finite non-negative numbers");
+    const json m = n.value("control_median", json());
+    if (!m.is_number() || !(m.get<double>() > 0) || !std::isfinite(m.get<double>()))
+        return bad_input(file, field + ".control_median",
+                         "expected the control's median seconds (a positive number)");
+    for (const auto& [key, ignored] : n.items())
+        if (key != "by" && key != "samples" && key != "control_median")
+            return bad_input(file, dotted(field, key), "unknown key (by, samples, control_median)");
+    return status::ok();
+}
+
 status check_timings(const std::string& file, const std::string& field, const json& timings) {
     if (!timings.is_object())
         return bad_input(file, field, "expected an object of {series: {unit, samples}}");
@@ -155,6 +182,8 @@ status check_timings(const std::string& file, const std::string& field, const js
                 return bad_input(file, f + ".samples", "expected non-negative numbers");
         if (t.contains("unit") && !t["unit"].is_string())
             return bad_input(file, f + ".unit", "expected a string");
+        if (t.contains("normalised"))
+            PITFALL_TRY(check_normalised(file, f + ".normalised", t["normalised"]));
     }
     return status::ok();
 }
@@ -212,14 +241,15 @@ status check_ratio_provenance(const std::string& file, const std::string& entry_
     const json& prov = entry["provenance"];
     if (!prov.is_object())
         return bad_input(file, field, "expected an object {kind, ...}");
-    static const std::set<std::string> keys{"kind",        "source",         "date",
-                                            "fingerprint", "fingerprint_id", "pitfall_version"};
+    static const std::set<std::string> keys{"kind",           "source",          "date",
+                                            "fingerprint",    "fingerprint_id",  "pitfall_version",
+                                            "host_id"};
     for (const auto& [k, v] : prov.items())
         if (keys.count(k) == 0)
             return bad_input(file, dotted(field, k),
                              "unknown key (kind, source, date, fingerprint, fingerprint_id, "
-                             "pitfall_version)");
-    for (const char* k : {"kind", "source", "date", "fingerprint_id", "pitfall_version"})
+                             "pitfall_version, host_id)");
+    for (const char* k : {"kind", "source", "date", "fingerprint_id", "pitfall_version", "host_id"})
         if (prov.contains(k) && !prov[k].is_string())
             return bad_input(file, dotted(field, k), "expected a string");
     const std::string kind = prov.value("kind", "");
@@ -377,6 +407,9 @@ status check_expected_file(const std::string& file, const json& doc,
             PITFALL_TRY(check_observed_evidence(file, field, entry, prov));
         if (prov.contains("fingerprint_id") && !prov["fingerprint_id"].is_string())
             return bad_input(file, field + ".provenance.fingerprint_id", "expected a string");
+        for (const char* k : {"host_id", "build_type"})
+            if (prov.contains(k) && !prov[k].is_string())
+                return bad_input(file, field + ".provenance." + k, "expected a string");
         if (entry.contains("timings") && !prov.contains("fingerprint_id"))
             return bad_input(file, field + ".provenance.fingerprint_id",
                              "timings need the fingerprint id they were measured under");
@@ -538,7 +571,7 @@ std::optional<std::string> bound_violation(const std::string& name, const json& 
 }
 
 json judge_ratio(const std::string& name, double ratio, const json& entry,
-                 const std::string& fingerprint_id) {
+                 const std::string& fingerprint_id, const std::string& host_id) {
     json bound = json::object();
     for (const auto& [k, v] : entry.items())
         if (ratio_bound_keys.count(k) != 0)
@@ -548,6 +581,14 @@ json judge_ratio(const std::string& name, double ratio, const json& entry,
     if (!prov.empty())
         out["provenance"] = prov;
     const std::string blessed_under = prov.value("fingerprint_id", "");
+    const std::string blessed_on = prov.value("host_id", "");
+    if (prov.value("kind", "") == "observed" && !blessed_on.empty() && blessed_on != host_id) {
+        out["verdict"] = "NOT_COMPARED";
+        out["failing"] = false;
+        out["reason"] = "an observed bound is judged only on the host it was blessed on (" +
+                        blessed_on + "; this run " + (host_id.empty() ? "none" : host_id) + ")";
+        return out;
+    }
     if (prov.value("kind", "") == "observed" && blessed_under != fingerprint_id) {
         out["verdict"] = "NOT_COMPARED";
         out["failing"] = false;
@@ -593,7 +634,8 @@ double round_outwards(double x, bool up) {
 nlohmann::ordered_json
 ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_json& previous,
                      const json& fingerprint_summary, const std::string& fingerprint_id,
-                     const std::string& pitfall_version, const std::string& date) {
+                     const std::string& pitfall_version, const std::string& date,
+                     const std::string& host_id) {
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     entry["min"] = round_outwards(ratio / tolerance, false);
     entry["max"] = round_outwards(ratio * tolerance, true);
@@ -605,6 +647,8 @@ ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_jso
                            {"fingerprint", fingerprint_summary},
                            {"fingerprint_id", fingerprint_id},
                            {"pitfall_version", pitfall_version}};
+    if (!host_id.empty())
+        entry["provenance"]["host_id"] = host_id;
     return keep_key_order(previous, entry);
 }
 

@@ -143,8 +143,10 @@ std::optional<std::string> bound_violation(const std::string& name, const nlohma
 /// "reason"}. A documented bound is judged wherever the profile matches; an observed one only
 /// under the fingerprint id it was blessed under, since a ratio measured on one machine (two
 /// busy cores) says little of another (sixteen idle ones): elsewhere NOT_COMPARED, not failing.
+/// An observed bound that records the host it was blessed on (provenance.host_id) is judged
+/// only on that host too.
 nlohmann::json judge_ratio(const std::string& name, double ratio, const nlohmann::json& entry,
-                           const std::string& fingerprint_id);
+                           const std::string& fingerprint_id, const std::string& host_id = "");
 
 /// An observed ratio entry from a measured ratio: {min: ratio / tolerance, max: ratio *
 /// tolerance} (3 significant digits, rounded outwards), "observed", and provenance {observed,
@@ -153,7 +155,8 @@ nlohmann::json judge_ratio(const std::string& name, double ratio, const nlohmann
 nlohmann::ordered_json
 ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_json& previous,
                      const nlohmann::json& fingerprint_summary, const std::string& fingerprint_id,
-                     const std::string& pitfall_version, const std::string& date);
+                     const std::string& pitfall_version, const std::string& date,
+                     const std::string& host_id = "");
 
 /// Where, when and by what an observation was made: the evidence an observed entry carries.
 // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field

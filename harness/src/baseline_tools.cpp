@@ -459,7 +459,8 @@ void bless_ratios(const bless_options& options, const std::string& profile_name,
             }
             doc["ratios"][key] = ratio_entry_from_run(
                 ratio, options.ratio_tolerance, previous, run.fingerprint_summary(),
-                run.fingerprint_id(), run.log.latest.pitfall_version, date);
+                run.fingerprint_id(), run.log.latest.pitfall_version, date,
+                host_id_of(run.log.latest.fingerprint));
         }
     }
 }

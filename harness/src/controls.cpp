@@ -144,9 +144,13 @@ std::string disturbed(const json& d) {
     for (const char* when : {"before", "after"}) {
         const json state = gpu.is_object() ? gpu.value(when, json::object()) : json::object();
         const json reasons = state.is_object() ? state.value("throttle_reasons", json()) : json();
-        if (reasons.is_number_unsigned() && (reasons.get<unsigned long long>() & slowing_reasons))
+        // Read, not trusted: a negative or fractional value is no bit mask.
+        const bool mask = reasons.is_number_unsigned() ||
+                          (reasons.is_number_integer() && reasons.get<long long>() >= 0);
+        const unsigned long long bits = mask ? reasons.get<unsigned long long>() : 0;
+        if ((bits & slowing_reasons) != 0)
             why << (why.tellp() > 0 ? "; " : "") << "the GPU throttled " << when
-                << " the series (" << throttle_words(reasons.get<unsigned long long>()) << ")";
+                << " the series (" << throttle_words(bits) << ")";
     }
     return why.str();
 }

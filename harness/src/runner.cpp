@@ -346,7 +346,8 @@ json compute_ratios(const scenario_index& index, const std::map<std::string, cas
                     ratio["reason"] = full_sizes_reason;
                     ratio["profile"] = from->name;
                 } else if (bound != nullptr) {
-                    ratio.update(judge_ratio(r.name, a / b, *bound, fingerprint_id));
+                    ratio.update(
+                        judge_ratio(r.name, a / b, *bound, fingerprint_id, judging.host_id));
                     ratio["profile"] = from->name;
                 }
                 out.push_back(std::move(ratio));

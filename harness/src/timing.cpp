@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace pitfall::runner {
@@ -40,6 +41,12 @@ std::optional<std::vector<double>> numbers(const json& array) {
         out.push_back(x.get<double>());
     }
     return out;
+}
+
+double significant(double x, int digits) {
+    char out[64];
+    std::snprintf(out, sizeof out, "%.*g", digits, x);
+    return std::strtod(out, nullptr);
 }
 
 std::string text(const char* format, double x) {
@@ -283,9 +290,12 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
             }
             if (pooled.empty())
                 pooled = own->samples;
+            // Six significant digits: far below any tolerance, and a blessed file stays readable.
+            for (double& x : pooled)
+                x = significant(x, 6);
             entry["normalised"] = {{"by", bound->second},
                                    {"samples", pooled},
-                                   {"control_median", own->control_median}};
+                                   {"control_median", significant(own->control_median, 6)}};
         } else if (bound != origin.bound_by.end() && refused != nullptr) {
             refused->push_back(name + ": not normalised (" + why + ")");
         }

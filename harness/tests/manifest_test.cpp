@@ -279,4 +279,56 @@ TEST(Manifest, DeviceImagesAreCheckedBeforeCMakeBuildsThem) {
             .find("device_images[0].nvcc_flags': expected an array of strings"),
         std::string::npos);
 }
+// "timings": each series names the calibration control that bounds it per backend, and why;
+// a variant may say otherwise for its own series.
+TEST(Manifest, TimedSeriesNameTheControlThatBoundsThemPerBackend) {
+    const std::string base = R"({"name": "demo", "summary": "s", "failure_class": "dtype",
+        "backends": ["cpu", "cuda"],
+        "timings": {"step_seconds": {"bound_by": {"cpu": "host_blas", "cuda": "gpu_launch"},
+                                     "why": "small GEMMs; launch-bound on the GPU"}},
+        "variants": [{"name": "reproduce", "kind": "reproduce"},
+                     {"name": "remedy", "kind": "remedy",
+                      "timings": {"step_seconds": {"bound_by": {"cuda": "gpu_fma"},
+                                                   "why": "one large GEMM"}}}]})";
+    auto m = parse_manifest(base, "demo.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    const variant_spec& reproduce = m->variants[0];
+    const variant_spec& remedy = m->variants[1];
+    EXPECT_EQ(m->bound_by(reproduce, "cpu", "step_seconds"), "host_blas");
+    EXPECT_EQ(m->bound_by(reproduce, "cuda", "step_seconds"), "gpu_launch");
+    EXPECT_EQ(m->bound_by(remedy, "cuda", "step_seconds"), "gpu_fma");
+    EXPECT_EQ(m->bound_by(remedy, "cpu", "step_seconds"), ""); // the variant's entry decides
+    EXPECT_EQ(m->bound_by(reproduce, "cpu", "other"), "");
+    EXPECT_EQ(m->controls_of(reproduce, "cpu"), (std::vector<std::string>{"host_blas"}));
+    EXPECT_EQ(m->controls_of(remedy, "cuda"), (std::vector<std::string>{"gpu_fma"}));
+
+    const auto with = [](const std::string& timings) {
+        return std::string(R"({"name": "demo", "summary": "s", "failure_class": "dtype",
+            "backends": ["cpu"], "timings": )") +
+               timings + R"(, "variants": [{"name": "reproduce", "kind": "reproduce"}]})";
+    };
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_magic"}, "why": "w"}})"))
+                  .find("timings.s.bound_by.cpu': expected a control: host_scalar"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "gpu_fma"}, "why": "w"}})"))
+                  .find("gpu_fma is a GPU control: cuda only"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cuda": "gpu_fma"}, "why": "w"}})"))
+                  .find("'cuda' is not among the backends"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}}})")).find("timings.s.why"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}, "why": ""}})"))
+                  .find("say why"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {}, "why": "w"}})")).find("timings.s.bound_by"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": 3}, "why": "w"}})"))
+                  .find("expected a control"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}, "why": "w", "x": 1}})"))
+                  .find("unknown field (bound_by, why)"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(R"(["s"])")).find("field 'timings'"), std::string::npos);
+}
 } // namespace

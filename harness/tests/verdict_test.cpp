@@ -331,23 +331,32 @@ std::vector<double> around(double centre, std::size_t n) {
     return v;
 }
 
-TEST(Verdict, TimingsOnlyUnderTheSameFingerprint) {
+TEST(Verdict, AbsoluteTimingsOnlyOnTheHostAndUnderTheFingerprintTheyWereBlessedWith) {
     json result =
         ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
-    json expected = {
-        {"outcome", {{"status", "ok"}}},
-        {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
-        {"provenance", {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}}}};
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+                     {"provenance",
+                      {{"kind", "observed"},
+                       {"fingerprint_id", "00000000000000aa"},
+                       {"host_id", "000000000000000a"}}}};
     judge_context same;
     same.fingerprint_id = "00000000000000aa";
+    same.host_id = "000000000000000a";
     const verdict slow = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
     EXPECT_EQ(slow.kind, verdict_kind::perf_regression) << slow.reason;
     EXPECT_TRUE(is_failing(slow.kind));
-    judge_context elsewhere;
+    judge_context elsewhere = same;
     elsewhere.fingerprint_id = "00000000000000bb";
     const verdict other = judge(seen({{"status", "ok"}}, result), expected, "cuda", elsewhere);
     EXPECT_EQ(other.kind, verdict_kind::pass) << other.reason;
     EXPECT_EQ(other.timings["step"]["verdict"], "NOT_COMPARED");
+    // Another machine of the same kind (the same fingerprint): not compared either.
+    judge_context twin = same;
+    twin.host_id = "000000000000000b";
+    EXPECT_EQ(judge(seen({{"status", "ok"}}, result), expected, "cuda", twin).timings["step"]
+                  ["verdict"],
+              "NOT_COMPARED");
     result["samples"]["step"]["values"] = around(1.0, 15);
     const verdict same_speed = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
     EXPECT_EQ(same_speed.kind, verdict_kind::pass) << same_speed.reason;
@@ -362,9 +371,13 @@ TEST(Verdict, TimingsOnlyAtTheThreadCountTheyWereBlessedWith) {
         {"outcome", {{"status", "ok"}}},
         {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
         {"provenance",
-         {{"kind", "observed"}, {"fingerprint_id", "00000000000000aa"}, {"threads", 2}}}};
+         {{"kind", "observed"},
+          {"fingerprint_id", "00000000000000aa"},
+          {"host_id", "000000000000000a"},
+          {"threads", 2}}}};
     judge_context same;
     same.fingerprint_id = "00000000000000aa";
+    same.host_id = "000000000000000a";
     observation one_thread = seen({{"status", "ok"}}, result);
     one_thread.threads = 1;
     const verdict other = judge(one_thread, expected, "cpu", same);
@@ -403,7 +416,7 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
         {"process", {{"peak_rss_bytes", 5000000}, {"threads", 1}}},
         {"result",
          ok_result({{"outcome", oom},
-                    {"samples", {{"step", {{"unit", "s"}, {"values", {0.1, 0.2, 0.3}}}}}}})}};
+                    {"samples", {{"step", {{"unit", "s"}, {"values", around(0.2, 9)}}}}}})}};
     const json previous = {{"outcome", {{"status", "ok"}}},
                            {"measurements", {{"loss", {{"max", 1}}}}},
                            {"provenance", {{"kind", "documented"}, {"source", "guide"}}}};
@@ -414,7 +427,7 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
     EXPECT_EQ(e["measurements"], previous["measurements"]);
     EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);
     EXPECT_EQ(e["memory"]["peak_rss_bytes"]["rel_tol"], 0.25);
-    EXPECT_EQ(e["timings"]["step"]["samples"].size(), 3u);
+    EXPECT_EQ(e["timings"]["step"]["samples"].size(), 9u);
     EXPECT_EQ(e["ran_on"], "cuda"); // the proof "cuda:0 test device", up to its ':'
     EXPECT_EQ(e["provenance"]["kind"], "observed");
     EXPECT_EQ(e["provenance"]["fingerprint_id"], "0123456789abcdef");
