@@ -93,6 +93,10 @@ struct judge_context {
     std::string build_type;
     /// false (`pitfall run --timings record`): every timed series is recorded, none judged.
     bool judge_times = true;
+    /// The BLAS the run's CPU cases load and the kernel type it chose ("OpenBLAS 0.3.21 /
+    /// Haswell", blas_kernels()): a series normalised by host_blas is judged only where they are
+    /// those it was blessed with, since another kernel type is other code, not another speed.
+    std::string blas;
     stats::timing_options timing;
     /// The run's fingerprint's gpu_count, where the probe learned it: a CUDA case that says it
     /// ran on a device where this is 0 is FAIL, never PASS.
@@ -110,6 +114,9 @@ struct judge_context {
     /// are judged (the rest NOT_COMPARED, saying why).
     bool full_sizes = false;
 };
+
+/// "<blas_library> / <blas_core>" of a fingerprint summary ("" where the probe learned neither).
+std::string blas_kernels(const nlohmann::json& fingerprint_summary);
 
 /// Why a --full run compares no measurement, memory, time or ratio with a baseline.
 inline constexpr const char* full_sizes_reason =
@@ -177,6 +184,9 @@ struct observation_origin {
     /// Each timed series' control on this case's backend (scenario.json timings.bound_by): its
     /// samples are blessed normalised by that control too.
     std::map<std::string, std::string> bound_by;
+    /// Series scenario.json declares with no control on this case's backend, and why: a time
+    /// that says nothing of the code there (a thread per replica on two cores), not blessed.
+    std::map<std::string, std::string> not_timed;
     /// The same case in each run blessed together (the chosen one among them): normalised
     /// series pool their samples, so that the baseline holds the spread between processes.
     std::vector<const nlohmann::json*> pooled_results;

@@ -251,6 +251,7 @@ int compare_runs(const compare_options& options) {
     judging.fingerprint_id = b.fingerprint_id();
     judging.host_id = b.origin("").host_id;
     judging.build_type = b.origin("").build_type;
+    judging.blas = blas_kernels(b.fingerprint_summary());
     judging.timing.floor = options.timing_floor;
     const json rows = compare_rows(a, b, judging);
     std::map<std::string, int> counts;
@@ -546,6 +547,8 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
                     it->description.bound_by(*v, r.record->key.backend, series);
                 if (!by.empty())
                     origin.bound_by[series] = by;
+                else if (const timing_spec* t = it->description.timing_of(*v, series))
+                    origin.not_timed[series] = t->why;
             }
         }
         // Normalised series pool the case's samples from every run blessed together.

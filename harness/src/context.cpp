@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -125,9 +128,12 @@ void context::record_samples(const std::string& name, const std::vector<double>&
     // Several series timed together (seconds per step and per sample of one loop) share the
     // controls taken beside that loop: the first recorded takes them, the next reuse them.
     if (unit == "s" && m_impl->control_pool.empty() && m_impl->last_controls.empty() &&
-        !m_impl->controls.empty())
+        !m_impl->controls.empty() && !kept.empty()) {
+        std::vector<double> sorted = kept;
+        std::sort(sorted.begin(), sorted.end());
         for (int i = 0; i < 9; ++i)
-            detail::run_controls(*this);
+            detail::run_controls(*this, sorted[sorted.size() / 2]);
+    }
     if (!m_impl->control_pool.empty()) {
         m_impl->last_controls = m_impl->control_pool;
         m_impl->control_pool = json::object();
@@ -247,11 +253,39 @@ std::string current_gpu_bus_id() {
     return registered_bus_id != nullptr ? registered_bus_id() : std::string();
 }
 
-void run_controls(context& ctx) {
+void run_controls(context& ctx, double target_seconds) {
+    // Seconds of one run of each control, from its untimed first run: how many runs make one
+    // control sample as long as the series' last sample.
+    static std::map<std::string, double> unit_seconds;
     for (const auto& name : ctx.controls()) {
-        if (!ctx.control_warm(name))
-            ctx.record_control(name, control_seconds(ctx.backend(), name), true);
-        ctx.record_control(name, control_seconds(ctx.backend(), name), false);
+        if (!ctx.control_warm(name)) {
+            const status_or<double> first = control_seconds(ctx.backend(), name);
+            if (first.is_ok())
+                unit_seconds[name] = first.value();
+            ctx.record_control(name, first, true);
+        }
+        if (target_seconds <= 0)
+            continue; // before the first sample: warmed up, nothing to match yet
+        // A control sample lasts about as long as a sample of the series, so that both see the
+        // same share of what slows a host down in bursts: a CPU-bandwidth quota that stops the
+        // process 1 ms in every 4 ms slows a 40 ms sample by a third and a 0.3 ms one hardly
+        // ever. Each control sample is the mean of its runs.
+        const double unit = unit_seconds.count(name) != 0 ? unit_seconds[name] : 0.0;
+        const int runs = unit > 0 && target_seconds > unit
+                             ? static_cast<int>(std::min(4000.0, std::round(target_seconds / unit)))
+                             : 1;
+        double total = 0;
+        status failed = status::ok();
+        for (int i = 0; i < runs && failed.is_ok(); ++i) {
+            const status_or<double> one = control_seconds(ctx.backend(), name);
+            if (one.is_ok())
+                total += one.value();
+            else
+                failed = one.error();
+        }
+        ctx.record_control(name, failed.is_ok() ? status_or<double>(total / runs)
+                                                : status_or<double>(failed),
+                           false);
     }
 }
 } // namespace detail

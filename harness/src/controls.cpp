@@ -20,10 +20,10 @@ const std::vector<control_spec>& all() {
         {"host_scalar", "a dependent chain of scalar floating-point and integer operations "
                         "(one core's clock and pipeline)",
          false},
-        {"host_stream", "a sum over 64 MiB, twice the last-level cache of common servers "
-                        "(memory bandwidth, and whoever else draws on it)",
+        {"host_stream", "a sum over the next MiB of a 64 MiB ring, more than the last-level cache "
+                        "of common servers (memory bandwidth, and whoever else draws on it)",
          false},
-        {"host_blas", "a 256x256x256 OpenBLAS SGEMM (the vector units and the BLAS kernel type)",
+        {"host_blas", "a 128x128x128 OpenBLAS SGEMM (the vector units and the BLAS kernel type)",
          false},
         {"gpu_launch", "32 empty kernels back to back (launch latency)", true},
         {"gpu_memory", "a kernel copying 64 MiB in device memory (device memory bandwidth)", true},

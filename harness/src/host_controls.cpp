@@ -17,11 +17,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // Kept out of the optimiser's reach: a control whose result is unused would be removed.
 volatile double control_sink = 0;
 
+// Each control's unit of work is short (tens of microseconds): the SDK repeats it until a
+// control sample lasts as long as a sample of the series it stands beside.
 double scalar_chain() {
     const auto start = std::chrono::steady_clock::now();
     double x = 1.0;
     std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < (1 << 18); ++i) {
+    for (int i = 0; i < (1 << 14); ++i) {
         x = x * 1.0000001 + 1e-9; // each step waits for the last: latency, not throughput
         s ^= s << 13;
         s ^= s >> 7;
@@ -31,25 +33,32 @@ double scalar_chain() {
     return seconds_since(start);
 }
 
+// 1 MiB at a time through a 64 MiB ring: the next call reads the next MiB, so no run finds its
+// data in a cache of less than 64 MiB.
 double stream_sum() {
-    static std::vector<double> data(std::size_t{8} << 20, 1.0); // 64 MiB, touched once
+    constexpr std::size_t ring = std::size_t{8} << 20; // doubles: 64 MiB, touched once
+    constexpr std::size_t chunk = std::size_t{128} << 10; // doubles: 1 MiB
+    static std::vector<double> data(ring, 1.0);
+    static std::size_t next = 0;
     const auto start = std::chrono::steady_clock::now();
     double a = 0;
     double b = 0;
     double c = 0;
     double d = 0;
-    for (std::size_t i = 0; i + 3 < data.size(); i += 4) {
-        a += data[i];
-        b += data[i + 1];
-        c += data[i + 2];
-        d += data[i + 3];
+    const double* p = data.data() + next;
+    for (std::size_t i = 0; i < chunk; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
     }
+    next = (next + chunk) % ring;
     control_sink = a + b + c + d;
     return seconds_since(start);
 }
 
 double blas_gemm() {
-    constexpr int n = 256;
+    constexpr int n = 128;
     static std::vector<float> a(std::size_t{n} * n, 0.5F);
     static std::vector<float> b(std::size_t{n} * n, 0.25F);
     static std::vector<float> c(std::size_t{n} * n, 0.0F);

@@ -78,15 +78,22 @@ std::vector<std::string> manifest::backends_of(const variant_spec& variant) cons
     return variant.backends.empty() ? backends : variant.backends;
 }
 
-std::string manifest::bound_by(const variant_spec& variant, const std::string& backend,
-                               const std::string& series) const {
+const timing_spec* manifest::timing_of(const variant_spec& variant,
+                                       const std::string& series) const {
     for (const auto* list : {&variant.timings, &timings})
         for (const auto& t : *list)
-            if (t.series == series) {
-                const auto it = t.bound_by.find(backend);
-                return it != t.bound_by.end() ? it->second : std::string();
-            }
-    return "";
+            if (t.series == series)
+                return &t;
+    return nullptr;
+}
+
+std::string manifest::bound_by(const variant_spec& variant, const std::string& backend,
+                               const std::string& series) const {
+    const timing_spec* t = timing_of(variant, series);
+    if (t == nullptr)
+        return "";
+    const auto it = t->bound_by.find(backend);
+    return it != t->bound_by.end() ? it->second : std::string();
 }
 
 std::vector<std::string> manifest::controls_of(const variant_spec& variant,

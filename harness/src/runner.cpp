@@ -546,6 +546,7 @@ status start_session(run_plan& plan) {
     plan.judging.host_id = host_id_of(h.fingerprint);
     plan.judging.build_type = plan.index.build.value("build_type", "");
     plan.judging.judge_times = plan.options.judge_times;
+    plan.judging.blas = blas_kernels(h.fingerprint_summary);
     plan.judging.full_sizes = plan.options.full;
     plan.machine = diagnose(h.fingerprint);
     plan.judging.environment_fault = plan.machine.headline();

@@ -233,8 +233,14 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
         const std::string by = n.value("by", "");
         json judged;
         std::string why;
+        const std::string blessed_blas = blas_kernels(prov.value("fingerprint", json::object()));
         if (!skip.empty()) {
             judged = not_compared(skip);
+        } else if (by == "host_blas" && !blessed_blas.empty() && !context.blas.empty() &&
+                   blessed_blas != context.blas) {
+            judged = not_compared("blessed with " + blessed_blas + ", this run's BLAS is " +
+                                  context.blas +
+                                  ": another kernel type runs other code, not at another speed");
         } else if (!have) {
             judged = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
         } else if (const auto seen = normalise(candidate, by, why); !seen) {
@@ -265,6 +271,12 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
         const auto values = numbers(series.value("values", json()));
         if (!values)
             continue;
+        if (const auto no = origin.not_timed.find(name); no != origin.not_timed.end()) {
+            if (refused != nullptr)
+                refused->push_back(name + ": scenario.json names no control for it here (" +
+                                   no->second + ")");
+            continue;
+        }
         if (values->size() < origin.min_samples) {
             if (refused != nullptr)
                 refused->push_back(name + ": " + std::to_string(values->size()) +
@@ -302,6 +314,17 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
         timings[name] = entry;
     }
     return timings;
+}
+
+std::string blas_kernels(const json& summary) {
+    if (!summary.is_object())
+        return "";
+    const json library = summary.value("blas_library", json());
+    const json core = summary.value("blas_core", json());
+    if (!library.is_string() && !core.is_string())
+        return "";
+    return (library.is_string() ? library.get<std::string>() : std::string("?")) + " / " +
+           (core.is_string() ? core.get<std::string>() : std::string("?"));
 }
 
 const char* to_string(timing_correction c) {

@@ -769,9 +769,13 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
     };
     PITFALL_TRY(pitfall::warm_up<Backend>(ctx, untimed_epoch));
     std::vector<double> wall, idle, kernel, prep, wait, overlap;
+    // The SDK's calibration controls between epochs, and what else ran meanwhile (a second
+    // thread needs the machine to itself: a busy neighbour makes the epoch AMBIGUOUS, not slow).
+    pitfall::series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_ASSIGN_OR_RETURN(const epoch_stats st,
                                  pipeline.epoch(cfg, data, cfg.rows, model, clock));
+        watch.after_sample(st.wall_seconds);
         wall.push_back(st.wall_seconds);
         kernel.push_back(st.kernel_seconds);
         prep.push_back(st.host_prep_seconds);
@@ -780,6 +784,7 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
         // (host work + device work) / wall: 1 when the two take turns, up to 2 when they overlap.
         overlap.push_back((st.host_prep_seconds + st.kernel_seconds) / st.wall_seconds);
     }
+    watch.finish();
     ctx.record_samples("epoch_seconds", wall, "s");
     ctx.record_samples("device_idle_fraction", idle, "1");
     ctx.record_samples("kernel_seconds", kernel, "s");

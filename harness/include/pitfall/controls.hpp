@@ -33,7 +33,8 @@ struct control_spec {
 };
 
 /// Every control, host ones first: host_scalar, host_stream, host_blas, gpu_launch, gpu_memory,
-/// gpu_fma, gpu_h2d.
+/// gpu_fma, gpu_h2d. A run of one is short (tens of microseconds on the host); the SDK repeats
+/// it so that a control sample lasts as long as the series' sample beside it.
 const std::vector<control_spec>& all();
 /// The control named so, or null.
 const control_spec* find(const std::string& name);

@@ -143,28 +143,37 @@ template <class Backend, class Fn> status warm_up(context& ctx, Fn&& fn) {
 }
 
 namespace detail {
-/// Runs each of the case's controls once: the first run of each in the process untimed.
-void run_controls(context& ctx);
+/// One sample of each of the case's controls, as long as `target_seconds` (a sample of the
+/// series) or one run if that is shorter; the first run of each in the process is untimed, and
+/// a target of 0 only warms them up.
+void run_controls(context& ctx, double target_seconds);
+} // namespace detail
 
-/// The controls and the disturbance watch around one timed series: a control round before the
-/// first sample and after each, the run queue after each, steal over the whole series, and
-/// (CUDA) the GPU's clocks and throttle reasons before and after.
+/// The controls and the disturbance watch around one timed series (time_samples keeps one; a
+/// case that times with its own clock keeps its own, calling after_sample and finish): a
+/// control sample as long as each sample after it, the run queue after each, steal over the
+/// whole series, and (CUDA) the GPU's clocks and throttle reasons before and after.
+///
+///   pitfall::series_watch<Backend> watch(ctx);
+///   for (...) { const double s = one_epoch(); seconds.push_back(s); watch.after_sample(s); }
+///   watch.finish();
+///   ctx.record_samples("epoch_seconds", seconds);
 template <class Backend> class series_watch {
 public:
     explicit series_watch(context& ctx) : m_ctx(ctx) {
         if constexpr (Backend::kind == backend_kind::cuda)
-            m_gpu_before = controls::gpu_state(current_gpu_bus_id());
-        run_controls(m_ctx);
+            m_gpu_before = controls::gpu_state(detail::current_gpu_bus_id());
+        detail::run_controls(m_ctx, 0);
     }
-    void after_sample() {
+    void after_sample(double sample_seconds) {
         m_cpu.tick();
-        run_controls(m_ctx);
+        detail::run_controls(m_ctx, sample_seconds);
     }
     void finish() {
         nlohmann::json d = {{"cpu", m_cpu.finish()}};
         if constexpr (Backend::kind == backend_kind::cuda)
             d["gpu"] = {{"before", m_gpu_before},
-                        {"after", controls::gpu_state(current_gpu_bus_id())}};
+                        {"after", controls::gpu_state(detail::current_gpu_bus_id())}};
         m_ctx.record_disturbance(d);
     }
 
@@ -173,25 +182,24 @@ private:
     controls::cpu_watch m_cpu;
     nlohmann::json m_gpu_before;
 };
-} // namespace detail
 
 /// Warm-up (warm_up) then `ctx.sample_count()` timed calls of `fn` (returns status); seconds
 /// per call. CPU: steady clock around synchronous work. CUDA: events around the work on the
 /// stream. Between samples it runs the case's calibration controls and watches for disturbance
-/// (detail::series_watch); both go with the series the case records next.
+/// (series_watch); both go with the series the case records next.
 template <class Backend, class Fn>
 status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
     PITFALL_TRY(warm_up<Backend>(ctx, fn));
     std::vector<double> seconds;
     seconds.reserve(static_cast<std::size_t>(ctx.sample_count()));
     typename Backend::timer clock;
-    detail::series_watch<Backend> watch(ctx);
+    series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_TRY(clock.start());
         PITFALL_TRY(fn());
         PITFALL_ASSIGN_OR_RETURN(const double s, clock.stop_seconds());
         seconds.push_back(s);
-        watch.after_sample();
+        watch.after_sample(s);
     }
     watch.finish();
     return seconds;

@@ -120,7 +120,10 @@ struct manifest {
     limits_spec limits;
     std::vector<timing_spec> timings;
 
-    /// The control a variant's series is bound by on a backend ("" when none is declared).
+    /// The declaration of a variant's timed series (the variant's own first), or null.
+    const timing_spec* timing_of(const variant_spec& variant, const std::string& series) const;
+    /// The control a variant's series is bound by on a backend ("" when none is declared; a
+    /// series declared without a control for a backend is not blessed on that backend).
     std::string bound_by(const variant_spec& variant, const std::string& backend,
                          const std::string& series) const;
     /// Every control the variant's series are bound by on a backend, each once, in order.
