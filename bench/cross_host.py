@@ -33,6 +33,7 @@ over a host's `after` runs of (that run's median / the blessed median), absolute
 normalised: how far hosts differ before and after normalising.
 
     bench/cross_host.py --json cross-host.json               # 3 blessed; 20 + 20 + 60 runs a host
+    bench/cross_host.py --suite quick --hosts slower,busier,kernels --json cross-host.json
     bench/cross_host.py --hosts same,slower --runs 3 --trials 4   # a first look: ~4 min
     bench/cross_host.py --build build/cpu-only
 
@@ -59,6 +60,12 @@ from verdict_power import clopper_pearson  # noqa: E402  (the same exact interva
 
 HOSTS = ["same", "slower", "busier", "kernels"]
 HOST_IDS = {"slower": "5105e55105e55105", "busier": "b05b05b05b05b05b", "kernels": "ce5ce5ce5ce5ce5c"}
+# The quick suite (--suite quick): one or two timed CPU cases per scenario, among them every
+# case a trial slows; the full suite is every CPU case of the scenarios that declare timings.
+QUICK_SCENARIOS = ["batch_size_one", "cpu_bound_preprocessing", "device_visibility", "dtype_casting",
+                   "float64_inputs", "host_only_custom_op"]
+QUICK_VARIANTS = ["remedy_batch_32", "remedy_overlap", "remedy_explicit_device",
+                  "reproduce_fp16_training_no_loss_scaling", "remedy", "fallback_copy_to_host"]
 INJECT_CASES = [
     "cpu.float64_inputs.remedy",
     "cpu.dtype_casting.reproduce_fp16_training_no_loss_scaling",
@@ -205,13 +212,17 @@ class Bench:
         self.pitfall = os.path.join(args.build, "bin", "pitfall")
         self.index = os.path.join(args.build, "pitfall-index.json")
         self.scenarios = ",".join(timed_scenarios())
+        self.variant_filter = []
+        if args.suite == "quick":
+            self.scenarios = ",".join(QUICK_SCENARIOS)
+            self.variant_filter = ["--variant", ",".join(QUICK_VARIANTS)]
         self.count = 0
 
     def run(self, name, expected, emulation, extra=(), inject=None):
         out = os.path.join(self.scratch, "runs", name)
         cmd = [self.pitfall, "run", "--index", self.index, "--expected", expected,
                "--backend", "cpu", "--scenario", self.scenarios, "--out", out, "--replace",
-               *extra]
+               *self.variant_filter, *extra]
         env = dict(emulation.env)
         if inject:
             env["PITFALL_INJECT"] = inject
@@ -406,6 +417,9 @@ def main():
                     help="the build folder (bin/pitfall, pitfall-index.json); default build/ci")
     ap.add_argument("--hosts", type=host_list, default=HOSTS,
                     help="emulated hosts, comma-separated (default: same,slower,busier,kernels)")
+    ap.add_argument("--suite", choices=["full", "quick"], default="full",
+                    help="full: every CPU case of the scenarios that declare timings (default); "
+                         "quick: one or two a scenario, every case the trials slow among them")
     ap.add_argument("--bless-runs", type=whole(1, 100), default=3, help="runs blessed from (3)")
     ap.add_argument("--runs", type=whole(1, 1000), default=20,
                     help="unchanged-code runs per host and arm (20)")
@@ -429,7 +443,8 @@ def main():
     bench = Bench(args, scratch)
     total = args.bless_runs + len(args.hosts) * (1 + 2 * args.runs + args.trials)
     started = time.monotonic()
-    figures = {"build": args.build, "scenarios": bench.scenarios, "hosts": {}}
+    figures = {"build": args.build, "suite": args.suite, "scenarios": bench.scenarios,
+               "variants": bench.variant_filter[1:], "hosts": {}}
     try:
         blessed_runs = []
         same = Emulation("same", "")
@@ -445,6 +460,11 @@ def main():
         _, header = read_records(blessed_runs[0])
         blessed_core = header.get("fingerprint_summary", {}).get("blas_core", "")
         blessed = blessed_medians(expected)
+        # Judged from here on: the scenarios with a CPU case whose times were blessed (a
+        # scenario whose CPU times bless refused has nothing to judge, and only costs time).
+        kept = sorted({key.split(".")[1] for key in blessed} & set(bench.scenarios.split(",")))
+        bench.scenarios = ",".join(kept)
+        figures["scenarios"] = bench.scenarios
         summaries = []
         for host in args.hosts:
             f = measure_host(bench, host, args, expected, blessed, blessed_core, total, started)

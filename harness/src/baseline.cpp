@@ -150,9 +150,9 @@ status check_bounds(const std::string& file, const std::string& field, const jso
 status check_normalised(const std::string& file, const std::string& field, const json& n) {
     if (!n.is_object())
         return bad_input(file, field, "expected an object {by, samples, control_median}");
-    const controls::control_spec* c =
-        n.contains("by") && n["by"].is_string() ? controls::find(n["by"].get<std::string>())
-                                                : nullptr;
+    const controls::control_spec* c = n.contains("by") && n["by"].is_string()
+                                          ? controls::find(n["by"].get<std::string>())
+                                          : nullptr;
     if (c == nullptr)
         return bad_input(file, field + ".by", "expected the name of a calibration control");
     if (!n.contains("samples") || !n["samples"].is_array() || n["samples"].size() < 2)
@@ -241,9 +241,8 @@ status check_ratio_provenance(const std::string& file, const std::string& entry_
     const json& prov = entry["provenance"];
     if (!prov.is_object())
         return bad_input(file, field, "expected an object {kind, ...}");
-    static const std::set<std::string> keys{"kind",           "source",          "date",
-                                            "fingerprint",    "fingerprint_id",  "pitfall_version",
-                                            "host_id"};
+    static const std::set<std::string> keys{
+        "kind", "source", "date", "fingerprint", "fingerprint_id", "pitfall_version", "host_id"};
     for (const auto& [k, v] : prov.items())
         if (keys.count(k) == 0)
             return bad_input(file, dotted(field, k),
@@ -631,11 +630,12 @@ double round_outwards(double x, bool up) {
 }
 } // namespace
 
-nlohmann::ordered_json
-ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_json& previous,
-                     const json& fingerprint_summary, const std::string& fingerprint_id,
-                     const std::string& pitfall_version, const std::string& date,
-                     const std::string& host_id) {
+nlohmann::ordered_json ratio_entry_from_run(double ratio, double tolerance,
+                                            const nlohmann::ordered_json& previous,
+                                            const json& fingerprint_summary,
+                                            const std::string& fingerprint_id,
+                                            const std::string& pitfall_version,
+                                            const std::string& date, const std::string& host_id) {
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     entry["min"] = round_outwards(ratio / tolerance, false);
     entry["max"] = round_outwards(ratio * tolerance, true);

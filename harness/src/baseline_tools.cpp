@@ -1,7 +1,6 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
 #include "baseline.hpp"
 #include "host_identity.hpp"
-#include "timing.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
@@ -9,6 +8,7 @@
 #include "pitfall/detail/text.hpp"
 #include "run_folder.hpp"
 #include "runner.hpp"
+#include "timing.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -62,10 +62,10 @@ struct loaded_run {
         o.run_started = log.header.at;
         o.host_id = host_id_of(log.latest.fingerprint);
         const json& build = log.latest.build;
-        o.build_type = build.is_object() && build.contains("build_type") &&
-                               build["build_type"].is_string()
-                           ? build["build_type"].get<std::string>()
-                           : "";
+        o.build_type =
+            build.is_object() && build.contains("build_type") && build["build_type"].is_string()
+                ? build["build_type"].get<std::string>()
+                : "";
         return o;
     }
 };
@@ -543,8 +543,7 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         if (const variant_spec* v = it->description.find_variant(r.record->key.variant)) {
             origin.memory_per = v->memory_per;
             for (const auto& series : timed_series(*r.record)) {
-                const std::string by =
-                    it->description.bound_by(*v, r.record->key.backend, series);
+                const std::string by = it->description.bound_by(*v, r.record->key.backend, series);
                 if (!by.empty())
                     origin.bound_by[series] = by;
                 else if (const timing_spec* t = it->description.timing_of(*v, series))

@@ -283,9 +283,9 @@ void run_controls(context& ctx, double target_seconds) {
             else
                 failed = one.error();
         }
-        ctx.record_control(name, failed.is_ok() ? status_or<double>(total / runs)
-                                                : status_or<double>(failed),
-                           false);
+        ctx.record_control(
+            name, failed.is_ok() ? status_or<double>(total / runs) : status_or<double>(failed),
+            false);
     }
 }
 } // namespace detail

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <numeric>
 #include <sstream>
@@ -17,11 +20,13 @@ using nlohmann::json;
 
 const std::vector<control_spec>& all() {
     static const std::vector<control_spec> list{
-        {"host_scalar", "a dependent chain of scalar floating-point and integer operations "
-                        "(one core's clock and pipeline)",
+        {"host_scalar",
+         "a dependent chain of scalar floating-point and integer operations "
+         "(one core's clock and pipeline)",
          false},
-        {"host_stream", "a sum over the next MiB of a 64 MiB ring, more than the last-level cache "
-                        "of common servers (memory bandwidth, and whoever else draws on it)",
+        {"host_stream",
+         "a sum over the next MiB of a 64 MiB ring, more than the last-level cache "
+         "of common servers (memory bandwidth, and whoever else draws on it)",
          false},
         {"host_blas", "a 128x128x128 OpenBLAS SGEMM (the vector units and the BLAS kernel type)",
          false},
@@ -42,10 +47,11 @@ const control_spec* find(const std::string& name) {
 }
 
 namespace {
-/// /proc/stat's aggregate steal and total jiffies, and procs_running.
+/// /proc/stat's aggregate steal, busy and total jiffies, and procs_running.
 struct proc_stat {
     unsigned long long steal = 0;
     unsigned long long total = 0;
+    unsigned long long busy = 0; ///< all but idle and iowait
     int running = -1;
 };
 
@@ -58,18 +64,82 @@ bool read_proc_stat(proc_stat& out) {
             std::istringstream fields(line.substr(4));
             unsigned long long v = 0;
             unsigned long long total = 0;
+            unsigned long long idle = 0;
             for (int i = 0; i < 8 && (fields >> v); ++i) {
                 total += v; // user nice system idle iowait irq softirq steal
+                if (i == 3 || i == 4)
+                    idle += v;
                 if (i == 7)
                     out.steal = v;
             }
             out.total = total;
+            out.busy = total - idle;
             have_cpu = true;
         } else if (line.rfind("procs_running ", 0) == 0) {
             out.running = std::atoi(line.c_str() + 14);
         }
     }
     return have_cpu && out.running >= 0;
+}
+
+/// This process's user + system CPU time, all threads, in clock ticks (/proc/self/stat fields
+/// 14 and 15, after the command name in parentheses, which may hold spaces).
+unsigned long long self_ticks() {
+    std::ifstream in("/proc/self/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos)
+        return 0;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    unsigned long long utime = 0;
+    unsigned long long stime = 0;
+    for (int i = 3; i <= 15 && (fields >> field); ++i) {
+        if (i == 14)
+            utime = std::strtoull(field.c_str(), nullptr, 10);
+        if (i == 15)
+            stime = std::strtoull(field.c_str(), nullptr, 10);
+    }
+    return utime + stime;
+}
+
+/// The CPU quota of this process's cgroup in cores (cgroup v2 cpu.max, v1 cpu.cfs_quota_us
+/// over cpu.cfs_period_us), or 0 where there is none or it cannot be read.
+double quota_cores() {
+    std::ifstream groups("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(groups, line)) {
+        const auto first = line.find(':');
+        const auto second = line.find(':', first + 1);
+        if (first == std::string::npos || second == std::string::npos)
+            continue;
+        const std::string controllers = line.substr(first + 1, second - first - 1);
+        const std::string path = line.substr(second + 1);
+        if (controllers.empty()) { // v2: "0::/path"
+            std::ifstream max("/sys/fs/cgroup" + path + "/cpu.max");
+            std::string quota;
+            double period = 0;
+            if (max >> quota >> period && quota != "max" && period > 0)
+                return std::strtod(quota.c_str(), nullptr) / period;
+        } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+            for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+                std::ifstream q(std::string(root) + path + "/cpu.cfs_quota_us");
+                std::ifstream p(std::string(root) + path + "/cpu.cfs_period_us");
+                double quota = 0;
+                double period = 0;
+                if (q >> quota && p >> period)
+                    return quota > 0 && period > 0 ? quota / period : 0.0;
+            }
+        }
+    }
+    return 0;
+}
+
+/// The BLAS/OpenMP threads the harness gave the case (OPENBLAS_NUM_THREADS), else 1.
+int case_threads() {
+    const char* text = std::getenv("OPENBLAS_NUM_THREADS");
+    const long n = text != nullptr ? std::strtol(text, nullptr, 10) : 0;
+    return n >= 1 && n <= 256 ? static_cast<int>(n) : 1;
 }
 } // namespace
 
@@ -78,6 +148,8 @@ cpu_watch::cpu_watch() {
     m_ok = read_proc_stat(s);
     m_steal0 = s.steal;
     m_total0 = s.total;
+    m_busy0 = s.busy;
+    m_self0 = self_ticks();
     if (m_ok)
         m_running.push_back(s.running);
 }
@@ -98,11 +170,24 @@ json cpu_watch::finish() {
         total > 0 ? static_cast<double>(s.steal - m_steal0) / static_cast<double>(total) : 0.0;
     const double mean = std::accumulate(m_running.begin(), m_running.end(), 0.0) /
                         static_cast<double>(m_running.size());
-    return {{"steal_fraction", steal},
-            {"run_queue_mean", mean},
-            {"run_queue_max", *std::max_element(m_running.begin(), m_running.end())},
-            {"cpus", std::max(1U, std::thread::hardware_concurrency())},
-            {"ticks", m_running.size()}};
+    const unsigned cpus = std::max(1U, std::thread::hardware_concurrency());
+    json out = {{"steal_fraction", steal},
+                {"run_queue_mean", mean},
+                {"run_queue_max", *std::max_element(m_running.begin(), m_running.end())},
+                {"cpus", cpus},
+                {"ticks", m_running.size()},
+                {"threads", case_threads()}};
+    // The kernel counts CPU time in ticks (10 ms): over a shorter series the difference of two
+    // counts says nothing.
+    const double wall_ticks = static_cast<double>(total) / cpus;
+    const unsigned long long self = self_ticks() - m_self0;
+    const unsigned long long busy = s.busy - m_busy0;
+    if (wall_ticks >= 20)
+        out["others_busy_cores"] =
+            busy > self ? static_cast<double>(busy - self) / wall_ticks : 0.0;
+    if (const double q = quota_cores(); q > 0)
+        out["quota_cores"] = q;
+    return out;
 }
 
 namespace {
@@ -139,6 +224,19 @@ std::string disturbed(const json& d) {
         if (cpus > 0 && queue > cpus)
             why << (why.tellp() > 0 ? "; " : "") << queue << " runnable tasks on " << cpus
                 << " CPUs on average";
+        const double threads = cpu.value("threads", 1.0);
+        const double others = cpu.value("others_busy_cores", 0.0);
+        const double quota = cpu.value("quota_cores", 0.0);
+        double left = cpus - others;
+        if (quota > 0)
+            left = std::min(left, std::ceil(quota));
+        if (cpus > 0 && left < threads - 0.5) {
+            why << (why.tellp() > 0 ? "; " : "") << "the case runs " << threads << " threads and ";
+            if (quota > 0 && std::ceil(quota) <= cpus - others)
+                why << "its CPU quota allows " << quota << " cores";
+            else
+                why << "other processes kept " << others << " of " << cpus << " CPUs busy";
+        }
     }
     const json gpu = d.value("gpu", json::object());
     for (const char* when : {"before", "after"}) {
@@ -149,8 +247,8 @@ std::string disturbed(const json& d) {
                           (reasons.is_number_integer() && reasons.get<long long>() >= 0);
         const unsigned long long bits = mask ? reasons.get<unsigned long long>() : 0;
         if ((bits & slowing_reasons) != 0)
-            why << (why.tellp() > 0 ? "; " : "") << "the GPU throttled " << when
-                << " the series (" << throttle_words(bits) << ")";
+            why << (why.tellp() > 0 ? "; " : "") << "the GPU throttled " << when << " the series ("
+                << throttle_words(bits) << ")";
     }
     return why.str();
 }

@@ -36,7 +36,7 @@ double scalar_chain() {
 // 1 MiB at a time through a 64 MiB ring: the next call reads the next MiB, so no run finds its
 // data in a cache of less than 64 MiB.
 double stream_sum() {
-    constexpr std::size_t ring = std::size_t{8} << 20; // doubles: 64 MiB, touched once
+    constexpr std::size_t ring = std::size_t{8} << 20;    // doubles: 64 MiB, touched once
     constexpr std::size_t chunk = std::size_t{128} << 10; // doubles: 1 MiB
     static std::vector<double> data(ring, 1.0);
     static std::size_t next = 0;

@@ -29,7 +29,8 @@ bool is_id(const std::string& text) {
     if (text.size() != 16)
         return false;
     for (const char c : text)
-        if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c)))
+        if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+            std::isupper(static_cast<unsigned char>(c)))
             return false;
     return true;
 }

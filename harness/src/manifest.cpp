@@ -52,12 +52,12 @@ bool is_identifier(const std::string& text) {
 }
 
 const std::vector<std::string> known_top_keys{
-    "name",  "summary", "failure_class", "seeds",  "labels",         "backends", "timeout_seconds",
-    "links", "params",  "variants",      "ratios", "compile_checks", "evidence", "device_images",
-    "timings"};
+    "name",     "summary",         "failure_class", "seeds",         "labels",
+    "backends", "timeout_seconds", "links",         "params",        "variants",
+    "ratios",   "compile_checks",  "evidence",      "device_images", "timings"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
 const std::vector<std::string> known_variant_keys{
-    "name",   "kind",   "doc",       "labels",  "backends",  "needs_device",
+    "name",   "kind",   "doc",       "labels",  "backends",   "needs_device",
     "helper", "params", "param_set", "threads", "memory_per", "timings"};
 } // namespace
 
@@ -277,8 +277,7 @@ status read_timings(const reader& r, const json& doc, const std::string& path,
         PITFALL_TRY(r.string(spec, at + ".", "why", ts.why, true));
         if (ts.why.empty())
             return r.fail(at + ".why", "say why that resource bounds the series");
-        if (!spec.contains("bound_by") || !spec["bound_by"].is_object() ||
-            spec["bound_by"].empty())
+        if (!spec.contains("bound_by") || !spec["bound_by"].is_object() || spec["bound_by"].empty())
             return r.fail(at + ".bound_by", "expected an object {backend: control}");
         for (const auto& [backend, control] : spec["bound_by"].items()) {
             const std::string where = dotted_key(at + ".bound_by", backend);

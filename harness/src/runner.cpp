@@ -1162,8 +1162,8 @@ status correct_timings(run_plan& plan) {
     for (auto& [key, record] : plan.finished)
         records.push_back(&record);
     std::vector<case_record*> changed;
-    plan.timing_family = correct_run_timings(records, plan.options.correction,
-                                             plan.options.timing_level, changed);
+    plan.timing_family =
+        correct_run_timings(records, plan.options.correction, plan.options.timing_level, changed);
     for (case_record* r : changed)
         if (auto s = plan.folder->append(*r); !s.is_ok())
             return not_recorded(plan, r->key, s);

@@ -201,10 +201,10 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
                            blessed_id == context.fingerprint_id;
     const json observed = result.value("samples", json::object());
     for (const auto& [name, t] : expected["timings"].items()) {
-        const json candidate = observed.is_object() && observed.contains(name) ? observed[name]
-                                                                                : json();
-        const auto have = candidate.is_object() ? numbers(candidate.value("values", json()))
-                                                : std::nullopt;
+        const json candidate =
+            observed.is_object() && observed.contains(name) ? observed[name] : json();
+        const auto have =
+            candidate.is_object() ? numbers(candidate.value("values", json())) : std::nullopt;
         const std::string disturbed =
             candidate.is_object() ? controls::disturbed(candidate.value("disturbance", json()))
                                   : "";
@@ -215,15 +215,15 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
         } else if (!same_host) {
             absolute = not_compared(
                 "absolute times are compared only on the host that blessed them (host " +
-                or_none(blessed_host) + ", fingerprint " + or_none(blessed_id) + "; this run: " +
-                or_none(context.host_id) + ", " + or_none(context.fingerprint_id) + ")" +
-                (twin ? ": its normalised twin is judged" : ""));
+                or_none(blessed_host) + ", fingerprint " + or_none(blessed_id) +
+                "; this run: " + or_none(context.host_id) + ", " + or_none(context.fingerprint_id) +
+                ")" + (twin ? ": its normalised twin is judged" : ""));
         } else if (!have) {
             absolute = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
         } else {
-            absolute = compare_series(numbers(t.value("samples", json())).value_or(
-                                          std::vector<double>{}),
-                                      *have, context, disturbed);
+            absolute =
+                compare_series(numbers(t.value("samples", json())).value_or(std::vector<double>{}),
+                               *have, context, disturbed);
             confirm_against_control(absolute, t, candidate);
         }
         v.timings[name] = absolute;
@@ -247,9 +247,9 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
             judged = {{"verdict", "PERF_REGRESSION"},
                       {"reason", name + " cannot be judged normalised: " + why}};
         } else {
-            judged = compare_series(numbers(n.value("samples", json())).value_or(
-                                        std::vector<double>{}),
-                                    seen->samples, context, disturbed);
+            judged =
+                compare_series(numbers(n.value("samples", json())).value_or(std::vector<double>{}),
+                               seen->samples, context, disturbed);
         }
         judged["normalised_by"] = by;
         v.timings[name + "/" + by] = judged;
@@ -287,8 +287,8 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
         ordered_json entry = {{"unit", "s"}, {"samples", series["values"]}};
         const auto bound = origin.bound_by.find(name);
         std::string why;
-        const auto own = bound == origin.bound_by.end() ? std::nullopt
-                                                        : normalise(series, bound->second, why);
+        const auto own =
+            bound == origin.bound_by.end() ? std::nullopt : normalise(series, bound->second, why);
         if (own) {
             std::vector<double> pooled;
             for (const json* other : origin.pooled_results) {
@@ -329,12 +329,9 @@ std::string blas_kernels(const json& summary) {
 
 const char* to_string(timing_correction c) {
     switch (c) {
-    case timing_correction::holm:
-        return "holm";
-    case timing_correction::bh:
-        return "bh";
-    case timing_correction::none:
-        return "none";
+    case timing_correction::holm: return "holm";
+    case timing_correction::bh: return "bh";
+    case timing_correction::none: return "none";
     }
     return "holm";
 }
@@ -346,8 +343,8 @@ std::optional<timing_correction> timing_correction_from_string(const std::string
     return std::nullopt;
 }
 
-json correct_run_timings(std::vector<case_record*>& records, timing_correction method,
-                         double level, std::vector<case_record*>& changed) {
+json correct_run_timings(std::vector<case_record*>& records, timing_correction method, double level,
+                         std::vector<case_record*>& changed) {
     struct tested {
         case_record* record;
         std::string series;
@@ -372,8 +369,8 @@ json correct_run_timings(std::vector<case_record*>& records, timing_correction m
             continue;
         t["verdict"] = "AMBIGUOUS";
         t["reason"] = "not significant among the run's " + std::to_string(family.size()) +
-                      " timed series (" + to_string(method) + "-adjusted p=" +
-                      text("%.3g", adjusted[i]) + ", level " + text("%g", level) +
+                      " timed series (" + to_string(method) +
+                      "-adjusted p=" + text("%.3g", adjusted[i]) + ", level " + text("%g", level) +
                       "): " + t.value("reason", "");
         demoted.push_back({{"case", family[i].record->key.str()},
                            {"series", family[i].series},
@@ -386,7 +383,8 @@ json correct_run_timings(std::vector<case_record*>& records, timing_correction m
         verdict v{verdict_kind::pass, r->reason};
         v.timings = r->timings;
         settle_case(v);
-        if (r->verdict == verdict_kind::perf_regression && v.kind != verdict_kind::perf_regression) {
+        if (r->verdict == verdict_kind::perf_regression &&
+            v.kind != verdict_kind::perf_regression) {
             r->verdict = verdict_kind::ambiguous;
             r->reason = v.reason + " (a warning, not a failure)";
         }

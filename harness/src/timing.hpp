@@ -32,8 +32,8 @@ struct normalised_series {
 
 /// The result series `series` (its "values" and "controls") normalised by `control`; nullopt
 /// with `why` set when the case did not measure that control (or its median is not positive).
-std::optional<normalised_series> normalise(const nlohmann::json& series,
-                                           const std::string& control, std::string& why);
+std::optional<normalised_series> normalise(const nlohmann::json& series, const std::string& control,
+                                           std::string& why);
 
 /// Judges every timed series of a case's baseline entry into v.timings and, where one is
 /// uncertain or slower, v.kind and v.reason (the worst series decides: PERF_REGRESSION fails,

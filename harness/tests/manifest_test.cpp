@@ -318,14 +318,14 @@ TEST(Manifest, TimedSeriesNameTheControlThatBoundsThemPerBackend) {
               std::string::npos);
     EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}}})")).find("timings.s.why"),
               std::string::npos);
-    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}, "why": ""}})"))
-                  .find("say why"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}, "why": ""}})")).find("say why"),
+        std::string::npos);
     EXPECT_NE(error_of(with(R"({"s": {"bound_by": {}, "why": "w"}})")).find("timings.s.bound_by"),
               std::string::npos);
-    EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": 3}, "why": "w"}})"))
-                  .find("expected a control"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of(with(R"({"s": {"bound_by": {"cpu": 3}, "why": "w"}})")).find("expected a control"),
+        std::string::npos);
     EXPECT_NE(error_of(with(R"({"s": {"bound_by": {"cpu": "host_blas"}, "why": "w", "x": 1}})"))
                   .find("unknown field (bound_by, why)"),
               std::string::npos);

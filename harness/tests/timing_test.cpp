@@ -10,8 +10,8 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -158,11 +158,25 @@ TEST(Timing, ADisturbedSeriesIsAmbiguousAndSaysWhy) {
 
 TEST(Timing, DisturbanceRules) {
     EXPECT_EQ(controls::disturbed(json()), "");
-    EXPECT_EQ(controls::disturbed({{"cpu", {{"steal_fraction", 0.01}, {"run_queue_mean", 2.0},
-                                            {"cpus", 2}}}}),
+    EXPECT_EQ(controls::disturbed(
+                  {{"cpu", {{"steal_fraction", 0.01}, {"run_queue_mean", 2.0}, {"cpus", 2}}}}),
               "");
     EXPECT_NE(controls::disturbed({{"cpu", {{"run_queue_mean", 3.5}, {"cpus", 2}}}})
                   .find("runnable tasks"),
+              std::string::npos);
+    // A one-thread case beside a busy neighbour on two cores is judged; a two-thread one is not,
+    // nor is one whose CPU quota gives it fewer whole cores than threads.
+    EXPECT_EQ(
+        controls::disturbed({{"cpu", {{"cpus", 2}, {"threads", 1}, {"others_busy_cores", 1.0}}}}),
+        "");
+    EXPECT_NE(
+        controls::disturbed({{"cpu", {{"cpus", 2}, {"threads", 2}, {"others_busy_cores", 0.9}}}})
+            .find("other processes kept 0.9 of 2 CPUs busy"),
+        std::string::npos);
+    EXPECT_EQ(controls::disturbed({{"cpu", {{"cpus", 2}, {"threads", 1}, {"quota_cores", 0.75}}}}),
+              "");
+    EXPECT_NE(controls::disturbed({{"cpu", {{"cpus", 2}, {"threads", 2}, {"quota_cores", 0.75}}}})
+                  .find("CPU quota allows 0.75 cores"),
               std::string::npos);
     // GPU idle (0x1) and application clocks (0x2) are not disturbances; a thermal slowdown is.
     EXPECT_EQ(controls::disturbed({{"gpu", {{"before", {{"throttle_reasons", 3}}}}}}), "");
@@ -208,11 +222,12 @@ TEST(Timing, HolmAndBenjaminiHochbergMatchR) {
 case_record timed_record(const std::string& variant, const std::string& series_verdict, double p) {
     case_record r;
     r.key = {"cpu", "demo", variant};
-    r.verdict = series_verdict == "PERF_REGRESSION" ? verdict_kind::perf_regression
-                                                    : verdict_kind::pass;
+    r.verdict =
+        series_verdict == "PERF_REGRESSION" ? verdict_kind::perf_regression : verdict_kind::pass;
     r.reason = "step_seconds: slower";
-    r.timings = {{"step_seconds", {{"verdict", series_verdict}, {"reason", "r"}, {"p_regression", p}}},
-                 {"other", {{"verdict", "NOT_COMPARED"}, {"reason", "elsewhere"}}}};
+    r.timings = {
+        {"step_seconds", {{"verdict", series_verdict}, {"reason", "r"}, {"p_regression", p}}},
+        {"other", {{"verdict", "NOT_COMPARED"}, {"reason", "elsewhere"}}}};
     return r;
 }
 
@@ -250,9 +265,9 @@ TEST(Timing, ARunsCorrectionDemotesARegressionThatIsNotSignificantAmongAllItsSer
 
 TEST(HostIdentity, NamesTheMachineFromItsPartsOrAsTold) {
     ::unsetenv(host_id_env);
-    const json fp = {{"host", {{"cpu_model", "Test CPU"}}},
-                     {"libraries",
-                      {{"nvml", {{"devices", json::array({{{"uuid", "GPU-1234"}}})}}}}}};
+    const json fp = {
+        {"host", {{"cpu_model", "Test CPU"}}},
+        {"libraries", {{"nvml", {{"devices", json::array({{{"uuid", "GPU-1234"}}})}}}}}};
     const json a = host_identity(fp);
     ASSERT_TRUE(a["id"].is_string());
     EXPECT_EQ(a["id"].get<std::string>().size(), 16u);

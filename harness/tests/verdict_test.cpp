@@ -354,9 +354,9 @@ TEST(Verdict, AbsoluteTimingsOnlyOnTheHostAndUnderTheFingerprintTheyWereBlessedW
     // Another machine of the same kind (the same fingerprint): not compared either.
     judge_context twin = same;
     twin.host_id = "000000000000000b";
-    EXPECT_EQ(judge(seen({{"status", "ok"}}, result), expected, "cuda", twin).timings["step"]
-                  ["verdict"],
-              "NOT_COMPARED");
+    EXPECT_EQ(
+        judge(seen({{"status", "ok"}}, result), expected, "cuda", twin).timings["step"]["verdict"],
+        "NOT_COMPARED");
     result["samples"]["step"]["values"] = around(1.0, 15);
     const verdict same_speed = judge(seen({{"status", "ok"}}, result), expected, "cuda", same);
     EXPECT_EQ(same_speed.kind, verdict_kind::pass) << same_speed.reason;
@@ -367,14 +367,13 @@ TEST(Verdict, AbsoluteTimingsOnlyOnTheHostAndUnderTheFingerprintTheyWereBlessedW
 TEST(Verdict, TimingsOnlyAtTheThreadCountTheyWereBlessedWith) {
     const json result =
         ok_result({{"samples", {{"step", {{"unit", "s"}, {"values", around(1.3, 15)}}}}}});
-    json expected = {
-        {"outcome", {{"status", "ok"}}},
-        {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
-        {"provenance",
-         {{"kind", "observed"},
-          {"fingerprint_id", "00000000000000aa"},
-          {"host_id", "000000000000000a"},
-          {"threads", 2}}}};
+    json expected = {{"outcome", {{"status", "ok"}}},
+                     {"timings", {{"step", {{"unit", "s"}, {"samples", around(1.0, 15)}}}}},
+                     {"provenance",
+                      {{"kind", "observed"},
+                       {"fingerprint_id", "00000000000000aa"},
+                       {"host_id", "000000000000000a"},
+                       {"threads", 2}}}};
     judge_context same;
     same.fingerprint_id = "00000000000000aa";
     same.host_id = "000000000000000a";

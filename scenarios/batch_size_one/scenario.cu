@@ -337,6 +337,9 @@ time_interleaved(pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
     PITFALL_TRY(pitfall::warm_up<Backend>(ctx, both));
     std::pair<std::vector<double>, std::vector<double>> out;
     typename Backend::timer clock;
+    // The SDK's calibration controls after each pair of chunks, as long as a chunk (both series
+    // are normalised by them), and the disturbance record.
+    pitfall::series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
         PITFALL_TRY(clock.start());
         PITFALL_TRY(fit());
@@ -346,7 +349,9 @@ time_interleaved(pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
         PITFALL_ASSIGN_OR_RETURN(const double b, clock.stop_seconds());
         out.first.push_back(a);
         out.second.push_back(b);
+        watch.after_sample(std::max(a, b));
     }
+    watch.finish();
     return out;
 }
 

@@ -49,20 +49,28 @@ class cpu_watch {
 public:
     cpu_watch();
     void tick();
-    /// {"steal_fraction", "run_queue_mean", "run_queue_max", "cpus", "ticks"}; where /proc/stat
-    /// cannot be read, {"error"}.
+    /// {"steal_fraction", "run_queue_mean", "run_queue_max", "cpus", "ticks", "threads",
+    /// "others_busy_cores" (CPU time of every other process over the series, in cores; only
+    /// over series of 0.2 s or more, the kernel counting in 10 ms ticks), "quota_cores" (the
+    /// process's cgroup CPU quota, where it has one)}; where /proc/stat cannot be read,
+    /// {"error"}.
     nlohmann::json finish();
 
 private:
     bool m_ok = false;
     unsigned long long m_steal0 = 0;
     unsigned long long m_total0 = 0;
+    unsigned long long m_busy0 = 0;
+    unsigned long long m_self0 = 0;
     std::vector<int> m_running;
 };
 
 /// Whether a series' recorded disturbance makes its times unfit to judge, and why ("" when
-/// not): CPU steal above 5% of the series' time, more runnable tasks than CPUs on average, or a
-/// GPU throttle reason other than idle, application clocks, sync boost or display clocks.
+/// not): CPU steal above 5% of the series' time; more runnable tasks than CPUs on average; fewer
+/// cores left to the case than its threads need (other processes' CPU time, or its cgroup's CPU
+/// quota in whole cores, leaving less than threads - 0.5: a one-thread case beside a busy
+/// neighbour on two cores is judged, a two-thread one is not); or a GPU throttle reason other
+/// than idle, application clocks, sync boost or display clocks.
 std::string disturbed(const nlohmann::json& disturbance);
 
 /// The GPU's state through NVML (opened by name): {"sm_clock_mhz", "memory_clock_mhz",
