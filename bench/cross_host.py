@@ -36,6 +36,7 @@ normalised: how far hosts differ before and after normalising.
     bench/cross_host.py --suite quick --hosts slower,busier,kernels --json cross-host.json
     bench/cross_host.py --hosts same,slower --runs 3 --trials 4   # a first look: ~4 min
     bench/cross_host.py --build build/cpu-only
+    bench/cross_host.py --report cross-host.json             # the tables of a saved run again
 
 Needs root for the `slower` host (a cgroup of its own). The scratch folder is removed unless
 --keep; the repository's expected/ is never written. Progress goes to stderr, one line a run,
@@ -364,6 +365,13 @@ def summarize(host, f, args):
     s["caught_small"] = rate(sum(1 for t in trials if t["small_verdict"] == "PERF_REGRESSION"),
                              len(trials))
     s["trials_other_failing"] = rate(sum(1 for t in trials if t["other_failing"]), len(trials))
+    by_case = {}
+    for t in trials:
+        for arm in ("big", "small"):
+            c = by_case.setdefault(t[arm], {"big": [0, 0], "small": [0, 0]})
+            c[arm][1] += 1
+            c[arm][0] += t[f"{arm}_verdict"] == "PERF_REGRESSION"
+    s["caught_by_case"] = by_case
     spread = {}
     for row in f["after"]:
         for key, (a, n) in row.get("spread", {}).items():
@@ -393,6 +401,16 @@ def print_summary(summaries, args):
     for s in summaries:
         print(f"{s['host']:<8} {pct(s['before_exit_1']):<24} {pct(s['after_exit_1']):<24} "
               f"{pct(s['caught_big']):<24} {pct(s['caught_small']):<24}")
+    print(f"\ncaught per slowed case ({args.slowdown}x, {args.small_slowdown}x), caught/trials:")
+    cases = sorted({c for s in summaries for c in s["caught_by_case"]})
+    print(f"{'case':<60} " + " ".join(f"{s['host']:>16}" for s in summaries))
+    for c in cases:
+        cells = []
+        for s in summaries:
+            v = s["caught_by_case"].get(c)
+            cells.append(f"{v['big'][0]}/{v['big'][1]}, {v['small'][0]}/{v['small'][1]}".rjust(16)
+                         if v else f"{'-':>16}")
+        print(f"{c:<60} " + " ".join(cells))
     print("\ncross-host spread per series: median over the host's runs of run median / blessed "
           "median, absolute -> normalised")
     keys = sorted({k for s in summaries for k in s["spread"]})
@@ -430,7 +448,18 @@ def main():
                     help="the smaller slowdown (1.1)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure here")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--report", metavar="FILE",
+                    help="measure nothing: print the tables of a --json FILE written earlier")
     args = ap.parse_args()
+    if args.report:
+        try:
+            with open(args.report) as f:
+                saved = json.load(f)
+            hosts = saved["hosts"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            fail(f"--report {args.report}: not a cross_host.py --json file ({e})")
+        print_summary([summarize(h, f, args) for h, f in hosts.items()], args)
+        return 0
 
     bench_pitfall = os.path.join(args.build, "bin", "pitfall")
     for path in (bench_pitfall, os.path.join(args.build, "pitfall-index.json")):

@@ -1,10 +1,9 @@
 #include "baseline.hpp"
-#include "timing.hpp"
 
 #include "pitfall/controls.hpp"
-
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
+#include "timing.hpp"
 
 #include <algorithm>
 #include <cctype>

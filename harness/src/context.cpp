@@ -175,6 +175,8 @@ void context::record_control(const std::string& name, const status_or<double>& s
 }
 void context::record_disturbance(const nlohmann::json& disturbance) {
     m_impl->disturbance = disturbance;
+    if (disturbance.is_null()) // nothing to say of the next series: nor of an earlier one's
+        m_impl->last_disturbance = json();
 }
 void context::record_event(const std::string& name, const status& observed) {
     m_impl->events[name] = outcome_to_json(observed);

@@ -1,7 +1,7 @@
 #include "fingerprint.hpp"
-#include "host_identity.hpp"
 
 #include "doctor.hpp"
+#include "host_identity.hpp"
 #include "pitfall/detail/json_file.hpp"
 
 #include "pitfall/detail/process.hpp"

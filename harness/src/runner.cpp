@@ -2,11 +2,11 @@
 // executed case by case (each re-measured while its timing is uncertain), then summarised
 // (summary.json, the end of the terminal output, the reports).
 #include "runner.hpp"
-#include "host_identity.hpp"
 
 #include "baseline.hpp"
 #include "doctor.hpp"
 #include "fingerprint.hpp"
+#include "host_identity.hpp"
 #include "model.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
@@ -825,12 +825,18 @@ bool timing_uncertain(const verdict& v) {
     return v.kind == verdict_kind::ambiguous || v.kind == verdict_kind::perf_regression;
 }
 
-/// The timed series that made a verdict uncertain: those the next process is chosen by.
+/// The timed series that made a verdict uncertain: those the next process is chosen by. A
+/// normalised twin ("step_seconds/host_blas") stands for its series: the process is chosen by
+/// the times themselves.
 std::vector<std::string> uncertain_series(const verdict& v) {
     std::vector<std::string> names;
-    for (const auto& [name, t] : v.timings.items())
-        if (t.value("verdict", "") == "PERF_REGRESSION" || t.value("verdict", "") == "AMBIGUOUS")
-            names.push_back(name);
+    for (const auto& [name, t] : v.timings.items()) {
+        if (t.value("verdict", "") != "PERF_REGRESSION" && t.value("verdict", "") != "AMBIGUOUS")
+            continue;
+        const std::string series = name.substr(0, name.find('/'));
+        if (std::find(names.begin(), names.end(), series) == names.end())
+            names.push_back(series);
+    }
     return names;
 }
 
@@ -1356,8 +1362,6 @@ void print_ratios(const json& ratios) {
     }
 }
 
-/// The end of the terminal output: the counts; each failure with its reason; warnings and
-/// skips, a group's cause said once; what did not run; the ratios; where things are.
 /// One line on the run's timed series judged together, when any were.
 void print_timing_family(const json& family) {
     if (!family.is_object() || family.value("series", 0) == 0)
@@ -1371,6 +1375,9 @@ void print_timing_family(const json& family) {
     std::cout << '\n';
 }
 
+/// The end of the terminal output: the counts; each failure with its reason; warnings and
+/// skips, a group's cause said once; what did not run; the ratios; the timings judged
+/// together; where things are.
 void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
     std::size_t width = 4;
     for (const case_record* r : t.finished)

@@ -244,15 +244,16 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
         } else if (!have) {
             judged = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
         } else if (const auto seen = normalise(candidate, by, why); !seen) {
-            judged = {{"verdict", "PERF_REGRESSION"},
-                      {"reason", name + " cannot be judged normalised: " + why}};
+            judged = {
+                {"verdict", "PERF_REGRESSION"},
+                {"reason", std::string(name).append(" cannot be judged normalised: ").append(why)}};
         } else {
             judged =
                 compare_series(numbers(n.value("samples", json())).value_or(std::vector<double>{}),
                                seen->samples, context, disturbed);
         }
         judged["normalised_by"] = by;
-        v.timings[name + "/" + by] = judged;
+        v.timings[std::string(name).append("/").append(by)] = judged;
     }
     settle_case(v);
 }
@@ -309,7 +310,8 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
                                    {"samples", pooled},
                                    {"control_median", significant(own->control_median, 6)}};
         } else if (bound != origin.bound_by.end() && refused != nullptr) {
-            refused->push_back(name + ": not normalised (" + why + ")");
+            refused->push_back(
+                std::string(name).append(": not normalised (").append(why).append(")"));
         }
         timings[name] = entry;
     }

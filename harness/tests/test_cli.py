@@ -82,6 +82,11 @@ def read_text(path):
         return f.read()
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def by_case(run_dir):
     return {r["case"]: r for r in records(run_dir)}
 
@@ -488,10 +493,13 @@ class Verdicts(FixtureTest):
     # bench/verdict_power.py.
     STEP = {"PITFALL_FIXTURE_SYNTHETIC_MS": "2"}
 
-    def run_ok(self, name, inject=None, extra=()):
+    def run_ok(self, name, inject=None, extra=(), host_id=None):
         env = dict(os.environ, **self.STEP)
+        env.pop("PITFALL_HOST_ID", None)
         if inject:
             env["PITFALL_INJECT"] = inject
+        if host_id:
+            env["PITFALL_HOST_ID"] = host_id
         out = self.run_dir(name)
         p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out, *extra, env=env)
         return p, by_case(out)["cpu.harness_fixture.ok"]
@@ -531,7 +539,7 @@ class Verdicts(FixtureTest):
         env = dict(os.environ, PITFALL_DEVICE_MEMORY_LIMIT="64M", **self.STEP)
         out = self.run_dir("evidence")
         p = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu", "--out", out,
-                         "--samples", "3", env=env)
+                         "--samples", "9", env=env)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         header = records(out, "run")[0]
         b = self.pitfall("bless", out)
@@ -557,14 +565,14 @@ class Verdicts(FixtureTest):
         ok = cases["cpu.ok"]
         self.assertEqual(ok["outcome"], {"status": "ok"})
         self.assertEqual(ok["ran_on"], "cpu")  # the case's proof up to its ':'
-        self.assertEqual(len(ok["timings"]["step_seconds"]["samples"]), 3)
+        self.assertEqual(len(ok["timings"]["step_seconds"]["samples"]), 9)
         self.assertEqual(ok["memory"]["tracked_peak_bytes"], {"equals": 8192})
         self.assertIn("peak_rss_bytes", ok["memory"])
         self.assertEqual(cases["cpu.oom"]["outcome"]["error"], "std::bad_alloc")
         self.assertNotIn("timings", cases["cpu.unsupported"])  # nothing was timed
         # The harness loads what bless wrote and judges the same cases by it.
         again = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu",
-                             "--out", self.run_dir("again"), "--samples", "3", env=env)
+                             "--out", self.run_dir("again"), "--samples", "9", env=env)
         self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
         self.assertEqual(by_case(self.run_dir("again"))["cpu.harness_fixture.oom"]["verdict"], "PASS")
         # --no-timings: the same evidence without the timed series, the old ones dropped.
@@ -621,7 +629,7 @@ class Verdicts(FixtureTest):
         with open(path, "w") as f:
             f.write(json.dumps(doc, indent=2) + "\n")
         before = read_text(path)
-        self.run_ok("a", extra=("--samples", "3"))
+        self.run_ok("a", extra=("--samples", "9"))  # the fewest the judge compares: bless keeps them
         d = self.bless("a", "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertEqual(read_text(path), before)  # a dry run writes nothing
@@ -671,6 +679,44 @@ class Verdicts(FixtureTest):
         p, rec = self.run_ok("same", extra=("--samples", "15"))
         self.assertEqual(rec["timings"]["step_seconds"]["verdict"], "SAME", rec["reason"])
         self.assertEqual(p.returncode, 0)
+
+    def test_absolute_times_stay_on_their_host_and_the_normalised_twin_travels(self):
+        # The fixture's step names host_scalar as its bound (scenario.json "timings"): bless
+        # keeps it twice, as measured and divided by that control's median in the same process.
+        self.run_ok("a", extra=("--samples", "9"))
+        b = self.bless("a")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        entry = self.blessed_entry()
+        self.assertRegex(entry["provenance"]["host_id"], r"^[0-9a-f]{16}$")
+        twin = entry["timings"]["step_seconds"]["normalised"]
+        self.assertEqual(twin["by"], "host_scalar")
+        self.assertEqual(len(twin["samples"]), 9)
+        self.assertGreater(twin["control_median"], 0)
+        # This host: both are judged.
+        p, rec = self.run_ok("here", extra=("--samples", "9"))
+        self.assertNotEqual(rec["timings"]["step_seconds"]["verdict"], "NOT_COMPARED", rec["timings"])
+        self.assertNotEqual(rec["timings"]["step_seconds/host_scalar"]["verdict"], "NOT_COMPARED")
+        # Another host of the same kind (the same fingerprint): the absolute series is not
+        # compared, saying both hosts; its normalised twin is judged.
+        p, rec = self.run_ok("there", extra=("--samples", "9"), host_id="0123456789abcdef")
+        absolute = rec["timings"]["step_seconds"]
+        self.assertEqual(absolute["verdict"], "NOT_COMPARED")
+        self.assertIn(entry["provenance"]["host_id"], absolute["reason"])
+        self.assertIn("0123456789abcdef", absolute["reason"])
+        self.assertIn("normalised twin is judged", absolute["reason"])
+        judged = ("SAME", "FASTER", "AMBIGUOUS", "PERF_REGRESSION")
+        self.assertIn(rec["timings"]["step_seconds/host_scalar"]["verdict"], judged)
+        self.assertIn("p_regression", rec["timings"]["step_seconds/host_scalar"])
+        summary = read_json(os.path.join(self.run_dir("there"), "summary.json"))
+        self.assertEqual(summary["timing_family"]["method"], "holm")
+        # And there the twin still catches slower code: the step 1.5x, its control unchanged.
+        p, rec = self.run_ok("slower", inject="slowdown:cpu.harness_fixture.ok:1.5",
+                             extra=("--samples", "9", "--remeasure-pause", "0"),
+                             host_id="0123456789abcdef")
+        self.assertEqual(rec["timings"]["step_seconds/host_scalar"]["verdict"], "PERF_REGRESSION",
+                         rec["timings"])
+        self.assertEqual(rec["verdict"], "PERF_REGRESSION")
+        self.assertEqual(p.returncode, 1)
 
     def test_injection_aimed_elsewhere_is_inert(self):
         self.run_ok("a")

@@ -148,6 +148,15 @@ class ValidatorAgreement(unittest.TestCase):
     def test_expected(self):
         self.assertGreater(self.agree("expected", self.real_baselines(False)[:6]), 1000)
 
+    def test_expected_timed(self):
+        # A baseline with timed series and their normalised twins (expected/host's): every
+        # field of a normalised entry broken, both validators judge the copies alike.
+        with open(os.path.join(REAL_EXPECTED, "host", "float64_inputs.json")) as f:
+            doc = json.load(f)
+        self.assertTrue(any("normalised" in t for c in doc["cases"].values()
+                            for t in c.get("timings", {}).values()), "no normalised series to break")
+        self.assertGreater(self.agree("expected", [("host/float64_inputs.json", doc)]), 1000)
+
     def test_profile(self):
         seeds = self.real_baselines(True)
         seeds.append(("a range", {"schema": "pitfall.profile/1", "name": "r",

@@ -24,6 +24,7 @@ std::vector<double> around(double center, int n, unsigned seed) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> jitter(-0.01, 0.01);
     std::vector<double> v;
+    v.reserve(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i)
         v.push_back(center * (1 + jitter(gen)));
     return v;
@@ -238,6 +239,7 @@ TEST(Timing, ARunsCorrectionDemotesARegressionThatIsNotSignificantAmongAllItsSer
     for (int i = 0; i < 19; ++i)
         store.push_back(timed_record("v" + std::to_string(i), "SAME", 0.5));
     std::vector<case_record*> records;
+    records.reserve(store.size());
     for (auto& r : store)
         records.push_back(&r);
     std::vector<case_record*> changed;

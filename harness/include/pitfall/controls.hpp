@@ -51,7 +51,7 @@ public:
     void tick();
     /// {"steal_fraction", "run_queue_mean", "run_queue_max", "cpus", "ticks", "threads",
     /// "others_busy_cores" (CPU time of every other process over the series, in cores; only
-    /// over series of 0.2 s or more, the kernel counting in 10 ms ticks), "quota_cores" (the
+    /// over series of 0.1 s or more, the kernel counting in 10 ms ticks), "quota_cores" (the
     /// process's cgroup CPU quota, where it has one)}; where /proc/stat cannot be read,
     /// {"error"}.
     nlohmann::json finish();
