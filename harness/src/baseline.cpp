@@ -998,8 +998,13 @@ verdict judge_against(const observation& observed, const json& expected, const s
             // own and are judged everywhere.
             json bounds = expected["memory"];
             const json prov = expected.value("provenance", json::object());
+            // The build type too: a Debug build under the sanitizers maps several times the
+            // memory of the Release build a host profile is blessed from.
+            const std::string blessed_build = prov.value("build_type", "");
             if (prov.value("kind", "") == "observed" &&
-                prov.value("fingerprint_id", "") != context.fingerprint_id)
+                (prov.value("fingerprint_id", "") != context.fingerprint_id ||
+                 (!blessed_build.empty() && !context.build_type.empty() &&
+                  blessed_build != context.build_type)))
                 bounds.erase("peak_rss_bytes");
             if (auto why = per_measurement(bounds, memory, result))
                 return {verdict_kind::mem_regression, *why};
