@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 #include <utility>
 
@@ -256,34 +255,29 @@ std::string current_gpu_bus_id() {
 }
 
 void run_controls(context& ctx, double target_seconds) {
-    // Seconds of one run of each control, from its untimed first run: how many runs make one
-    // control sample as long as the series' last sample.
-    static std::map<std::string, double> unit_seconds;
     for (const auto& name : ctx.controls()) {
-        if (!ctx.control_warm(name)) {
-            const status_or<double> first = control_seconds(ctx.backend(), name);
-            if (first.is_ok())
-                unit_seconds[name] = first.value();
-            ctx.record_control(name, first, true);
-        }
+        if (!ctx.control_warm(name))
+            ctx.record_control(name, control_seconds(ctx.backend(), name), true);
         if (target_seconds <= 0)
             continue; // before the first sample: warmed up, nothing to match yet
         // A control sample lasts about as long as a sample of the series, so that both see the
         // same share of what slows a host down in bursts: a CPU-bandwidth quota that stops the
         // process 1 ms in every 4 ms slows a 40 ms sample by a third and a 0.3 ms one hardly
-        // ever. Each control sample is the mean of its runs.
-        const double unit = unit_seconds.count(name) != 0 ? unit_seconds[name] : 0.0;
-        const int runs = unit > 0 && target_seconds > unit
-                             ? static_cast<int>(std::min(4000.0, std::round(target_seconds / unit)))
-                             : 1;
+        // ever. The runs go on until their time adds up to the sample's, not for a count set
+        // from one run's time: a count from the cold first run (page faults, library start)
+        // made the control a tenth as long as a 10 ms sample, and blind to the quota.
+        // Each control sample is the mean of its runs.
+        constexpr int most_runs = 4000;
         double total = 0;
+        int runs = 0;
         status failed = status::ok();
-        for (int i = 0; i < runs && failed.is_ok(); ++i) {
+        while (failed.is_ok() && runs < most_runs && (runs == 0 || total < target_seconds)) {
             const status_or<double> one = control_seconds(ctx.backend(), name);
             if (one.is_ok())
                 total += one.value();
             else
                 failed = one.error();
+            ++runs;
         }
         ctx.record_control(
             name, failed.is_ok() ? status_or<double>(total / runs) : status_or<double>(failed),

@@ -3,11 +3,13 @@
 // pitfall/controls.hpp).
 #include "host_identity.hpp"
 #include "pitfall/controls.hpp"
+#include "pitfall/scenario.hpp"
 #include "stats.hpp"
 #include "timing.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -321,6 +323,30 @@ TEST(Timing, BlessKeepsNormalisedSeriesPooledAndRefusesTooFewSamples) {
     EXPECT_EQ(n["samples"].size(), 6u); // both processes' samples
     EXPECT_DOUBLE_EQ(n["control_median"].get<double>(), 0.001);
     EXPECT_DOUBLE_EQ(n["samples"][3].get<double>(), 10.0);
+}
+
+// A control sample runs as long as the sample beside it, whatever its first (cold) run cost: a
+// control a tenth as long as a 10 ms sample slipped between the stalls of a CPU quota and left
+// the series looking 1.35x slower on a slower host.
+TEST(Timing, ControlSampleLastsAsLongAsTheSample) {
+    context ctx("fixture", "timed", backend_kind::cpu, "{}");
+    ctx.set_controls({"host_scalar"});
+    detail::run_controls(ctx, 0); // the untimed first run
+    constexpr double sample_seconds = 0.02;
+    const auto t0 = std::chrono::steady_clock::now();
+    detail::run_controls(ctx, sample_seconds);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The runs' own times add up to the sample's before the loop stops, and they lie inside the
+    // wall time: a lower bound that holds however busy the machine is.
+    EXPECT_GE(wall, sample_seconds);
+    ctx.record_samples("step_seconds", {0.02}, "s");
+    const json result = json::parse(ctx.result_json(status::ok()));
+    const json& controls = result["samples"]["step_seconds"]["controls"];
+    ASSERT_TRUE(controls.contains("host_scalar")) << result.dump();
+    ASSERT_EQ(controls["host_scalar"].size(), 1u); // one sample, the warm-up not among them
+    EXPECT_GT(controls["host_scalar"][0].get<double>(), 0.0);
+    EXPECT_LT(controls["host_scalar"][0].get<double>(), sample_seconds); // a mean of many runs
 }
 
 } // namespace
