@@ -255,7 +255,10 @@ json run_header::to_json() const {
               {"remeasure_pause_seconds", options.remeasure_pause_seconds},
               {"jobs", options.jobs},
               {"timed_in_parallel", options.timed_in_parallel},
-              {"full", options.full}}}};
+              {"full", options.full},
+              {"timings", options.judge_times ? "judge" : "record"},
+              {"timing_correction", options.correction},
+              {"timing_level", options.timing_level}}}};
 }
 
 status_or<run_header> run_header::from_json(const json& j) {
@@ -301,6 +304,19 @@ status_or<run_header> run_header::from_json(const json& j) {
         h.options.jobs = static_cast<int>(*jobs);
     options.boolean("timed_in_parallel", h.options.timed_in_parallel);
     options.boolean("full", h.options.full);
+    // Absent from runs started before these were recorded: the defaults they ran with.
+    std::string timings = "judge";
+    options.text("timings", timings);
+    if (timings != "judge" && timings != "record")
+        options.fail("timings", "expected \"judge\" or \"record\"");
+    h.options.judge_times = timings == "judge";
+    options.text("timing_correction", h.options.correction);
+    if (h.options.correction != "holm" && h.options.correction != "bh" &&
+        h.options.correction != "none")
+        options.fail("timing_correction", "expected \"holm\", \"bh\" or \"none\"");
+    options.number("timing_level", h.options.timing_level);
+    if (!(h.options.timing_level > 0 && h.options.timing_level < 1))
+        options.fail("timing_level", "expected a level in (0, 1)");
     r.take_error(options);
     if (!r.ok())
         return r.error();

@@ -94,7 +94,10 @@ struct recorded_options {
     double remeasure_pause_seconds = 2.0;
     int jobs = 1;
     bool timed_in_parallel = false;
-    bool full = false; ///< --full: each scenario's full parameter set, not the quick defaults
+    bool full = false;       ///< --full: each scenario's full parameter set, not the quick defaults
+    bool judge_times = true; ///< --timings judge (false: record)
+    std::string correction = "holm"; ///< --timing-correction: holm, bh or none
+    double timing_level = 0.05;      ///< --timing-level: the run's false-alarm level
 };
 
 /// The record that opens a run ("run") or a later session completing it ("resumed").

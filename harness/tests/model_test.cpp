@@ -66,7 +66,10 @@ json full_header() {
               {"remeasure_pause_seconds", 2.0},
               {"jobs", 1},
               {"timed_in_parallel", false},
-              {"full", false}}}};
+              {"full", false},
+              {"timings", "record"},
+              {"timing_correction", "bh"},
+              {"timing_level", 0.01}}}};
 }
 
 TEST(VerdictTable, EachVerdictOnceWithItsNameAndWhetherItFails) {
@@ -128,7 +131,22 @@ TEST(RunHeader, RoundTrips) {
     EXPECT_EQ(h.value().selection[1].str(), "cuda.float64_inputs.remedy");
     EXPECT_EQ(h.value().options.samples, 9);
     EXPECT_EQ(h.value().options.timeout_scale, 2.0);
+    EXPECT_FALSE(h.value().options.judge_times);
+    EXPECT_EQ(h.value().options.correction, "bh");
+    EXPECT_EQ(h.value().options.timing_level, 0.01);
     EXPECT_EQ(h.value().to_json(), full_header());
+}
+
+// A run started before the header recorded how it judges times ran with the defaults.
+TEST(RunHeader, OlderHeaderJudgesTimesAsTheDefaults) {
+    json j = full_header();
+    for (const char* key : {"timings", "timing_correction", "timing_level"})
+        j["options"].erase(key);
+    const auto h = run_header::from_json(j);
+    ASSERT_TRUE(h.is_ok()) << h.error().message();
+    EXPECT_TRUE(h.value().options.judge_times);
+    EXPECT_EQ(h.value().options.correction, "holm");
+    EXPECT_EQ(h.value().options.timing_level, 0.05);
 }
 
 TEST(RunHeader, NoProfileIsNull) {
@@ -152,6 +170,11 @@ TEST(RunHeader, WrongTypesNameTheField) {
         {"field 'profile.name'", {{"profile", {{"name", 1}}}}},
         {"field 'options.samples'", {{"options", {{"samples", "9"}}}}},
         {"field 'options.timeout_scale'", {{"options", {{"timeout_scale", "2"}}}}},
+        {"field 'options.timings'", {{"options", {{"timings", "judged"}}}}},
+        {"field 'options.timings'", {{"options", {{"timings", 1}}}}},
+        {"field 'options.timing_correction'", {{"options", {{"timing_correction", "bonferroni"}}}}},
+        {"field 'options.timing_level'", {{"options", {{"timing_level", 1.5}}}}},
+        {"field 'options.timing_level'", {{"options", {{"timing_level", "0.05"}}}}},
         {"field 'selection[1]'", {{"selection", {"cpu.s.v", "cpu.s"}}}},
         {"field 'schema'", {{"schema", "pitfall.run/2"}}},
     };
