@@ -8,6 +8,7 @@
 #include "fingerprint.hpp"
 #include "host_identity.hpp"
 #include "model.hpp"
+#include "mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
@@ -394,16 +395,24 @@ struct run_plan {
     json timing_family;
 };
 
-/// A resumed run completes the run as it was asked for: its selection, samples and timeout
-/// scale come from its own header, not from this command line (the profiles are chosen again
-/// from this environment's fingerprint). Returns its selection.
+/// A resumed run completes the run as it was asked for: its selection, samples, timeout
+/// scale and how it judges times (the floor, judge or record, the run's correction and level:
+/// the correction at the end spans the earlier cases too) come from its own header, not from
+/// this command line (the profiles are chosen again from this environment's fingerprint).
+/// Returns its selection.
 status_or<std::set<std::string>> plan_resume(run_plan& plan) {
     const auto& f = plan.options.common.filter;
+    const run_options defaults;
     if (!f.scenarios.empty() || !f.backends.empty() || !f.variants.empty() || !f.labels.empty() ||
-        plan.options.samples || plan.options.timeout_scale != 1.0 || plan.options.full)
+        plan.options.samples || plan.options.timeout_scale != defaults.timeout_scale ||
+        plan.options.full || plan.options.timing_floor != defaults.timing_floor ||
+        plan.options.judge_times != defaults.judge_times ||
+        plan.options.correction != defaults.correction ||
+        plan.options.timing_level != defaults.timing_level)
         return bad_run_input("--resume completes a run as it was started: drop --scenario, "
-                             "--backend, --variant, --label, --samples, --timeout-scale and "
-                             "--full");
+                             "--backend, --variant, --label, --samples, --timeout-scale, "
+                             "--full, --timing-floor, --timings, --timing-correction and "
+                             "--timing-level");
     auto folder = run_folder::resume(plan.options.resume_dir);
     if (!folder.is_ok())
         return bad_run_input("--resume " + folder.error().message());
@@ -415,6 +424,12 @@ status_or<std::set<std::string>> plan_resume(run_plan& plan) {
     plan.options.samples = log.header.options.samples;
     plan.options.timeout_scale = log.header.options.timeout_scale;
     plan.options.full = log.header.options.full;
+    plan.options.timing_floor = log.header.options.timing_floor;
+    plan.options.judge_times = log.header.options.judge_times;
+    plan.options.timing_level = log.header.options.timing_level;
+    // The header's reader admits only the three names.
+    plan.options.correction =
+        timing_correction_from_string(log.header.options.correction).value_or(defaults.correction);
     for (const auto& c : log.cases)
         plan.finished.emplace(c.key.str(), c);
     plan.resuming = true;
@@ -460,15 +475,22 @@ status check_environment(const scenario_index& index) {
         return bad_run_input(std::string("PITFALL_CONTAINMENT='") + mode +
                              "': expected auto, cgroup or subreaper");
     const char* injecting = std::getenv(inject::env_name);
-    if (injecting == nullptr || *injecting == '\0')
+    const char* mutating = std::getenv(mutate::env_name);
+    const bool injects = injecting != nullptr && *injecting != '\0';
+    const bool mutates = mutating != nullptr && *mutating != '\0';
+    if (!injects && !mutates)
         return status::ok();
     std::set<std::string> keys; // helper variants too: run_self passes the variable on
     for (const auto& s : index.scenarios)
         for (const auto& v : s.description.variants)
             for (const auto& b : s.description.backends_of(v))
                 keys.insert(b + "." + s.description.name + "." + v.name);
-    if (auto checked = inject::validate(injecting, keys); !checked.is_ok())
-        return bad_run_input(checked.message());
+    if (injects)
+        if (auto checked = inject::validate(injecting, keys); !checked.is_ok())
+            return bad_run_input(checked.message());
+    if (mutates)
+        if (auto checked = mutate::validate(mutating, keys); !checked.is_ok())
+            return bad_run_input(checked.message());
     return status::ok();
 }
 
@@ -526,10 +548,16 @@ status start_session(run_plan& plan) {
     h.profile_reason = plan.choice.reason;
     for (const auto& c : plan.cases)
         h.selection.push_back(key_of(c));
-    h.options = {plan.options.samples,      plan.options.timeout_scale,
-                 plan.options.timing_floor, plan.options.remeasure_pause,
-                 plan.options.jobs,         plan.options.timed_in_parallel,
-                 plan.options.full};
+    h.options = {plan.options.samples,
+                 plan.options.timeout_scale,
+                 plan.options.timing_floor,
+                 plan.options.remeasure_pause,
+                 plan.options.jobs,
+                 plan.options.timed_in_parallel,
+                 plan.options.full,
+                 plan.options.judge_times,
+                 to_string(plan.options.correction),
+                 plan.options.timing_level};
     // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
     // recorded beside the fingerprint (not in its summary: profiles do not match on it).
     const char* mode = std::getenv("PITFALL_CONTAINMENT");
@@ -577,6 +605,10 @@ status start_session(run_plan& plan) {
         injecting != nullptr && *injecting != '\0')
         std::cout << "warning: " << inject::env_name << "=" << injecting
                   << " is set: the cases it names report injected faults, not real ones\n";
+    if (const char* mutating = std::getenv(mutate::env_name);
+        mutating != nullptr && *mutating != '\0')
+        std::cout << "warning: " << mutate::env_name << "=" << mutating
+                  << " is set: the cases it names report mutated records, not their own\n";
     return status::ok();
 }
 

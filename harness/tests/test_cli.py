@@ -126,12 +126,12 @@ class FixtureTest(unittest.TestCase):
     def run_dir(self, name="run"):
         return os.path.join(self.tmp, name)
 
-    def finished_two_case_run(self):
-        """A finished run of cpu ok then unsupported: its folder, results.jsonl and that file's
-        lines (the last one the unsupported case's record), for tests that damage it."""
+    def finished_two_case_run(self, extra=()):
+        """A finished run of cpu ok then unsupported (with `extra` flags): its folder, results.jsonl
+        and that file's lines (the last one the unsupported case's record), for tests that damage it."""
         out = self.run_dir()
         self.assertEqual(self.pitfall("run", "--variant", "ok,unsupported", "--backend", "cpu", "--out", out,
-                                      "--samples", "1").returncode, 0)
+                                      "--samples", "1", *extra).returncode, 0)
         path = os.path.join(out, "results.jsonl")
         with open(path) as f:
             lines = f.readlines()
@@ -493,11 +493,13 @@ class Verdicts(FixtureTest):
     # bench/verdict_power.py.
     STEP = {"PITFALL_FIXTURE_SYNTHETIC_MS": "2"}
 
-    def run_ok(self, name, inject=None, extra=(), host_id=None):
+    def run_ok(self, name, inject=None, extra=(), host_id=None, mutate=None):
         env = dict(os.environ, **self.STEP)
         env.pop("PITFALL_HOST_ID", None)
         if inject:
             env["PITFALL_INJECT"] = inject
+        if mutate:
+            env["PITFALL_MUTATE"] = mutate
         if host_id:
             env["PITFALL_HOST_ID"] = host_id
         out = self.run_dir(name)
@@ -532,6 +534,32 @@ class Verdicts(FixtureTest):
         d = self.bless("b", "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("dry run: nothing written", d.stdout)
+
+    def test_records_are_pinned_and_a_check_that_stops_running_fails(self):
+        p, rec = self.run_ok("a", extra=("--samples", "9"))
+        self.assertEqual(self.bless("a").returncode, 0)
+        records = self.blessed_entry()["records"]
+        self.assertEqual(records["checks"], ["doubling"])
+        self.assertIn("step_seconds", records["samples"])
+        key = "cpu.harness_fixture.ok"
+        p, rec = self.run_ok("dropped", extra=("--samples", "9"), mutate=f"drop_check:{key}:doubling")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertEqual(rec["verdict"], "FAIL", rec["reason"])
+        self.assertIn("check `doubling` no longer runs", rec["reason"])
+        self.assertIn("mutant drop_check doubling", rec["result"]["injected"])
+        # Forced to pass, a check that passes anyway changes nothing: an equivalent mutant.
+        p, rec = self.run_ok("forced", extra=("--samples", "9"), mutate=f"force_pass:{key}:doubling")
+        self.assertIn(rec["verdict"], ("PASS", "AMBIGUOUS"), rec["reason"])
+        p, rec = self.run_ok("series", extra=("--samples", "9"),
+                             mutate=f"drop_check:{key}:no_such_check")
+        self.assertIn("mutant drop_check no_such_check (not recorded)", rec["result"]["injected"])
+        b = self.bless("dropped")
+        self.assertEqual(b.returncode, 2)
+        self.assertIn("PITFALL_MUTATE", b.stderr)
+        typo = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", self.run_dir("typo"),
+                            env=dict(os.environ, PITFALL_MUTATE="drop_check:cpu.harness_fixture.nope:x"))
+        self.assertEqual(typo.returncode, 2)
+        self.assertIn("PITFALL_MUTATE", typo.stderr)
 
     def test_bless_writes_the_evidence_of_the_run(self):
         # The budget makes the oom case the tracker's refusal, not a 1 TiB malloc (which
@@ -650,7 +678,8 @@ class Verdicts(FixtureTest):
             written = json.load(f)
         self.assertEqual(list(written), ["schema", "scenario", "cases", "ratios"])
         self.assertEqual(written["ratios"]["cpu.ok_over_ok"], ratio)
-        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "ran_on", "memory", "provenance", "timings"])
+        self.assertEqual(list(written["cases"]["cpu.ok"]), ["outcome", "note", "ran_on", "memory", "provenance",
+                                                                "records", "timings"])
         self.assertEqual(list(written["cases"]["cpu.ok"]["provenance"])[:5],
                          ["kind", "fingerprint", "date", "fingerprint_id", "pitfall_version"])
 
@@ -1456,9 +1485,25 @@ class Interruption(FixtureTest):
     def test_resume_refuses_a_new_selection(self):
         out = self.run_dir()
         self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out)
-        p = self.pitfall("run", "--resume", out, "--variant", "segv")
-        self.assertEqual(p.returncode, 2)
-        self.assertIn("--resume completes a run as it was started", p.stderr)
+        for flags in (("--variant", "segv"), ("--timing-correction", "none"), ("--timings", "record"),
+                      ("--timing-level", "0.2")):
+            p = self.pitfall("run", "--resume", out, *flags)
+            self.assertEqual(p.returncode, 2, flags)
+            self.assertIn("--resume completes a run as it was started", p.stderr)
+
+    def test_resume_judges_times_as_the_run_was_started(self):
+        out, path, lines = self.finished_two_case_run(extra=("--timings", "record", "--timing-correction", "bh",
+                                                             "--timing-level", "0.01"))
+        with open(path, "w") as f:  # the run died while the last case ran
+            f.writelines(lines[:-1])
+        p = self.pitfall("run", "--resume", out)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(path) as f:
+            headers = [json.loads(x) for x in f if '"record":"resumed"' in x.replace(" ", "")]
+        self.assertEqual(len(headers), 1)
+        options = headers[0]["options"]
+        self.assertEqual((options["timings"], options["timing_correction"], options["timing_level"]),
+                         ("record", "bh", 0.01))
 
     def test_sigterm_also_exits_130(self):
         out = self.run_dir()
