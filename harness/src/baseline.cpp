@@ -313,6 +313,23 @@ status check_outcome(const std::string& file, const std::string& field, const js
     return status::ok();
 }
 
+// What the schema cannot say of an entry's records: each list names a record once.
+status check_records(const std::string& file, const std::string& field, const json& records) {
+    if (!records.is_object())
+        return bad_input(file, field, "expected an object (checks, measurements, samples)");
+    for (const auto& [kind, names] : records.items()) {
+        if (!names.is_array())
+            return bad_input(file, dotted(field, kind), "expected an array of names");
+        std::set<std::string> seen;
+        for (const auto& name : names)
+            if (!name.is_string() || !seen.insert(name.get<std::string>()).second)
+                return bad_input(file, dotted(field, kind),
+                                 name.is_string() ? "names '" + name.get<std::string>() + "' twice"
+                                                  : "expected an array of names");
+    }
+    return status::ok();
+}
+
 // An observed entry carries the evidence of the run it was blessed from (what `pitfall bless`
 // writes), never prose: when, the fingerprint summary and its id, the pitfall that ran it, and
 // for a success where it ran.
@@ -383,13 +400,16 @@ status check_expected_file(const std::string& file, const json& doc,
                 "expected a string: the start of the case's ran_on (\"cpu\", \"cuda\")");
         if (entry.contains("timings"))
             PITFALL_TRY(check_timings(file, field + ".timings", entry["timings"]));
-        static const std::set<std::string> entry_keys{"outcome", "events", "measurements", "memory",
-                                                      "timings", "ran_on", "provenance",   "note"};
+        if (entry.contains("records"))
+            PITFALL_TRY(check_records(file, field + ".records", entry["records"]));
+        static const std::set<std::string> entry_keys{"outcome", "events",     "measurements",
+                                                      "memory",  "timings",    "ran_on",
+                                                      "records", "provenance", "note"};
         for (const auto& [k, value] : entry.items())
             if (entry_keys.count(k) == 0)
                 return bad_input(file, dotted(field, k),
                                  "unknown key (outcome, events, measurements, memory, timings, "
-                                 "ran_on, provenance, note)");
+                                 "ran_on, records, provenance, note)");
         const json& prov = entry.contains("provenance") ? entry["provenance"] : json();
         const std::string kind = prov.is_object() ? prov.value("kind", "") : "";
         if (kind != "observed" && kind != "documented")
@@ -814,6 +834,98 @@ profile_choice::ratio_bounds_for(const std::string& scenario, const std::string&
 }
 
 namespace {
+/// The kinds of record a baseline pins by name, and what one of each is called.
+struct record_kind {
+    const char* key;       ///< in the result and in the entry's "records"
+    const char* one;       ///< "check": "check `x` no longer runs"
+    const char* many;      ///< "checks": "checks `x` and `y` no longer run"
+    const char* lost_one;  ///< what became of one
+    const char* lost_many; ///< and of several
+};
+constexpr record_kind record_kinds[] = {
+    {"checks", "check", "checks", "no longer runs", "no longer run"},
+    {"measurements", "measurement", "measurements", "is no longer recorded",
+     "are no longer recorded"},
+    {"samples", "timed series", "timed series", "is no longer recorded", "are no longer recorded"}};
+
+/// The names of one kind a result recorded: its checks' names, its measurements' or its timed
+/// series' keys (a result is the scenario's file: anything else there is skipped, not trusted).
+std::set<std::string> recorded_names(const json& result, const std::string& kind) {
+    std::set<std::string> names;
+    const json items = result.is_object() && result.contains(kind) ? result[kind] : json();
+    if (kind == "checks" && items.is_array()) {
+        for (const auto& c : items)
+            if (c.is_object() && c.contains("name") && c["name"].is_string())
+                names.insert(c["name"].get<std::string>());
+    } else if (kind != "checks" && items.is_object()) {
+        for (const auto& [name, value] : items.items())
+            names.insert(name);
+    }
+    return names;
+}
+
+/// "`a`, `b` and 3 more": names for a reason line, the first few of them (quoted unless
+/// `quoted` is false: they say what they are already).
+std::string name_list(const std::vector<std::string>& names, bool quoted = true) {
+    std::string out;
+    const std::size_t shown = std::min<std::size_t>(names.size(), 3);
+    for (std::size_t i = 0; i < shown; ++i)
+        out += (i == 0                  ? ""
+                : i + 1 == names.size() ? " and "
+                                        : ", ") +
+               (quoted ? "`" + names[i] + "`" : names[i]);
+    if (names.size() > shown)
+        out += " and " + std::to_string(names.size() - shown) + " more";
+    return out;
+}
+
+/// A record the baseline names that the case no longer made. A check that stops running
+/// passes nothing: without this the case would pass on the checks that are left.
+std::optional<std::string> lost_records(const json& expected, const json& result) {
+    const json records = expected.value("records", json::object());
+    std::string why;
+    for (const auto& kind : record_kinds) {
+        if (!records.is_object() || !records.contains(kind.key) || !records[kind.key].is_array())
+            continue;
+        const auto have = recorded_names(result, kind.key);
+        std::vector<std::string> lost;
+        for (const auto& name : records[kind.key])
+            if (name.is_string() && have.count(name.get<std::string>()) == 0)
+                lost.push_back(name.get<std::string>());
+        if (lost.empty())
+            continue;
+        const bool one = lost.size() == 1;
+        why += (why.empty() ? "" : "; ") + std::string(one ? kind.one : kind.many) + " " +
+               name_list(lost) + " " + (one ? kind.lost_one : kind.lost_many);
+    }
+    if (why.empty())
+        return std::nullopt;
+    return why + " (the baseline names " + (why.find(';') == std::string::npos ? "it" : "them") +
+           ": a record that stopped being made cannot fail)";
+}
+
+/// Records the case made that its baseline does not name yet: said until they are blessed.
+/// Only for an entry that pins its records (one blessed before they were pinned names none).
+std::string unpinned_records(const json& expected, const json& result) {
+    if (!expected.contains("records") || !expected["records"].is_object())
+        return "";
+    const json& records = expected["records"];
+    std::vector<std::string> fresh;
+    for (const auto& kind : record_kinds) {
+        std::set<std::string> pinned;
+        if (records.contains(kind.key) && records[kind.key].is_array())
+            for (const auto& name : records[kind.key])
+                if (name.is_string())
+                    pinned.insert(name.get<std::string>());
+        for (const auto& name : recorded_names(result, kind.key))
+            if (pinned.count(name) == 0)
+                fresh.push_back(std::string(kind.one) + " `" + name + "`");
+    }
+    if (fresh.empty())
+        return "";
+    return "; not in the baseline yet (bless to pin): " + name_list(fresh, false);
+}
+
 /// The first of `names` the case's outcome or events carry as an error, if any.
 std::optional<std::string> environment_error_in(const observation& observed,
                                                 const std::vector<std::string>& names) {
@@ -972,10 +1084,13 @@ verdict judge_against(const observation& observed, const json& expected, const s
                                                     describe_outcome(have_event)};
             }
         }
+        if (const auto why = lost_records(expected, result))
+            return {verdict_kind::fail, *why};
         if (context.full_sizes) {
-            verdict v{verdict_kind::pass, "as expected: " + describe_outcome(o) +
-                                              " (measurements, memory and times not compared: " +
-                                              full_sizes_reason + ")"};
+            verdict v{verdict_kind::pass,
+                      "as expected: " + describe_outcome(o) +
+                          " (measurements, memory and times not compared: " + full_sizes_reason +
+                          ")" + unpinned_records(expected, result)};
             if (expected.contains("timings"))
                 for (const auto& [name, ignored] : expected["timings"].items())
                     v.timings[name] = {{"verdict", "NOT_COMPARED"}, {"reason", full_sizes_reason}};
@@ -1012,7 +1127,8 @@ verdict judge_against(const observation& observed, const json& expected, const s
                 return {verdict_kind::mem_regression, *why};
         }
     }
-    verdict v{verdict_kind::pass, "as expected: " + describe_outcome(o)};
+    verdict v{verdict_kind::pass,
+              "as expected: " + describe_outcome(o) + unpinned_records(expected, result)};
     judge_timings(expected, result, observed.threads, context, v);
     return v;
 }
@@ -1064,6 +1180,17 @@ ordered_json expected_memory(const case_record& record, const observation_origin
     return memory;
 }
 
+/// What the case recorded, by name, for the entry's "records": each must be recorded again.
+ordered_json expected_records(const json& result) {
+    ordered_json records = ordered_json::object();
+    for (const auto& kind : record_kinds) {
+        const auto names = recorded_names(result, kind.key);
+        if (!names.empty())
+            records[kind.key] = names; // sorted: a blessed file's order does not move
+    }
+    return records;
+}
+
 /// Where the case ran, as a baseline expects it: the start of its proof ("cpu" of "cpu: 2
 /// threads", "cuda" of "cuda:0 NVIDIA H100 ..."), or the previous entry's ran_on while the proof
 /// still starts with it (a hand-pinned "cpu: silent fallback after ..." stays). Empty: no proof.
@@ -1100,6 +1227,7 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     const bool have_result = record.result.is_object();
     set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
     set_or_erase(entry, "memory", have_result ? expected_memory(record, origin) : ordered_json());
+    set_or_erase(entry, "records", have_result ? expected_records(record.result) : ordered_json());
     set_or_erase(entry, "timings",
                  have_result && origin.with_timings ? expected_timings(record.result, origin)
                                                     : ordered_json());

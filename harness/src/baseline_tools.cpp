@@ -370,8 +370,9 @@ status_or<std::vector<blessed_record>> select_for_bless(const bless_options& opt
             (!scenarios.empty() && scenarios.count(r->key.scenario) == 0))
             continue;
         if (r->injected())
-            return bad_run_input(key + ": the run was made with PITFALL_INJECT (injected faults "
-                                       "are not observations)");
+            return bad_run_input(key + ": the run was made with PITFALL_INJECT or PITFALL_MUTATE "
+                                       "(injected faults and mutated records are not "
+                                       "observations)");
         if (broken(*r) && named.count(key) == 0)
             refused += "\n  " + key + " (" + to_string(r->verdict) + ": " + r->reason + ")";
         else

@@ -1,5 +1,6 @@
 // A running case's context (pitfall/scenario.hpp): parameters, what the case records, the
 // calibration controls measured beside its timed series, and its result document.
+#include "mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/result_file.hpp"
@@ -223,6 +224,7 @@ std::string context::result_json(const status& outcome) const {
         doc["gpu_work"] = m_impl->gpu_work;
     if (!inject::active().empty())
         doc["injected"] = inject::active().applied;
+    mutate::apply(mutate::active(), doc);
     return doc.dump(2);
 }
 

@@ -59,6 +59,11 @@ environment:
                      separated; slowdown:<case>:1.2, extra_device_bytes:<case>:4M,
                      outcome:<case>:cudaErrorLaunchFailure (<case> = cpu.float64_inputs.remedy
                      or *). Inert unless set; injected results say so and cannot be blessed.
+  PITFALL_MUTATE     mutants of a case's records, to test that its baseline notices a check
+                     that stops checking: force_pass:<case>:<check>, drop_check:<case>:<check>,
+                     drop_measurement:<case>:<name>, scale_measurement:<case>:<name>=2,
+                     drop_event:<case>:<name>. Inert unless set; listed in the result as
+                     injected, and refused by bless.
 
 exit status:
   0    every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail a run)

@@ -1,4 +1,5 @@
 // The scenario side of the process protocol: arguments, parameters, probe, result file.
+#include "mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
@@ -450,13 +451,18 @@ status_or<case_entry> select_entry(const manifest& m, const invocation& inv, bac
     return usage("variant '" + inv.variant + "' has no code"); // variant_difference said so first
 }
 
-// Environment that shapes the case: the device memory budget and fault injection.
+// Environment that shapes the case: the device memory budget, fault injection and mutants.
 status apply_environment(const manifest& m, const invocation& inv) {
     PITFALL_TRY(device_memory_limit_from_env());
     if (const char* injections = std::getenv(inject::env_name); injections != nullptr) {
         PITFALL_ASSIGN_OR_RETURN(
             auto plan, inject::parse(injections, inv.backend + "." + m.name + "." + inv.variant));
         inject::set_active(plan);
+    }
+    if (const char* mutants = std::getenv(mutate::env_name); mutants != nullptr) {
+        PITFALL_ASSIGN_OR_RETURN(
+            auto plan, mutate::parse(mutants, inv.backend + "." + m.name + "." + inv.variant));
+        mutate::set_active(plan);
     }
     return status::ok();
 }

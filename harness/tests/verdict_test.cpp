@@ -654,6 +654,63 @@ TEST(Verdict, EntryFromRecordCarriesTheEvidenceOfTheRun) {
     EXPECT_EQ(e["ran_on"], "cuda");
 }
 
+// Bless pins, by name, every check, measurement and timed series the case recorded; a run that
+// no longer makes one FAILs naming it, and one the baseline does not name yet is said in a
+// passing verdict until it is blessed.
+TEST(Verdict, ChecksAndMeasurementsArePinnedByName) {
+    const json checked =
+        ok_result({{"checks",
+                    {{{"name", "matches_reference"}, {"passed", true}, {"detail", "d"}},
+                     {{"name", "bitwise_comparison_fails"}, {"passed", true}, {"detail", "d"}}}},
+                   {"samples", {{"step_seconds", {{"unit", "s"}, {"values", {0.1, 0.1, 0.1}}}}}}});
+    const json record = {{"record", "case"},          {"case", "cuda.s.v"},
+                         {"verdict", "NO_BASELINE"},  {"observed", {{"status", "ok"}}},
+                         {"process", json::object()}, {"result", checked}};
+    const auto parsed = case_record::from_json(record);
+    ASSERT_TRUE(parsed.is_ok()) << parsed.error().message();
+    const json e(entry_from_record(parsed.value(), nlohmann::ordered_json(), origin()));
+    EXPECT_EQ(e["records"], json({{"checks", {"bitwise_comparison_fails", "matches_reference"}},
+                                  {"measurements", {"loss"}},
+                                  {"samples", {"step_seconds"}}}));
+    const json expected = {{"outcome", {{"status", "ok"}}}, {"records", e["records"]}};
+
+    const verdict same = judge(seen({{"status", "ok"}}, checked), expected, "cuda");
+    EXPECT_EQ(same.kind, verdict_kind::pass) << same.reason;
+    EXPECT_EQ(same.reason.find("not in the baseline yet"), std::string::npos) << same.reason;
+
+    json dropped = checked;
+    dropped["checks"].erase(1);
+    const verdict lost = judge(seen({{"status", "ok"}}, dropped), expected, "cuda");
+    EXPECT_EQ(lost.kind, verdict_kind::fail);
+    EXPECT_NE(lost.reason.find("check `bitwise_comparison_fails` no longer runs"),
+              std::string::npos)
+        << lost.reason;
+
+    json unmeasured = checked;
+    unmeasured["measurements"] = json::object();
+    unmeasured["samples"] = json::object();
+    const verdict gone = judge(seen({{"status", "ok"}}, unmeasured), expected, "cuda");
+    EXPECT_EQ(gone.kind, verdict_kind::fail);
+    EXPECT_NE(gone.reason.find("measurement `loss` is no longer recorded; timed series "
+                               "`step_seconds` is no longer recorded"),
+              std::string::npos)
+        << gone.reason;
+
+    json grown = checked;
+    grown["checks"].push_back({{"name", "new_check"}, {"passed", true}, {"detail", "d"}});
+    const verdict fresh = judge(seen({{"status", "ok"}}, grown), expected, "cuda");
+    EXPECT_EQ(fresh.kind, verdict_kind::pass) << fresh.reason;
+    EXPECT_NE(fresh.reason.find("not in the baseline yet (bless to pin): check `new_check`"),
+              std::string::npos)
+        << fresh.reason;
+
+    // An entry blessed before records were pinned names none: nothing lost, nothing new said.
+    const verdict old =
+        judge(seen({{"status", "ok"}}, dropped), {{"outcome", {{"status", "ok"}}}}, "cuda");
+    EXPECT_EQ(old.kind, verdict_kind::pass) << old.reason;
+    EXPECT_EQ(old.reason.find("baseline"), std::string::npos) << old.reason;
+}
+
 // A hand-pinned ran_on longer than the proof's start stays while the proof still starts with
 // it; a proof that no longer does replaces it with its own start.
 TEST(Verdict, EntryFromRecordKeepsAPinnedRanOnOnlyWhileItHolds) {

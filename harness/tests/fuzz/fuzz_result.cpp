@@ -18,6 +18,7 @@ const json& entry() {
          {{"tracked_peak_bytes", {{"equals", 1000}}}, {"peak_rss_bytes", {{"max", 1e9}}}}},
         {"timings", {{"step", {{"unit", "s"}, {"samples", {0.1, 0.2, 0.3, 0.2, 0.1}}}}}},
         {"ran_on", "cpu"},
+        {"records", {{"checks", {"c", "d"}}, {"measurements", {"loss"}}, {"samples", {"step"}}}},
         {"provenance",
          {{"kind", "observed"},
           {"date", "2026-01-01"},
