@@ -144,6 +144,18 @@ status check_bounds(const std::string& file, const std::string& field, const jso
     return status::ok();
 }
 
+// How far apart the blessed processes' medians lay, where bless measured it: a fraction.
+status check_process_spread(const std::string& file, const std::string& field, const json& t) {
+    if (!t.contains("process_spread"))
+        return status::ok();
+    const json& s = t["process_spread"];
+    if (!s.is_number() || !(s.get<double>() >= 0) || !(s.get<double>() <= 1000))
+        return bad_input(file, field + ".process_spread",
+                         "expected how far apart the blessed processes lay (a number from 0 to "
+                         "1000: largest / smallest median - 1)");
+    return status::ok();
+}
+
 // A series divided by its control's median: {by: a control, samples: >= 2 numbers >= 0,
 // control_median > 0 seconds}.
 status check_normalised(const std::string& file, const std::string& field, const json& n) {
@@ -163,9 +175,11 @@ status check_normalised(const std::string& file, const std::string& field, const
     if (!m.is_number() || !(m.get<double>() > 0) || !std::isfinite(m.get<double>()))
         return bad_input(file, field + ".control_median",
                          "expected the control's median seconds (a positive number)");
+    PITFALL_TRY(check_process_spread(file, field, n));
     for (const auto& [key, ignored] : n.items())
-        if (key != "by" && key != "samples" && key != "control_median")
-            return bad_input(file, dotted(field, key), "unknown key (by, samples, control_median)");
+        if (key != "by" && key != "samples" && key != "control_median" && key != "process_spread")
+            return bad_input(file, dotted(field, key),
+                             "unknown key (by, samples, control_median, process_spread)");
     return status::ok();
 }
 
@@ -181,6 +195,7 @@ status check_timings(const std::string& file, const std::string& field, const js
                 return bad_input(file, f + ".samples", "expected non-negative numbers");
         if (t.contains("unit") && !t["unit"].is_string())
             return bad_input(file, f + ".unit", "expected a string");
+        PITFALL_TRY(check_process_spread(file, f, t));
         if (t.contains("normalised"))
             PITFALL_TRY(check_normalised(file, f + ".normalised", t["normalised"]));
     }

@@ -86,6 +86,26 @@ TEST(Timing, NormaliseDividesByTheControlsMedian) {
     EXPECT_DOUBLE_EQ(halved->samples[0], 1.0);
 }
 
+// A series whose blessed processes lay 40% apart is judged with at least that tolerance: 1.3x
+// on another host is within what unchanged code did between processes, not a regression.
+TEST(Timing, TheSpreadOfTheBlessedProcessesIsTheLeastTolerance) {
+    const json slower = series(around(0.013, 9, 3), around(0.001, 9, 4));
+    const verdict tight = judged(slower, on_host("bbbbbbbbbbbbbbbb"));
+    EXPECT_EQ(tight.timings["step_seconds/host_blas"]["verdict"], "PERF_REGRESSION")
+        << tight.timings.dump();
+    json e = entry();
+    e["timings"]["step_seconds"]["normalised"]["process_spread"] = 0.4;
+    verdict wide{verdict_kind::pass, "as expected"};
+    judge_timings(e, {{"samples", {{"step_seconds", slower}}}}, std::nullopt,
+                  on_host("bbbbbbbbbbbbbbbb"), wide);
+    const json& n = wide.timings["step_seconds/host_blas"];
+    EXPECT_NE(n["verdict"], "PERF_REGRESSION") << n.dump();
+    EXPECT_DOUBLE_EQ(n["tolerance"].get<double>(), 0.4);
+    EXPECT_NE(n["reason"].get<std::string>().find("40% its blessed processes lay apart"),
+              std::string::npos)
+        << n.dump();
+}
+
 TEST(Timing, NormaliseSaysWhichControlIsMissing) {
     std::string why;
     json s = series({1.0}, {1.0});
@@ -323,6 +343,9 @@ TEST(Timing, BlessKeepsNormalisedSeriesPooledAndRefusesTooFewSamples) {
     EXPECT_EQ(n["samples"].size(), 6u); // both processes' samples
     EXPECT_DOUBLE_EQ(n["control_median"].get<double>(), 0.001);
     EXPECT_DOUBLE_EQ(n["samples"][3].get<double>(), 10.0);
+    // The processes' medians: 11 ms and 22 ms absolute (100% apart), 11 and 11 normalised.
+    EXPECT_DOUBLE_EQ(t["step_seconds"]["process_spread"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ(n["process_spread"].get<double>(), 0.0);
 }
 
 // A control sample runs as long as the sample beside it, whatever its first (cold) run cost: a
