@@ -35,6 +35,7 @@ normalised: how far hosts differ before and after normalising.
     bench/cross_host.py --json cross-host.json               # 3 blessed; 20 + 20 + 60 runs a host
     bench/cross_host.py --suite quick --hosts slower,busier,kernels --json cross-host.json
     bench/cross_host.py --hosts same,slower --runs 3 --trials 4   # a first look: ~4 min
+    bench/cross_host.py --arms after,trials            # the judge as it is, without `before`
     bench/cross_host.py --build build/cpu-only
     bench/cross_host.py --report cross-host.json             # the tables of a saved run again
 
@@ -102,6 +103,17 @@ def slowdown(text):
     if not 1.0 < value <= 10.0:
         raise argparse.ArgumentTypeError(f"expected a factor in (1, 10], got {value}")
     return value
+
+
+ARMS = ["before", "after", "trials"]
+
+
+def arm_list(text):
+    arms = [a for a in text.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(ARMS)}, got {text!r}")
+    return arms
 
 
 def host_list(text):
@@ -327,6 +339,8 @@ def measure_host(bench, host, args, expected_after, blessed, blessed_core, total
         strip_to_absolute(expected_after, expected_before, host_id, header["fingerprint_id"])
         for arm, expected, extra in (("before", expected_before, ("--timing-correction", "none")),
                                      ("after", expected_after, ())):
+            if arm not in args.arms:
+                continue
             for i in range(args.runs):
                 out, code, took = bench.run(f"{host}-{arm}-{i}", expected, emu, extra)
                 records, _ = read_records(out)
@@ -337,7 +351,7 @@ def measure_host(bench, host, args, expected_after, blessed, blessed_core, total
                 figures[arm].append(row)
                 progress(bench, total, started, f"{host} {arm} {i + 1}/{args.runs}: exit {code}"
                          + (f" ({len(failing)} failing)" if failing else ""))
-        for i in range(args.trials):
+        for i in range(args.trials if "trials" in args.arms else 0):
             big = INJECT_CASES[i % len(INJECT_CASES)]
             small = INJECT_CASES[(i + 2) % len(INJECT_CASES)]
             inject = f"slowdown:{big}:{args.slowdown},slowdown:{small}:{args.small_slowdown}"
@@ -446,6 +460,8 @@ def main():
     ap.add_argument("--slowdown", type=slowdown, default=1.2, help="the larger slowdown (1.2)")
     ap.add_argument("--small-slowdown", type=slowdown, default=1.1,
                     help="the smaller slowdown (1.1)")
+    ap.add_argument("--arms", type=arm_list, default=ARMS,
+                    help="which arms to run, comma-separated (before,after,trials: all)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure here")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--report", metavar="FILE",
@@ -470,7 +486,9 @@ def main():
     expected = os.path.join(scratch, "expected")
     shutil.copytree(os.path.join(ROOT, "expected"), expected)
     bench = Bench(args, scratch)
-    total = args.bless_runs + len(args.hosts) * (1 + 2 * args.runs + args.trials)
+    runs_a_host = args.runs * len([a for a in ("before", "after") if a in args.arms])
+    trials = args.trials if "trials" in args.arms else 0
+    total = args.bless_runs + len(args.hosts) * (1 + runs_a_host + trials)
     started = time.monotonic()
     figures = {"build": args.build, "suite": args.suite, "scenarios": bench.scenarios,
                "variants": bench.variant_filter[1:], "hosts": {}}

@@ -203,11 +203,19 @@ def host_entries(root: Path):
     return cases, ratios
 
 
+def percent(fraction) -> str:
+    """A blessed process spread as a percentage ("-" where bless did not measure one)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        return "-"
+    return f"{fraction * 100:.1f}%"
+
+
 def make_timed_table(root: Path) -> str:
     cases, _ = host_entries(root)
     lines = [TIMED_BEGIN, "",
-             "| case | series | normalised by | samples (absolute / normalised) | blessed |",
-             "|---|---|---|---|---|"]
+             "| case | series | normalised by | samples (absolute / normalised) "
+             "| processes apart (absolute / normalised) | blessed |",
+             "|---|---|---|---|---|---|"]
     count = 0
     for scenario, key, entry in cases:
         timings = entry.get("timings", {})
@@ -221,10 +229,11 @@ def make_timed_table(root: Path) -> str:
             backend, variant = key.split(".", 1) if "." in key else (key, "")
             lines.append(f"| `{backend}.{scenario}.{variant}` | `{name}` | {n.get('by', '-')} | "
                          f"{len(t.get('samples', []))} / {len(n.get('samples', []))} | "
+                         f"{percent(t.get('process_spread'))} / {percent(n.get('process_spread'))} | "
                          f"{prov.get('date', '?')}, {prov.get('build_type', '?')} build |")
             count += 1
     if count == 0:
-        lines.append("| (none) | | | | |")
+        lines.append("| (none) | | | | | |")
     lines += ["", f"{count} timed series.", "", TIMED_END]
     return "\n".join(lines)
 
