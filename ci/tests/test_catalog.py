@@ -87,15 +87,15 @@ class CatalogTree(unittest.TestCase):
     def test_what_expected_host_holds_of_times_is_generated(self):
         self.write_baseline("host", "alpha", {"cpu.reproduce": {
             "outcome": {"status": "ok"},
-            "timings": {"step_seconds": {"unit": "s", "samples": [1.0] * 9,
+            "timings": {"step_seconds": {"unit": "s", "samples": [1.0] * 9, "process_spread": 0.125,
                                          "normalised": {"by": "host_blas", "samples": [2.0] * 27,
                                                         "control_median": 0.5}}},
             "provenance": {"kind": "observed", "date": "2026-11-27", "build_type": "Release"}}})
         done = self.catalog()
         self.assertEqual(done.returncode, 0, done.stderr)
         timing = (self.root / "docs" / "timing.md").read_text()
-        self.assertIn("| `cpu.alpha.reproduce` | `step_seconds` | host_blas | 9 / 27 | 2026-11-27, Release build |",
-                      timing)
+        self.assertIn("| `cpu.alpha.reproduce` | `step_seconds` | host_blas | 9 / 27 | 12.5% / - "
+                      "| 2026-11-27, Release build |", timing)
         self.assertIn("1 timed series.", timing)
         self.assertEqual(self.catalog("--check").returncode, 0)
         (self.root / "docs" / "timing.md").write_text("# t, markers gone\n")
