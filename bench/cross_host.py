@@ -59,6 +59,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verdict_power import clopper_pearson  # noqa: E402  (the same exact interval)
+sys.path.insert(0, os.path.join(ROOT, "harness", "tests"))
+from check_timed_suite import timed_scenarios  # noqa: E402  (the suite CTest judges)
 
 HOSTS = ["same", "slower", "busier", "kernels"]
 HOST_IDS = {"slower": "5105e55105e55105", "busier": "b05b05b05b05b05b", "kernels": "ce5ce5ce5ce5ce5c"}
@@ -122,16 +124,6 @@ def host_list(text):
     if unknown or not hosts:
         raise argparse.ArgumentTypeError(f"expected some of {', '.join(HOSTS)}, got {text!r}")
     return hosts
-
-
-def timed_scenarios():
-    names = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "scenarios", "*", "scenario.json"))):
-        with open(path) as f:
-            doc = json.load(f)
-        if doc.get("timings") and "cpu" in doc.get("backends", []):
-            names.append(doc["name"])
-    return names
 
 
 def read_records(run_dir):
