@@ -110,20 +110,14 @@ def slowdown(text):
 ARMS = ["before", "after", "trials"]
 
 
-def arm_list(text):
-    arms = [a for a in text.split(",") if a]
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or not arms:
-        raise argparse.ArgumentTypeError(f"expected some of {','.join(ARMS)}, got {text!r}")
-    return arms
-
-
-def host_list(text):
-    hosts = [h for h in text.split(",") if h]
-    unknown = [h for h in hosts if h not in HOSTS]
-    if unknown or not hosts:
-        raise argparse.ArgumentTypeError(f"expected some of {', '.join(HOSTS)}, got {text!r}")
-    return hosts
+def some_of(choices):
+    """An argparse type: a comma-separated list of some of `choices`."""
+    def parse(text):
+        picked = [c for c in text.split(",") if c]
+        if not picked or any(c not in choices for c in picked):
+            raise argparse.ArgumentTypeError(f"expected some of {','.join(choices)}, got {text!r}")
+        return picked
+    return parse
 
 
 def read_records(run_dir):
@@ -439,7 +433,7 @@ def main():
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "ci"),
                     help="the build folder (bin/pitfall, pitfall-index.json); default build/ci")
-    ap.add_argument("--hosts", type=host_list, default=HOSTS,
+    ap.add_argument("--hosts", type=some_of(HOSTS), default=HOSTS,
                     help="emulated hosts, comma-separated (default: same,slower,busier,kernels)")
     ap.add_argument("--suite", choices=["full", "quick"], default="full",
                     help="full: every CPU case of the scenarios that declare timings (default); "
@@ -452,7 +446,7 @@ def main():
     ap.add_argument("--slowdown", type=slowdown, default=1.2, help="the larger slowdown (1.2)")
     ap.add_argument("--small-slowdown", type=slowdown, default=1.1,
                     help="the smaller slowdown (1.1)")
-    ap.add_argument("--arms", type=arm_list, default=ARMS,
+    ap.add_argument("--arms", type=some_of(ARMS), default=ARMS,
                     help="which arms to run, comma-separated (before,after,trials: all)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure here")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")

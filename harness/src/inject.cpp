@@ -1,4 +1,5 @@
 #include "pitfall/detail/inject.hpp"
+#include "env_items.hpp"
 #include "pitfall/memory.hpp"
 
 #include <cmath>
@@ -15,14 +16,6 @@ status bad(const std::string& item, const std::string& what) {
                          std::string(env_name) + ": '" + item + "': " + what, stage::init);
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-    std::vector<std::string> out;
-    std::string item;
-    std::istringstream in(text);
-    while (std::getline(in, item, sep))
-        out.push_back(item);
-    return out;
-}
 } // namespace
 
 namespace {
@@ -70,7 +63,7 @@ status_or<item_plan> parse_item(const std::string& item) {
 
 status_or<plan> parse(const std::string& value, const std::string& case_key) {
     plan p;
-    for (const std::string& item : split(value, ',')) {
+    for (const std::string& item : detail::env_items(value)) {
         if (item.empty())
             continue;
         PITFALL_ASSIGN_OR_RETURN(item_plan one, parse_item(item));
@@ -87,20 +80,11 @@ status_or<plan> parse(const std::string& value, const std::string& case_key) {
 }
 
 status validate(const std::string& value, const std::set<std::string>& case_keys) {
-    bool any = false;
-    for (const std::string& item : split(value, ',')) {
-        if (item.empty())
-            return bad(value, "an empty item (two commas, or one at an end)");
-        PITFALL_ASSIGN_OR_RETURN(const item_plan one, parse_item(item));
-        if (one.target != "*" && case_keys.count(one.target) == 0)
-            return bad(item, "no case '" + one.target +
-                                 "' (a case key as `pitfall list` names it without "
-                                 "'pitfall.', or *)");
-        any = true;
-    }
-    if (!any)
-        return bad(value, "set but names nothing (unset it, or give kind:case:argument)");
-    return status::ok();
+    return detail::validate_env_items(
+        env_name, value, case_keys, [](const std::string& item) -> status_or<std::string> {
+            PITFALL_ASSIGN_OR_RETURN(const item_plan one, parse_item(item));
+            return one.target;
+        });
 }
 
 const plan& active() {

@@ -1,5 +1,7 @@
 #include "mutate.hpp"
 
+#include "env_items.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -64,42 +66,25 @@ status parse_item(const std::string& item, const std::string& case_key, plan& in
     return status::ok();
 }
 
-std::vector<std::string> split(const std::string& text) {
-    std::vector<std::string> out;
-    std::string item;
-    std::istringstream in(text);
-    while (std::getline(in, item, ','))
-        out.push_back(item);
-    return out;
-}
 } // namespace
 
 status_or<plan> parse(const std::string& value, const std::string& case_key) {
     plan p;
     std::string target;
-    for (const std::string& item : split(value))
+    for (const std::string& item : detail::env_items(value))
         if (!item.empty())
             PITFALL_TRY(parse_item(item, case_key, p, target));
     return p;
 }
 
 status validate(const std::string& value, const std::set<std::string>& case_keys) {
-    bool any = false;
-    for (const std::string& item : split(value)) {
-        if (item.empty())
-            return bad(value, "an empty item (two commas, or one at an end)");
-        plan ignored;
-        std::string target;
-        PITFALL_TRY(parse_item(item, "", ignored, target));
-        if (target != "*" && case_keys.count(target) == 0)
-            return bad(item, "no case '" + target +
-                                 "' (a case key as `pitfall list` names it without "
-                                 "'pitfall.', or *)");
-        any = true;
-    }
-    if (!any)
-        return bad(value, "set but names nothing (unset it, or give kind:case:argument)");
-    return status::ok();
+    return detail::validate_env_items(env_name, value, case_keys,
+                                      [](const std::string& item) -> status_or<std::string> {
+                                          plan ignored;
+                                          std::string target;
+                                          PITFALL_TRY(parse_item(item, "", ignored, target));
+                                          return target;
+                                      });
 }
 
 const plan& active() {
