@@ -48,8 +48,9 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def read_json(path: Path):
-    """The JSON document at `path`; BadInput naming the file for anything else."""
+def read_text(path: Path, max_bytes: int = MAX_JSON_BYTES) -> str:
+    """The UTF-8 text of the regular file at `path`; BadInput naming the file for anything else
+    (a FIFO or a directory, more than `max_bytes`, bytes that are not UTF-8), never a hang."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as e:
@@ -60,13 +61,20 @@ def read_json(path: Path):
         kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
         raise BadInput(f"{path}: cannot read: {kind}, not a file")
     with os.fdopen(fd, "rb") as f:
-        if info.st_size > MAX_JSON_BYTES:
-            raise BadInput(f"{path}: {info.st_size} bytes, more than the {MAX_JSON_BYTES} a JSON file here may have")
-        data = f.read(MAX_JSON_BYTES + 1)
+        if info.st_size > max_bytes:
+            raise BadInput(f"{path}: {info.st_size} bytes, more than the {max_bytes} a file here may have")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadInput(f"{path}: more than the {max_bytes} bytes a file here may have")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{path}: not UTF-8 (byte {e.start})") from e
+
+
+def read_json(path: Path):
+    """The JSON document at `path`; BadInput naming the file for anything else."""
+    text = read_text(path)
     if _json_depth(text) > MAX_JSON_DEPTH:
         raise BadInput(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
     try:

@@ -57,8 +57,8 @@ const std::vector<std::string> known_top_keys{
     "ratios",   "compile_checks",  "evidence",      "device_images", "timings"};
 const std::vector<std::string> known_param_keys{"default", "doc", "min", "max", "choices", "full"};
 const std::vector<std::string> known_variant_keys{
-    "name",   "kind",   "doc",       "labels",  "backends",   "needs_device",
-    "helper", "params", "param_set", "threads", "memory_per", "timings"};
+    "name",   "kind",      "doc",     "labels",     "backends", "needs_device", "helper",
+    "params", "param_set", "threads", "memory_per", "timings",  "prediction"};
 } // namespace
 
 const variant_spec* manifest::find_variant(std::string_view variant) const {
@@ -252,6 +252,30 @@ status read_variant_threads(const reader& r, const json& v, const std::string& p
     return status::ok();
 }
 
+// "prediction": {"<backend>": "<why>"}: on those backends the reproduce case applies a rule or
+// table to what it reads (a driver version, a binary's PTX) and cannot show the failure itself;
+// reports and the catalog count it apart from the reproductions.
+status read_variant_prediction(const reader& r, const json& v, const std::string& path,
+                               const std::vector<std::string>& backends, variant_spec& spec) {
+    if (!v.contains("prediction"))
+        return status::ok();
+    const json& p = v["prediction"];
+    const std::string field = path + "prediction";
+    if (!p.is_object() || p.empty())
+        return r.fail(field, "expected an object {\"<backend>\": \"why it is predicted\"}");
+    if (spec.kind != "reproduce")
+        return r.fail(field, "only a reproduce case predicts a failure");
+    for (const auto& [backend, why] : p.items()) {
+        if (std::find(backends.begin(), backends.end(), backend) == backends.end())
+            return r.fail(dotted_key(field, backend), "not a backend this variant runs on");
+        if (!why.is_string() || why.get<std::string>().empty())
+            return r.fail(dotted_key(field, backend),
+                          "expected a non-empty string: why the failure is predicted, not seen");
+        spec.prediction[backend] = why.get<std::string>();
+    }
+    return status::ok();
+}
+
 // "timings": {"<series>": {"bound_by": {"<backend>": "<control>"}, "why": "..."}}: each series
 // names the control it is normalised by on each backend it runs on (a GPU control only on cuda),
 // and why that resource is what bounds it.
@@ -338,6 +362,7 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
         return r.fail(path + "memory_per",
                       "'" + spec.memory_per + "' must name a measurement ([a-z][a-z0-9_]*)");
     PITFALL_TRY(read_timings(r, v, path, m.backends_of(spec), spec.timings));
+    PITFALL_TRY(read_variant_prediction(r, v, path, m.backends_of(spec), spec));
     m.variants.push_back(std::move(spec));
     return status::ok();
 }

@@ -327,33 +327,37 @@ status_or<run_header> run_header::from_json(const json& j) {
 
 json case_record::to_json() const {
     json labels_json = labels;
-    return {{"record", "case"},
-            {"case", key.str()},
-            {"test", key.test_name()},
-            {"scenario", key.scenario},
-            {"backend", key.backend},
-            {"variant", key.variant},
-            {"kind", kind},
-            {"labels", labels_json},
-            {"verdict", to_string(verdict)},
-            {"failing", failing()},
-            {"reason", reason},
-            {"observed", observed},
-            {"process",
-             {{"exit_code", process.exit_code ? json(*process.exit_code) : json(nullptr)},
-              {"signal", optional_json(process.signal)},
-              {"timed_out", process.timed_out},
-              {"wall_seconds", process.wall_seconds},
-              {"peak_rss_bytes",
-               process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)},
-              {"threads", process.threads ? json(*process.threads) : json(nullptr)}}},
-            {"result", result},
-            {"timings", timings},
-            {"attempts", attempts},
-            {"baseline", {{"profile", optional_json(baseline_profile)}, {"entry", baseline_entry}}},
-            {"log", log},
-            {"output_tail", output_tail},
-            {"finished_at", finished_at}};
+    json j = {
+        {"record", "case"},
+        {"case", key.str()},
+        {"test", key.test_name()},
+        {"scenario", key.scenario},
+        {"backend", key.backend},
+        {"variant", key.variant},
+        {"kind", kind},
+        {"labels", labels_json},
+        {"verdict", to_string(verdict)},
+        {"failing", failing()},
+        {"reason", reason},
+        {"observed", observed},
+        {"process",
+         {{"exit_code", process.exit_code ? json(*process.exit_code) : json(nullptr)},
+          {"signal", optional_json(process.signal)},
+          {"timed_out", process.timed_out},
+          {"wall_seconds", process.wall_seconds},
+          {"peak_rss_bytes",
+           process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)},
+          {"threads", process.threads ? json(*process.threads) : json(nullptr)}}},
+        {"result", result},
+        {"timings", timings},
+        {"attempts", attempts},
+        {"baseline", {{"profile", optional_json(baseline_profile)}, {"entry", baseline_entry}}},
+        {"log", log},
+        {"output_tail", output_tail},
+        {"finished_at", finished_at}};
+    if (!prediction.empty())
+        j["prediction"] = prediction;
+    return j;
 }
 
 namespace {
@@ -455,6 +459,7 @@ status_or<case_record> case_record::from_json(const json& j) {
     case_record c;
     PITFALL_ASSIGN_OR_RETURN(c.key, record_key(r));
     r.text("kind", c.kind);
+    r.text("prediction", c.prediction);
     r.texts("labels", c.labels);
     std::string verdict_text;
     r.text("verdict", verdict_text);

@@ -136,6 +136,9 @@ struct process_facts {
 struct case_record {
     case_key key;
     std::string kind; ///< reproduce, remedy, fallback
+    /// Why this reproduce case predicts its failure instead of showing it (its variant's
+    /// scenario.json "prediction" on this backend); "" for every other case.
+    std::string prediction;
     std::vector<std::string> labels;
     verdict_kind verdict = verdict_kind::no_baseline;
     std::string reason;

@@ -117,6 +117,16 @@ std::map<std::string, int> verdict_counts(const run_data& run) {
     return counts;
 }
 
+/// The reproduce cases that predict their failure from a rule or table instead of showing it
+/// (scenario.json "prediction" on their backend): counted apart from the reproductions.
+std::vector<const json*> predictions(const run_data& run) {
+    std::vector<const json*> out;
+    for (const auto& r : run.cases)
+        if (!str(r, "prediction").empty())
+            out.push_back(&r);
+    return out;
+}
+
 /// The outcome a case observed, in one line: "ok", "cudaErrorMemoryAllocation@alloc", "SIGSEGV",
 /// "unsupported" (or the error that made it so: "cudaErrorInsufficientDriver@init").
 std::string outcome_line(const json& record) {
@@ -299,6 +309,8 @@ json render_json(const run_data& run) {
                                      ? r["baseline"].value("profile", json(nullptr))
                                      : json(nullptr)},
             {"log", str(r, "log")}};
+        if (const std::string why = str(r, "prediction"); !why.empty())
+            c["prediction"] = why;
         if (r.contains("attempts") && r["attempts"].is_array() && !r["attempts"].empty())
             c["attempts"] = r["attempts"];
         cases.push_back(std::move(c));
@@ -317,6 +329,7 @@ json render_json(const run_data& run) {
               {"interrupted", run.interrupted},
               {"resumed", run.resumed}}},
             {"counts", verdict_counts(run)},
+            {"predictions", predictions(run).size()},
             {"verdicts", verdicts_json()},
             {"failing", failing},
             {"cases", cases},
@@ -359,6 +372,7 @@ std::string render_junit(const run_data& run) {
       << attr(str(run.header, "fingerprint_id")) << "\"/>\n";
     x << "      <property name=\"profile\" value=\""
       << attr(str(obj(run.header, "profile"), "name")) << "\"/>\n";
+    x << "      <property name=\"predictions\" value=\"" << predictions(run).size() << "\"/>\n";
     const json facts = fingerprint_summary(run);
     for (const auto& [k, v] : facts.items())
         x << "      <property name=\"fingerprint." << attr(k) << "\" value=\""
@@ -379,8 +393,10 @@ std::string render_junit(const run_data& run) {
               << "</failure>\n";
         else if (v == "UNSUPPORTED")
             x << "      <skipped message=\"" << attr(str(r, "reason")) << "\"/>\n";
+        const std::string why = str(r, "prediction");
         x << "      <system-out>"
-          << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason"))
+          << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason") +
+                           (why.empty() ? "" : "\nprediction, not a reproduction: " + why))
           << "</system-out>\n";
         x << "    </testcase>\n";
     }
@@ -487,6 +503,15 @@ std::string render_markdown(const run_data& run) {
     m << "| verdict | cases |\n|---|---:|\n";
     for (const auto& [v, n] : counts)
         m << "| " << v << " | " << n << " |\n";
+    if (const auto predicted = predictions(run); !predicted.empty()) {
+        m << "\n### Predictions\n\n"
+          << predicted.size()
+          << " reproduce case(s) apply a rule or table instead of showing the failure: their "
+             "verdict judges the rule, and they are not counted as reproductions.\n\n";
+        for (const json* r : predicted)
+            m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` " << str(*r, "verdict")
+              << ": " << md_inline(str(*r, "prediction")) << "\n";
+    }
 
     std::vector<const json*> failures, warnings;
     for (const auto& r : run.cases) {
@@ -1097,6 +1122,13 @@ std::string html_header(const run_data& run) {
           << "</span> ";
     if (run.interrupted)
         h << "<span class=\"v warn\">interrupted</span>";
+    if (const auto predicted = predictions(run); !predicted.empty()) {
+        h << "</p>\n<p id=\"predictions\">" << predicted.size()
+          << " reproduce case(s) predicted, not reproduced (a rule applied, not the failure "
+             "seen):";
+        for (const json* r : predicted)
+            h << " <code>" << escape_markup(str(*r, "case")) << "</code>";
+    }
     h << "</p></header>\n";
     return h.str();
 }

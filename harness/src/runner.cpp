@@ -949,6 +949,9 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
     case_record r;
     r.key = ctx.key;
     r.kind = ctx.c.variant->kind;
+    if (const auto it = ctx.c.variant->prediction.find(ctx.key.backend);
+        it != ctx.c.variant->prediction.end())
+        r.prediction = it->second;
     r.labels = ctx.c.labels();
     r.verdict = a.v.kind;
     r.reason = a.v.reason;
@@ -1421,6 +1424,12 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
     if (interrupted)
         std::cout << "  (interrupted: --resume " << plan.folder->dir() << " completes it)";
     std::cout << '\n';
+    std::size_t predicted = 0;
+    for (const case_record* r : t.finished)
+        predicted += r->prediction.empty() ? 0 : 1;
+    if (predicted > 0) // a PASS of theirs judges a rule applied, not a failure seen
+        std::cout << predicted << " of them predicted, not reproduced (scenario.json "
+                  << "\"prediction\"; the report lists why)\n";
     print_failures(t, width);
     print_groups(t, width, plan.machine);
     if (!t.not_run.empty())

@@ -213,6 +213,40 @@ TEST(Manifest, VariantThreadsSayWhy) {
               std::string::npos);
 }
 
+TEST(Manifest, APredictionSaysWhyPerBackend) {
+    const auto doc = [](const std::string& kind, const std::string& fields) {
+        return R"({"name":"d","summary":"s","failure_class":"c","backends":["cpu","cuda"],
+            "variants":[{"name":"a","kind":")" +
+               kind + "\"" + fields + "}]}";
+    };
+    auto m =
+        parse_manifest(doc("reproduce", R"(,"prediction":{"cuda":"a table applied"})"), "f.json");
+    ASSERT_TRUE(m.is_ok()) << m.error().message();
+    EXPECT_EQ(m->variants[0].prediction.at("cuda"), "a table applied");
+    EXPECT_EQ(m->variants[0].prediction.count("cpu"), 0U) << "a reproduction on the CPU";
+    auto plain = parse_manifest(doc("reproduce", ""), "f.json");
+    ASSERT_TRUE(plain.is_ok()) << plain.error().message();
+    EXPECT_TRUE(plain->variants[0].prediction.empty());
+
+    const auto error = [&](const std::string& kind, const std::string& fields) {
+        return error_of(doc(kind, fields));
+    };
+    EXPECT_EQ(error("remedy", R"(,"prediction":{"cuda":"w"})"),
+              "f.json: field 'variants[0].prediction': only a reproduce case predicts a failure");
+    EXPECT_EQ(error("reproduce", R"(,"prediction":{"tpu":"w"})"),
+              "f.json: field 'variants[0].prediction.tpu': not a backend this variant runs on");
+    for (const char* bad : {R"({"cuda":""})", R"({"cuda":7})", R"({"cuda":null})"})
+        EXPECT_NE(error("reproduce", std::string(R"(,"prediction":)") + bad)
+                      .find("'variants[0].prediction.cuda': expected a non-empty string"),
+                  std::string::npos)
+            << bad;
+    for (const char* bad : {"{}", "\"w\"", "[]", "true"})
+        EXPECT_NE(error("reproduce", std::string(R"(,"prediction":)") + bad)
+                      .find("'variants[0].prediction': expected an object"),
+                  std::string::npos)
+            << bad;
+}
+
 namespace {
 std::string with_evidence(const std::string& list) {
     return R"({"name":"d","summary":"s","failure_class":"c","backends":["cpu"],

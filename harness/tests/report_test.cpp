@@ -239,6 +239,35 @@ TEST(ReportMarkdown, GoldenLines) {
     EXPECT_EQ(md.find("<b>"), std::string::npos);
 }
 
+TEST(Report, APredictionIsCountedApartInEveryFormat) {
+    run_data run = synthetic_run();
+    const char* const why = "the table's rule applied, no older driver to refuse it";
+    run.cases.push_back(case_record("cuda", "ptx", "reproduce_build", "reproduce", "PASS",
+                                    {{"prediction", why}, {"result", timed_result({0.001})}}));
+    const json doc = render_json(run);
+    EXPECT_EQ(doc["predictions"], 1);
+    EXPECT_EQ(doc["cases"].back()["prediction"], why);
+    EXPECT_FALSE(doc["cases"].front().contains("prediction")); // a reproduction says nothing
+    EXPECT_TRUE(matches_in_order(
+        render_markdown(run),
+        {{"### Predictions"},
+         {"1 reproduce case(s) apply a rule or table instead of showing the failure: their "
+          "verdict judges the rule, and they are not counted as reproductions."},
+         {"- `pitfall.cuda.ptx.reproduce_build` PASS: the table's rule applied, no older "
+          "driver to refuse it"}}));
+    EXPECT_TRUE(matches_in_order(
+        render_junit(run),
+        {{"      <property name=\"predictions\" value=\"1\"/>"},
+         {"    <testcase classname=\"ptx\" name=\"cuda.reproduce_build\" time=\"%float\">"},
+         {"prediction, not a reproduction: the table&#39;s rule applied, no older driver to "
+          "refuse it</system-out>"}}));
+    const std::string html = render_html(run);
+    EXPECT_NE(html.find("<p id=\"predictions\">1 reproduce case(s) predicted, not reproduced"),
+              std::string::npos);
+    EXPECT_NE(html.find("<code>cuda.ptx.reproduce_build</code>"), std::string::npos);
+    EXPECT_EQ(render_markdown(synthetic_run()).find("### Predictions"), std::string::npos);
+}
+
 TEST(ReportMarkdown, AFailingRatioIsListed) {
     run_data run = synthetic_run();
     run.ratios[0]["ratio"] = 1.5;
@@ -264,6 +293,7 @@ TEST(ReportJunit, GoldenLines) {
          {"      <property name=\"pitfall.version\" value=\"0.1.0\"/>", true},
          {"      <property name=\"fingerprint_id\" value=\"0123456789abcdef\"/>", true},
          {"      <property name=\"profile\" value=\"host\"/>", true},
+         {"      <property name=\"predictions\" value=\"0\"/>", true},
          {"      <property name=\"fingerprint.cpu_model\" value=\"Test CPU\"/>", true},
          {"      <property name=\"fingerprint.os\" value=\"Debian GNU/Linux 12\"/>", true},
          {"    </properties>", true},

@@ -62,6 +62,9 @@ struct variant_spec {
     /// `pitfall run --jobs` reserves that many of its slots for it.
     int threads = 1;
     std::string threads_why;
+    /// Backend -> why: where this reproduce case predicts its failure from a rule or table
+    /// instead of showing it (scenario.json "prediction"); counted apart from reproductions.
+    std::map<std::string, std::string> prediction;
     /// The measurement this variant sizes its device memory from ("budget_bytes": the device's
     /// total, or free, memory): its tracked peak bytes follow the device, so `pitfall bless`
     /// records them as a fraction of that measurement, not as an exact count. "" for a variant
