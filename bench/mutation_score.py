@@ -11,8 +11,9 @@ case that passed:
   scale_measurement  the measurement reads --scale times its value
   drop_event         the library outcome is not recorded
 
-A mutant is killed when its case's verdict is no longer the one it had unmutated (PASS, or
-UNSUPPORTED as its baseline expects: a CUDA case on a machine without a driver). Some mutants leave the
+A mutant is killed when its case no longer passes against its baseline. Only cases that
+passed unmutated are scored: an UNSUPPORTED case (a CUDA case on a machine without a driver)
+is judged by its outcome alone, whatever it recorded beside it. Some mutants leave the
 record as it was and cannot be killed by any judge; they are counted apart as equivalent, not
 run:
   - force_pass of a check that passed (every check of a passing case passed: a failed check is
@@ -44,7 +45,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCORED = ("PASS", "UNSUPPORTED")  # the verdicts of a case as its baseline expects it
+SCORED = ("PASS",)  # an UNSUPPORTED case's records are not judged: nothing to score
 KINDS = ["drop_check", "force_pass", "drop_measurement", "scale_measurement", "drop_event"]
 
 
@@ -272,7 +273,7 @@ def print_report(score, listed):
             note = f"  [{e['note']}]" if e.get("note") else ""
             print(f"  {key}  {e['kind']}:{e['argument']}{note}")
     if score["not_scored"]:
-        print("\nnot scored (neither PASS nor UNSUPPORTED unmutated): " +
+        print("\nnot scored (not PASS unmutated): " +
               ", ".join(f"{k} {v}" for k, v in sorted(score["not_scored"].items())))
     if "seconds" in score:
         print(f"\n{score['rounds']} rounds, {score['seconds']:.0f} s")

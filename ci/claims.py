@@ -83,12 +83,12 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
             where = _where(entry, backend) if state == "observed" else ""
             g = groups.setdefault((backend, profile, state, where), {
                 "backend": backend, "profile": profile, "state": state, "where": where, "dates": set(),
-                "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0})
+                "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0, "probes": 0})
             if isinstance(prov.get("date"), str):
                 g["dates"].add(prov["date"])
             v = variants.get(variant, {})
             if v.get("kind") != "reproduce":
-                g["remedies"] += 1
+                g["probes" if v.get("kind") == "probe" else "remedies"] += 1
                 continue
             status = entry.get("outcome", {}).get("status") if isinstance(entry.get("outcome"), dict) else None
             if status == "unsupported":
@@ -104,9 +104,10 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
 
 
 def describe(g: dict) -> str:
+    # No date: a scenario's source changes when what its baselines say changes, not each time
+    # a case is blessed again (the entries carry their dates).
     if g["state"] == "observed":
-        when = max(g["dates"]) if g["dates"] else "?"
-        head = f"observed {'on ' + g['where'] if g['where'] != 'without a GPU' else g['where']}, {when}"
+        head = f"observed {'on ' + g['where'] if g['where'] != 'without a GPU' else g['where']}"
     else:
         head = "documented, never observed"
     on = "the GPU" if g["backend"] == "cuda" else "the CPU"
@@ -119,6 +120,8 @@ def describe(g: dict) -> str:
         parts.append(f"{len(g['unsupported'])} UNSUPPORTED")
     if g["remedies"]:
         parts.append(f"{g['remedies']} remed{'y' if g['remedies'] == 1 else 'ies'}")
+    if g["probes"]:
+        parts.append(f"{g['probes']} probe{'' if g['probes'] == 1 else 's'}")
     return f"{head}: {', '.join(parts) if parts else 'no cases'}"
 
 

@@ -6,12 +6,15 @@
 //     reproduce_arrival_order_sum  partial sums of `chunk` values (fixed order within a chunk,
 //                          as a block reduces its share) are added to one accumulator in the
 //                          order they arrive: cuda: atomicAdd from every chunk's thread, the
-//                          order the hardware serves them; cpu: the same adds, each run in a
-//                          different order (a seeded permutation: arrival orders made
-//                          reproducible rather than left to scheduling luck).
+//                          order the hardware serves them; cpu: two threads, released together,
+//                          each add half of the partials into one float with a compare-and-swap
+//                          loop (what atomicAdd does), the order the scheduler and the caches
+//                          serve them. Every run hands over the same partials in the same order:
+//                          only the arrival order can differ.
 //     remedy_fixed_order_tree    the partials are stored by chunk index (arrival order no longer
-//                          matters) and a second pass adds them in a fixed pairwise tree:
-//                          one result, the same bits as a host computation of that tree.
+//                          matters: the chunks are taken in a different order each run) and a
+//                          second pass adds them in a fixed pairwise tree: one result, the same
+//                          bits as a host computation of that tree.
 //   Measured: distinct_results, the spread of the results in float ulps, the largest error.
 //
 // Why it fails
@@ -21,20 +24,27 @@
 //   Programming Guide, "Atomic Functions"). So identical input gives different bits on each
 //   run: a test that compares runs bit for bit fails, a training run cannot be replayed.
 //   Frameworks meet it in atomics-based kernels (index_add, scatter_add, some backward passes)
-//   and in library reductions that split k across blocks; the CPU path, one thread adding in
-//   index order, gives the same bits every time.
+//   and in library reductions that split k across blocks; a CPU path of one thread adding in
+//   index order gives the same bits every time, and threads adding into one shared float do
+//   not.
 //
 // Expected per backend
-//   cpu   outcome ok. reproduce: the 16 orders give more than one distinct result (nearly 16),
-//         all within gamma_(chunk-1+chunks-1) sum |x| of float64; remedy: exactly 1 distinct result
-//         over 16 runs whose chunks were computed in a different order each run, bit-equal to the
-//         host's recursive pairwise sum, within gamma_(chunk-1+log2 chunks) sum |x|.
+//   cpu   outcome ok. reproduce: the 16 runs give more than one distinct result (checked:
+//         runs_disagree; 9-14 of 16 in eight processes here), all within
+//         gamma_(chunk-1+chunks-1) sum |x| of float64. The two threads run on two CPUs of
+//         their own: on one CPU they add in turns, one whole share after the other, and a fresh
+//         process's second thread often starts on the first one's CPU (1 distinct result in
+//         4 of 6 processes before the threads were placed). With fewer than two CPUs allowed:
+//         UNSUPPORTED, saying so.
+//         remedy: exactly 1 distinct result over 16 runs whose chunks were computed in a
+//         different order each run, bit-equal to the host's recursive pairwise sum, within
+//         gamma_(chunk-1+log2 chunks) sum |x|.
 //   cuda  reproduce: atomicAdd of 16384 partials from 64 blocks of 256 threads, 16 runs, the
-//         same order handed to every run (only the hardware's arrival order can differ): no
-//         ordering guarantee exists to rely on, and how many distinct results come out varies
-//         between runs and machines, so it is recorded (distinct_results, info runs_disagree),
-//         not judged; each result is judged against the error bound (an H200 with CUDA 13.0
-//         gave 16 distinct results in 16 runs, blessed in expected/hopper-cuda13). remedy: the
+//         same order handed to every run (only the hardware's arrival order can differ); the
+//         same runs_disagree check: no ordering guarantee exists, and a GPU whose atomics came
+//         out in one order every time would not show the failure, so the case says so rather
+//         than pass (an H200 with CUDA 13.0 gave 16 distinct results in 16 runs, before this was
+//         a check). Each result is judged against the error bound. remedy: the
 //         two-pass tree, exactly 1 distinct result, bit-equal to the host's tree (IEEE 754 float
 //         addition on the device: CUDA Programming Guide, "Floating-Point Standard"; no contraction
 //         is possible in a sum). Without a driver every CUDA case ends UNSUPPORTED
@@ -51,22 +61,27 @@
 // Evidence
 //   tensorflow/tensorflow#3103, h2oai/h2o4gpu#362, mumax/3#415, pytorch/pytorch#109856.
 // Baselines per backend and profile (generated by ci/catalog.py from expected/; do not edit):
-//   cpu   host: observed on AMD EPYC, 2026-11-26: 1 reproduced on the CPU, 1 remedy
-//   cuda  no-gpu: observed without a GPU, 2026-11-26: 1 UNSUPPORTED, 1 remedy
-//   cuda  hopper-cuda13: observed on NVIDIA H200, 2026-11-26: 1 reproduced on the GPU, 1 remedy
+//   cpu   host: observed on AMD EPYC: 1 reproduced on the CPU, 1 remedy
+//   cuda  no-gpu: observed without a GPU: 1 UNSUPPORTED, 1 remedy
+//   cuda  hopper-cuda13: observed on NVIDIA H200: 1 reproduced on the GPU, 1 remedy
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 1 remedy
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 1 remedy
 // (end of the generated baselines)
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -92,7 +107,8 @@ struct chunk_sum {
 };
 
 /// Adds partial[order[t]] to *total as it arrives: an atomicAdd on the GPU (the hardware's
-/// order), a plain add in the loop's order (the permutation's) on the CPU.
+/// order). The CPU backend races two threads instead (race_to_accumulate): a loop on one
+/// thread would add in one order only.
 struct accumulate_on_arrival {
     const float* partial;
     const std::uint32_t* order;
@@ -214,6 +230,54 @@ std::string distinct_detail(const std::vector<float>& results) {
            std::to_string(results.size()) + " runs";
 }
 
+/// Two CPUs this process may run on, or none: threads on one CPU take turns of milliseconds,
+/// long enough for one of them to add all its partials before the other starts, in one order
+/// every time.
+std::vector<int> two_cpus() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    std::vector<int> cpus;
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+        if (CPU_ISSET(cpu, &allowed))
+            cpus.push_back(cpu);
+    return cpus.size() == 2 ? cpus : std::vector<int>{};
+}
+
+/// The CPU's own arrival order: two threads, each on a CPU of its own and released together,
+/// add the even and the odd partials into one float with a compare-and-swap loop, as atomicAdd
+/// does on a GPU. Which add lands first is the caches' and the cores', not the code's. (Left
+/// to the scheduler, a fresh process's second thread often starts on the first one's CPU, and
+/// one finishes before the other runs.)
+float race_to_accumulate(const std::vector<float>& partial, const std::vector<int>& cpus) {
+    std::atomic<float> total{0.f};
+    std::atomic<int> ready{0};
+    const auto add_every_other = [&](std::size_t first) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[first], &one);
+        (void)::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+        ready.fetch_add(1);
+        while (ready.load() < 2) { // both start together, each on its own CPU
+        }
+        for (std::size_t i = first; i < partial.size(); i += 2) {
+            float seen = total.load(std::memory_order_relaxed);
+            while (
+                !total.compare_exchange_weak(seen, seen + partial[i], std::memory_order_relaxed)) {
+            }
+        }
+    };
+    cpu_set_t before;
+    CPU_ZERO(&before);
+    (void)::pthread_getaffinity_np(::pthread_self(), sizeof before, &before);
+    std::thread odd(add_every_other, std::size_t{1});
+    add_every_other(0);
+    odd.join();
+    (void)::pthread_setaffinity_np(::pthread_self(), sizeof before, &before);
+    return total.load();
+}
+
 std::size_t distinct_count(const std::vector<float>& results) {
     std::set<std::uint32_t> distinct;
     for (const float r : results)
@@ -237,13 +301,23 @@ template <class Backend> pitfall::status reproduce_arrival_order_sum(pitfall::co
         d.chunks, chunk_sum{d_x.data(), d_order.data(), d_partial.data(), d.x.size(), d.chunk}));
     std::vector<float> results;
     constexpr bool on_cpu = std::is_same<Backend, pitfall::cpu_backend>::value;
+    std::vector<float> partial(d.chunks);
+    std::vector<int> cpus;
+    if (on_cpu) {
+        cpus = two_cpus();
+        if (cpus.empty())
+            return PITFALL_UNSUPPORTED("fewer than two CPUs to run on: threads on one CPU add in "
+                                       "turns, one whole share after the other, and no arrival "
+                                       "order of their own shows");
+        PITFALL_TRY(Backend::copy_to_host(partial.data(), d_partial, d.chunks));
+    }
     for (long long run = 0; run < d.runs; ++run) {
-        // The GPU gets the same (identity) order every run: whatever differs between its runs
-        // is the hardware's arrival order at the atomic, nothing the host chose. The CPU has no
-        // arrival order of its own in one thread: its stand-in for threads finishing in
-        // another order is this run's permutation.
-        const std::vector<std::uint32_t> order = order_of_run(d.chunks, on_cpu ? run : 0);
-        PITFALL_TRY(Backend::copy_to_device(d_order, order.data(), d.chunks));
+        // Every run gets the same (identity) order: whatever differs between runs is the
+        // arrival order at the shared accumulator, nothing the host chose.
+        if (on_cpu) {
+            results.push_back(race_to_accumulate(partial, cpus));
+            continue;
+        }
         const float zero = 0.f;
         PITFALL_TRY(Backend::copy_to_device(d_total, &zero, 1));
         PITFALL_TRY(Backend::for_each(
@@ -257,10 +331,9 @@ template <class Backend> pitfall::status reproduce_arrival_order_sum(pitfall::co
     // A value passes through chunk - 1 additions in its chunk, its partial through up to
     // chunks - 1 in the accumulator.
     judge(ctx, d, results, static_cast<double>(d.chunk - 1 + d.chunks - 1));
-    if (on_cpu) // the permuted orders: a different order of the same additions changes the bits
-        ctx.check("runs_disagree", distinct_count(results) > 1, distinct_detail(results));
-    else // how often the hardware's order differs is the GPU's, not a promise: recorded only
-        ctx.record_info("runs_disagree", distinct_detail(results));
+    // The failure itself: the same input, the same code, other bits. Checked on both backends:
+    // a backend whose arrivals came in one order every time would not show it.
+    ctx.check("runs_disagree", distinct_count(results) > 1, distinct_detail(results));
     return pitfall::status::ok();
 }
 
