@@ -39,6 +39,11 @@
 // Expected per backend
 //   cpu   reproduce_reported_later: std::out_of_range (host, synchronize) from the worker,
 //         reported_by "future.get()", calls_after_launch 4 (the unrelated copies succeeded).
+//         Measured, not assumed: the case waits until the worker has faulted, then counts the
+//         calls that succeed with the fault already there (calls_unaware_of_the_fault, 4:
+//         the launch check and the three unrelated calls) and
+//         checks that some did and that a later wait reported it
+//         (reported_later_than_it_happened).
 //         remedy_check_after_launch: the same error, calls_after_launch 0.
 //         remedy_launch_blocking: UNSUPPORTED (CUDA_LAUNCH_BLOCKING is the CUDA driver's).
 //   cuda  reproduce_reported_later: cudaErrorIllegalAddress, sticky, reported by call 1 (the
@@ -75,6 +80,8 @@
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <future>
@@ -125,6 +132,8 @@ public:
     template <class Call> void run(const std::string& what, Call call) {
         const pitfall::status s = call();
         m_ctx.record_event("call_" + std::to_string(m_next) + "_" + what, s);
+        if (s.is_ok() && m_first.is_ok() && m_fault_seen)
+            ++m_unaware; // succeeded with the fault already there
         if (!s.is_ok() && m_first.is_ok()) {
             m_first = s;
             m_ctx.record_info("reported_by", what);
@@ -134,10 +143,18 @@ public:
     }
     /// The first failure (ok when every call succeeded: then nothing was reported at all).
     const pitfall::status& first_failure() const { return m_first; }
+    /// Whether the fault was known (to the harness, not to the calls) to have happened before
+    /// the calls that follow.
+    void note_fault(bool happened) { m_fault_seen = happened; }
+    bool fault_seen() const { return m_fault_seen; }
+    /// The calls that succeeded after the fault had happened and before one reported it.
+    int unaware() const { return m_unaware; }
 
 private:
     pitfall::context& m_ctx;
     int m_next = 0;
+    int m_unaware = 0;
+    bool m_fault_seen = false;
     pitfall::status m_first;
 };
 
@@ -158,8 +175,23 @@ pitfall::status faulty_sequence(pitfall::context& ctx, bool check_at_once) {
     ctx.ran_on(Backend::describe_device());
     if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
         std::vector<float> y(cfg.n, 0.f);
-        std::future<void> work =
-            std::async(std::launch::async, strided_store_checked, std::ref(y), cfg.n, cfg.stride);
+        std::atomic<bool> faulted{false};
+        std::future<void> work = std::async(std::launch::async, [&] {
+            try {
+                strided_store_checked(y, cfg.n, cfg.stride);
+            } catch (...) {
+                faulted = true; // the fault has happened; who hears of it is the question
+                throw;
+            }
+        });
+        if (!check_at_once) {
+            // Measured, not assumed: the fault has happened before the unrelated calls run,
+            // so each of them that succeeds ran with the error already there, unreported.
+            while (!faulted &&
+                   work.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+            }
+            calls.note_fault(faulted);
+        }
         // Starting the worker cannot report its failure; waiting for it can.
         calls.run("launch_check", [&]() -> pitfall::status {
             if (!check_at_once)
@@ -227,6 +259,17 @@ pitfall::status faulty_sequence(pitfall::context& ctx, bool check_at_once) {
     const pitfall::status& reported = calls.first_failure();
     ctx.check("fault_reported", !reported.is_ok(),
               reported.is_ok() ? "no call reported the faulty launch" : reported.describe());
+    if (Backend::kind == pitfall::backend_kind::cpu && !check_at_once) {
+        // The failure itself, measured: the worker had faulted before the unrelated calls,
+        // and they succeeded all the same, one after the other, until a wait reported it.
+        ctx.record("calls_unaware_of_the_fault", static_cast<double>(calls.unaware()));
+        ctx.check("reported_later_than_it_happened",
+                  calls.fault_seen() && calls.unaware() > 0 && !reported.is_ok(),
+                  std::string(calls.fault_seen() ? "the worker had faulted; "
+                                                 : "the worker never faulted; ") +
+                      std::to_string(calls.unaware()) +
+                      " call(s) succeeded after the fault before one reported it");
+    }
     return reported;
 }
 
