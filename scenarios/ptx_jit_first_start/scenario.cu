@@ -8,7 +8,9 @@
 //   (helper_start) with a fresh, empty CUDA_CACHE_PATH of its own (a temporary folder), each
 //   child timing: load the image (cudaLibraryLoadData), find the kernel, run it once. Cases:
 //     reproduce_first_start     one start from the PTX: the JIT's time, the cache filled.
-//     reproduce_cache_disabled  two starts with CUDA_CACHE_DISABLE=1: both JIT, nothing cached.
+//     reproduce_cache_disabled  two starts with CUDA_CACHE_DISABLE=1: both JIT, nothing cached;
+//                               then a start from SASS, to check that a JIT happened at all
+//                               (the first PTX start at least 4x as long: ptx_start_compiles).
 //     remedy_warm_cache         two starts sharing the cache folder: the second reads the JIT's
 //                               result instead of compiling again.
 //     remedy_sass               one start from SASS for the device: no JIT, nothing cached.
@@ -216,6 +218,20 @@ template <class Backend> status reproduce_cache_disabled(pitfall::context& ctx) 
     ctx.check("second_start_pays_the_jit_again",
               seen.seconds.back() * cached_speedup_at_least > seen.seconds.front(),
               starts_detail(seen));
+    // ...and there was a JIT to pay: the PTX start takes far longer than a start from the
+    // device's own SASS, which compiles nothing. Without this, two starts with no JIT at all
+    // (an image whose PTX the driver never needs) would pass both checks above.
+    PITFALL_ASSIGN_OR_RETURN(const temp_cache sass_cache, temp_cache::make());
+    PITFALL_ASSIGN_OR_RETURN(
+        const double sass_seconds,
+        start_once(ctx, "sass_start", "sass",
+                   {{"CUDA_CACHE_PATH", sass_cache.path()}, {"CUDA_CACHE_DISABLE", "1"}}));
+    ctx.record("sass_start_seconds", sass_seconds, "s");
+    std::ostringstream detail;
+    detail << "first PTX start " << seen.seconds.front() << " s, a SASS start " << sass_seconds
+           << " s";
+    ctx.check("ptx_start_compiles", seen.seconds.front() > sass_seconds * cached_speedup_at_least,
+              detail.str());
     return status::ok();
 }
 
