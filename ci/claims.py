@@ -62,6 +62,21 @@ def _where(entry: dict, backend: str) -> str:
     return str(fp.get("cpu_model") or "a CPU")
 
 
+def kept_run(root: Path, profile: str, path: Path, key: str, prov: dict) -> bool:
+    """Whether the entry names the run it was blessed from, kept beside the baseline (bless's
+    runs/<id>/results.jsonl.gz); BadInput when it names one that is not there."""
+    run = prov.get("run") if isinstance(prov.get("run"), dict) else {}
+    archive = run.get("archive")
+    if archive is None:
+        return False
+    kept = root / "expected" / profile / str(archive) / "results.jsonl.gz"
+    if not isinstance(archive, str) or not archive.startswith("runs/") or ".." in archive \
+            or not kept.is_file() or kept.is_symlink():
+        raise BadInput(f"{path}: field 'cases.{key}.provenance.run.archive': {archive!r} names no run "
+                       f"kept under expected/{profile}/ (bless keeps it; a kept run is never edited)")
+    return True
+
+
 def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> list[dict]:
     """One group per (backend, profile, observed or documented): where, when, and the reproduce
     cases by class; the remedies counted."""
@@ -83,7 +98,10 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
             where = _where(entry, backend) if state == "observed" else ""
             g = groups.setdefault((backend, profile, state, where), {
                 "backend": backend, "profile": profile, "state": state, "where": where, "dates": set(),
-                "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0, "probes": 0})
+                "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0, "probes": 0,
+                "not_kept": 0})
+            if state == "observed" and not kept_run(root, profile, path, key, prov):
+                g["not_kept"] += 1
             if isinstance(prov.get("date"), str):
                 g["dates"].add(prov["date"])
             v = variants.get(variant, {})
@@ -108,6 +126,8 @@ def describe(g: dict) -> str:
     # a case is blessed again (the entries carry their dates).
     if g["state"] == "observed":
         head = f"observed {'on ' + g['where'] if g['where'] != 'without a GPU' else g['where']}"
+        if g["not_kept"]:  # its run is not under expected/: the entry cannot be checked again
+            head += " (run not kept)"
     else:
         head = "documented, never observed"
     on = "the GPU" if g["backend"] == "cuda" else "the CPU"

@@ -174,11 +174,11 @@ class CatalogTree(unittest.TestCase):
         done = self.catalog()
         self.assertEqual(done.returncode, 0, done.stderr)
         text = source.read_text()
-        self.assertIn("//   cpu   host: observed on AMD EPYC: 1 reproduced on the CPU\n", text)
+        self.assertIn("//   cpu   host: observed on AMD EPYC (run not kept): 1 reproduced on the CPU\n", text)
         # No driver: the CUDA case is a rule computed, not a failure seen on a device.
-        self.assertIn("//   cuda  no-gpu: observed without a GPU: 1 predicted\n", text)
-        self.assertIn("//   cuda  hopper-cuda13: observed on NVIDIA H200: 1 reproduced on the GPU, 1 "
-                      "predicted, 1 remedy\n", text)
+        self.assertIn("//   cuda  no-gpu: observed without a GPU (run not kept): 1 predicted\n", text)
+        self.assertIn("//   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 1 reproduced on the "
+                      "GPU, 1\n//         predicted, 1 remedy\n", text)
         self.assertIn("//   predicted on cuda, not observed: rule: a table applied\n", text)
         self.assertTrue(text.index("(end of the generated baselines)") < text.index("#include"))
         self.assertEqual(oct(source.stat().st_mode & 0o777), "0o644")
@@ -199,6 +199,24 @@ class CatalogTree(unittest.TestCase):
         worded = self.catalog("--check")
         self.assertEqual(worded.returncode, 2)
         self.assertIn("alpha/scenario.cu: line 2 says 'not yet blessed'", worded.stderr)
+
+    def test_a_kept_run_is_named_and_a_missing_one_refused(self):
+        source = self.write_source("alpha")
+        kept = {"kind": "observed", "date": "2026-11-27", "fingerprint": {"cpu_model": "AMD EPYC"},
+                "run": {"case": "cpu.alpha.reproduce", "archive": "runs/20261127T212002Z-f12efa54d1cd729e"}}
+        self.write_baseline("host", "alpha", {"cpu.reproduce": {"outcome": {"status": "ok"}, "provenance": kept}})
+        missing = self.catalog()
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("host/alpha.json: field 'cases.cpu.reproduce.provenance.run.archive'", missing.stderr)
+        run = self.root / "expected" / "host" / "runs" / "20261127T212002Z-f12efa54d1cd729e"
+        run.mkdir(parents=True)
+        (run / "results.jsonl.gz").write_bytes(b"\x1f\x8b")
+        done = self.catalog()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("//   cpu   host: observed on AMD EPYC: 1 reproduced on the CPU\n", source.read_text())
+        kept["run"]["archive"] = "runs/../../../etc"
+        self.write_baseline("host", "alpha", {"cpu.reproduce": {"outcome": {"status": "ok"}, "provenance": kept}})
+        self.assertEqual(self.catalog().returncode, 2)
 
     def test_a_hostile_header_is_refused_naming_it(self):
         source = self.write_source("alpha")

@@ -1257,6 +1257,8 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
         run["folder"] = origin.run_folder;
     if (!origin.run_started.empty())
         run["started"] = origin.run_started;
+    if (!origin.run_archive.empty())
+        run["archive"] = origin.run_archive;
     ordered_json provenance = {{"kind", "observed"},
                                {"date", origin.date},
                                {"fingerprint", origin.fingerprint_summary},

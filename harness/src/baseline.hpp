@@ -174,6 +174,7 @@ struct observation_origin {
     std::string pitfall_version; ///< the version of the pitfall that ran the case
     std::string run_folder;      ///< the run folder's name ("" when there is none)
     std::string run_started;     ///< when the run began (its header's "at"; "" when unknown)
+    std::string run_archive;     ///< "runs/<id>": the run kept beside the baseline ("": none)
     double rss_tolerance = 0.25; ///< of the peak RSS bound
     bool with_timings = true;    ///< false: no timed series (bless --no-timings)
     /// The case's variant's `memory_per` (scenario.json): its tracked peak is blessed as a

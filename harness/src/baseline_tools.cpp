@@ -6,6 +6,7 @@
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
+#include "run_archive.hpp"
 #include "run_folder.hpp"
 #include "runner.hpp"
 #include "timing.hpp"
@@ -541,6 +542,8 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         observation_origin origin = r.run->origin(date);
         origin.with_timings = !options.no_timings;
+        origin.run_archive =
+            archive::entry_path(archive::run_id(r.run->log.header.at, r.run->fingerprint_id()));
         if (const variant_spec* v = it->description.find_variant(r.record->key.variant)) {
             origin.memory_per = v->memory_per;
             for (const auto& series : timed_series(*r.record)) {
@@ -639,6 +642,26 @@ status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
     return writes;
 }
 
+/// Keeps every run blessed from beside each profile written (expected/<profile>/runs/<id>/),
+/// then removes the kept runs no entry of that profile names any more.
+status keep_runs(const std::vector<pending_write>& writes, const std::vector<loaded_run>& runs) {
+    std::set<std::string> profiles;
+    for (const pending_write& w : writes)
+        profiles.insert(fs::path(w.path).parent_path().string());
+    const std::string gzip = find_in_path("gzip");
+    for (const std::string& profile : profiles) {
+        for (const loaded_run& run : runs)
+            PITFALL_TRY(archive::keep_run(
+                run.dir, profile, archive::run_id(run.log.header.at, run.fingerprint_id()), gzip));
+        PITFALL_ASSIGN_OR_RETURN(const int removed, archive::prune(profile));
+        std::cout << "bless: runs kept in " << profile << "/runs"
+                  << (removed > 0 ? "; " + std::to_string(removed) + " no entry names removed"
+                                  : std::string())
+                  << '\n';
+    }
+    return status::ok();
+}
+
 } // namespace
 
 int bless_run(const bless_options& options) {
@@ -660,6 +683,10 @@ int bless_run(const bless_options& options) {
     auto changed = show_and_write(writes.value(), options.dry_run);
     if (!changed.is_ok())
         return report_error(changed.error().message());
+    if (!options.dry_run)
+        if (const status kept = keep_runs(writes.value(), runs.value()); !kept.is_ok())
+            return report_error(kept.message() + " (the baselines were written; bless again to "
+                                                 "keep the runs they name)");
     std::cout << "bless: " << chosen.value().size() << " case(s)"
               << (options.ratios_only ? " (their ratios only), " : ", ") << changed.value()
               << " file(s) "

@@ -408,7 +408,9 @@ void add_bless(CLI::App& app, command_line& cl) {
     sub->footer(
         R"(Each entry is marked observed with the evidence of its run: today's date, the run's
 fingerprint summary and id, the pitfall version that ran it and the case's run; files are
-written whole and renamed into place. A run made with PITFALL_INJECT is refused. A ratio of
+written whole and renamed into place. Each run blessed from is kept, gzip'd, under
+expected/<profile>/runs/<id>/ (results.jsonl, fingerprint.json), named by its entries; a kept
+run no entry names any more is removed. A run made with PITFALL_INJECT is refused. A ratio of
 scenario.json whose two cases are both blessed is written as an observed bound (judged only
 under this fingerprint); a documented ratio bound is kept, and the measured ratio printed.
 

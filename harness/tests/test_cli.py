@@ -2,6 +2,7 @@
 
 Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 """
+import gzip
 import json
 import os
 import re
@@ -588,8 +589,17 @@ class Verdicts(FixtureTest):
             self.assertEqual(prov["fingerprint_id"], header["fingerprint_id"], key)
             self.assertEqual(prov["pitfall_version"], version, key)
             self.assertRegex(prov["date"], r"^\d{4}-\d{2}-\d{2}$")
+            archive = "runs/" + "".join(c for c in header["at"] if c.isalnum()) + "-" + \
+                header["fingerprint_id"]
             self.assertEqual(prov["run"], {"case": "cpu.harness_fixture." + key.split(".")[1],
-                                           "folder": "evidence", "started": header["at"]}, key)
+                                           "folder": "evidence", "started": header["at"],
+                                           "archive": archive}, key)
+        # The run is kept beside the baseline, compressed: what every entry was blessed from.
+        kept = os.path.join(self.expected, "any", archive)
+        for name in ("results.jsonl", "fingerprint.json"):
+            with gzip.open(os.path.join(kept, name + ".gz"), "rb") as f, \
+                    open(os.path.join(out, name), "rb") as original:
+                self.assertEqual(f.read(), original.read(), name)
         ok = cases["cpu.ok"]
         self.assertEqual(ok["outcome"], {"status": "ok"})
         self.assertEqual(ok["ran_on"], "cpu")  # the case's proof up to its ':'
@@ -611,6 +621,31 @@ class Verdicts(FixtureTest):
         self.assertNotIn("timings", untimed)
         self.assertEqual(untimed["provenance"]["fingerprint_id"], header["fingerprint_id"])
         self.assertEqual(untimed["ran_on"], "cpu")
+        self.assertTrue(os.path.isdir(kept), "blessed again from the same run: still kept")
+        # Blessed from another run, the first one is named by no entry: it goes, and a link
+        # planted among the kept runs goes as a link, its target untouched.
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "keep.txt"), "w") as f:
+            f.write("not the harness's")
+        os.symlink(outside, os.path.join(self.expected, "any", "runs", "planted-0"))
+        later = self.run_dir("later")
+        p = self.pitfall("run", "--variant", "ok,oom,unsupported", "--backend", "cpu", "--out", later,
+                         "--samples", "9", env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        b = self.pitfall("bless", later, "--no-timings")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertIn("2 no entry names removed", b.stdout)
+        self.assertFalse(os.path.exists(kept))
+        self.assertEqual(os.listdir(os.path.join(self.expected, "any", "runs")),
+                         ["".join(c for c in records(later, "run")[0]["at"] if c.isalnum()) + "-" +
+                          records(later, "run")[0]["fingerprint_id"]])
+        self.assertTrue(os.path.isfile(os.path.join(outside, "keep.txt")))
+        # --dry-run keeps nothing and removes nothing.
+        before = sorted(os.listdir(os.path.join(self.expected, "any", "runs")))
+        d = self.pitfall("bless", out, "--dry-run")
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.expected, "any", "runs"))), before)
 
     def test_bless_replaces_an_entry_without_evidence(self):
         # An observed entry as an older pitfall wrote it (a fingerprint in words, no id, no
@@ -944,6 +979,8 @@ class Schema(FixtureTest):
         checked = 0
         for folder in sorted(os.listdir(self.REAL_EXPECTED)):
             for name in sorted(os.listdir(os.path.join(self.REAL_EXPECTED, folder))):
+                if not name.endswith(".json"):  # runs/: the kept runs, not baselines
+                    continue
                 with open(os.path.join(self.REAL_EXPECTED, folder, name)) as f:
                     doc = json.load(f)
                 errors = [f"{'.'.join(map(str, e.path))}: {e.message}"
@@ -967,6 +1004,8 @@ class Schema(FixtureTest):
         cited = 0
         for folder in sorted(os.listdir(self.REAL_EXPECTED)):
             for name in sorted(os.listdir(os.path.join(self.REAL_EXPECTED, folder))):
+                if not name.endswith(".json"):  # runs/: the kept runs, not baselines
+                    continue
                 with open(os.path.join(self.REAL_EXPECTED, folder, name)) as f:
                     doc = json.load(f)
                 for key, entry in doc.get("cases", {}).items():

@@ -140,7 +140,7 @@ class ValidatorAgreement(unittest.TestCase):
         seeds = []
         for folder in sorted(os.listdir(REAL_EXPECTED)):
             for name in sorted(os.listdir(os.path.join(REAL_EXPECTED, folder))):
-                if (name == "profile.json") == profile:
+                if name.endswith(".json") and (name == "profile.json") == profile:
                     with open(os.path.join(REAL_EXPECTED, folder, name)) as f:
                         seeds.append((f"{folder}/{name}", json.load(f)))
         return seeds

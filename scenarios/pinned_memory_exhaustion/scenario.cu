@@ -48,7 +48,7 @@
 //   cpu   host: observed on AMD EPYC: 1 reproduced on the CPU, 1 remedy
 //   cuda  no-gpu: observed without a GPU: 1 remedy, 1 probe
 //   cuda  hopper-cuda13: documented, never observed: 1 probe
-//   cuda  hopper-cuda13: observed on NVIDIA H200: 1 remedy
+//   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 1 remedy
 //   cuda  hopper-cuda11-12: documented, never observed: 1 remedy, 1 probe
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 remedy, 1 probe
 // (end of the generated baselines)

@@ -94,10 +94,10 @@
 //   cpu   host: observed on AMD EPYC: 2 UNSUPPORTED, 3 probes
 //   cuda  no-gpu: observed without a GPU: 2 predicted, 3 probes
 //   cuda  hopper-cuda13: documented, never observed: 1 probe
-//   cuda  hopper-cuda13: observed on NVIDIA H200: 2 reproduced on the GPU, 2 probes
+//   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 2 reproduced on the GPU, 2 probes
 //   cuda  hopper-cuda11-12: documented, never observed: 2 predicted, 3 probes
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 3 probes
-//   cuda  driver-no-device: observed without a GPU: 2 probes
+//   cuda  driver-no-device: observed without a GPU (run not kept): 2 probes
 // (end of the generated baselines)
 #include "pitfall/detail/fatbin.hpp"
 #include "pitfall/scenario.hpp"
