@@ -203,12 +203,12 @@ class CatalogTree(unittest.TestCase):
     def test_a_kept_run_is_named_and_a_missing_one_refused(self):
         source = self.write_source("alpha")
         kept = {"kind": "observed", "date": "2026-11-27", "fingerprint": {"cpu_model": "AMD EPYC"},
-                "run": {"case": "cpu.alpha.reproduce", "archive": "runs/20261127T212002Z-f12efa54d1cd729e"}}
+                "run": {"case": "cpu.alpha.reproduce", "archive": "runs/20261127T212002Z-f12efa54d1cd729e-0a1b2c3d"}}
         self.write_baseline("host", "alpha", {"cpu.reproduce": {"outcome": {"status": "ok"}, "provenance": kept}})
         missing = self.catalog()
         self.assertEqual(missing.returncode, 2)
         self.assertIn("host/alpha.json: field 'cases.cpu.reproduce.provenance.run.archive'", missing.stderr)
-        run = self.root / "expected" / "host" / "runs" / "20261127T212002Z-f12efa54d1cd729e"
+        run = self.root / "expected" / "host" / "runs" / "20261127T212002Z-f12efa54d1cd729e-0a1b2c3d"
         run.mkdir(parents=True)
         (run / "results.jsonl.gz").write_bytes(b"\x1f\x8b")
         done = self.catalog()

@@ -542,8 +542,8 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         observation_origin origin = r.run->origin(date);
         origin.with_timings = !options.no_timings;
-        origin.run_archive =
-            archive::entry_path(archive::run_id(r.run->log.header.at, r.run->fingerprint_id()));
+        origin.run_archive = archive::entry_path(
+            archive::run_id(r.run->log.header.at, r.run->fingerprint_id(), r.run->dir));
         if (const variant_spec* v = it->description.find_variant(r.record->key.variant)) {
             origin.memory_per = v->memory_per;
             for (const auto& series : timed_series(*r.record)) {
@@ -652,7 +652,8 @@ status keep_runs(const std::vector<pending_write>& writes, const std::vector<loa
     for (const std::string& profile : profiles) {
         for (const loaded_run& run : runs)
             PITFALL_TRY(archive::keep_run(
-                run.dir, profile, archive::run_id(run.log.header.at, run.fingerprint_id()), gzip));
+                run.dir, profile, archive::run_id(run.log.header.at, run.fingerprint_id(), run.dir),
+                gzip));
         PITFALL_ASSIGN_OR_RETURN(const int removed, archive::prune(profile));
         std::cout << "bless: runs kept in " << profile << "/runs"
                   << (removed > 0 ? "; " + std::to_string(removed) + " no entry names removed"

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -64,7 +66,17 @@ status real_folder(const fs::path& path) {
 
 } // namespace
 
-std::string run_id(const std::string& started_at, const std::string& fingerprint_id) {
+std::string run_id(const std::string& started_at, const std::string& fingerprint_id,
+                   const std::string& run_dir) {
+    std::error_code ec;
+    const std::string folder = fs::absolute(run_dir, ec).lexically_normal().string();
+    std::uint32_t hash = 2166136261U; // FNV-1a: stable across builds and machines
+    for (const char c : folder) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 16777619U;
+    }
+    char tail[16];
+    std::snprintf(tail, sizeof tail, "%08x", hash);
     std::string stamp;
     for (const char c : started_at)
         if (std::isalnum(static_cast<unsigned char>(c)) && stamp.size() < 32)
@@ -74,7 +86,7 @@ std::string run_id(const std::string& started_at, const std::string& fingerprint
         if (std::isxdigit(static_cast<unsigned char>(c)) && id.size() < 32)
             id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return (stamp.empty() ? std::string("unknown") : stamp) + "-" +
-           (id.empty() ? std::string("none") : id);
+           (id.empty() ? std::string("none") : id) + "-" + tail;
 }
 
 std::string entry_path(const std::string& id) {

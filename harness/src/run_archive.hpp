@@ -14,8 +14,11 @@
 
 namespace pitfall::runner::archive {
 
-/// "<when the run started, digits and letters only>-<fingerprint id>": 20261127T212002Z-f12e...
-std::string run_id(const std::string& started_at, const std::string& fingerprint_id);
+/// "<when the run started, digits and letters only>-<fingerprint id>-<8 hex digits of the run
+/// folder's absolute path>": 20261127T212002Z-f12efa54d1cd729e-1a2b3c4d. The folder tells apart
+/// two runs of one machine started in the same second.
+std::string run_id(const std::string& started_at, const std::string& fingerprint_id,
+                   const std::string& run_dir);
 
 /// What an entry names: "runs/<id>".
 std::string entry_path(const std::string& id);

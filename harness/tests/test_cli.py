@@ -589,8 +589,9 @@ class Verdicts(FixtureTest):
             self.assertEqual(prov["fingerprint_id"], header["fingerprint_id"], key)
             self.assertEqual(prov["pitfall_version"], version, key)
             self.assertRegex(prov["date"], r"^\d{4}-\d{2}-\d{2}$")
-            archive = "runs/" + "".join(c for c in header["at"] if c.isalnum()) + "-" + \
-                header["fingerprint_id"]
+            archive = prov["run"].get("archive", "")
+            self.assertRegex(archive, "^runs/" + "".join(c for c in header["at"] if c.isalnum()) +
+                             "-" + header["fingerprint_id"] + "-[0-9a-f]{8}$")
             self.assertEqual(prov["run"], {"case": "cpu.harness_fixture." + key.split(".")[1],
                                            "folder": "evidence", "started": header["at"],
                                            "archive": archive}, key)
@@ -637,9 +638,11 @@ class Verdicts(FixtureTest):
         self.assertEqual(b.returncode, 0, b.stderr)
         self.assertIn("2 no entry names removed", b.stdout)
         self.assertFalse(os.path.exists(kept))
+        with open(path) as f:
+            later_archive = json.load(f)["cases"]["cpu.ok"]["provenance"]["run"]["archive"]
+        self.assertNotEqual(later_archive, archive)  # even when both runs began in one second
         self.assertEqual(os.listdir(os.path.join(self.expected, "any", "runs")),
-                         ["".join(c for c in records(later, "run")[0]["at"] if c.isalnum()) + "-" +
-                          records(later, "run")[0]["fingerprint_id"]])
+                         [later_archive[len("runs/"):]])
         self.assertTrue(os.path.isfile(os.path.join(outside, "keep.txt")))
         # --dry-run keeps nothing and removes nothing.
         before = sorted(os.listdir(os.path.join(self.expected, "any", "runs")))
