@@ -124,26 +124,32 @@ def mutants_of(record, kinds, scale):
     return run, equivalent, unnameable
 
 
-def run_pitfall(args, out, env_extra, cases):
-    """One `pitfall run` of `cases` (case keys); the records of those cases."""
-    backends = sorted({c.split(".", 2)[0] for c in cases})
-    scenarios = sorted({c.split(".", 2)[1] for c in cases})
-    variants = sorted({c.split(".", 2)[2] for c in cases})
-    cmd = [args.pitfall, "run", "--out", out, "--timings", "record",
-           "--backend", ",".join(backends), "--scenario", ",".join(scenarios),
-           "--variant", ",".join(variants)]
+def pitfall_run(args, out, filters, mutants=""):
+    """One `pitfall run --timings record` into `out` with `filters` ({"backend": "cpu,cuda",
+    ...}) and PITFALL_MUTATE set to `mutants` (unset when empty); its records by case key."""
+    cmd = [args.pitfall, "run", "--out", out, "--timings", "record"]
     for flag in ("index", "expected", "profile"):
         if getattr(args, flag):
             cmd += [f"--{flag}", getattr(args, flag)]
-    env = dict(os.environ)
-    env.pop("PITFALL_MUTATE", None)
-    env.pop("PITFALL_INJECT", None)
-    env.update(env_extra)
+    for flag, value in filters.items():
+        if value:
+            cmd += [f"--{flag}", value]
+    env = {k: v for k, v in os.environ.items() if k not in ("PITFALL_MUTATE", "PITFALL_INJECT")}
+    if mutants:
+        env["PITFALL_MUTATE"] = mutants
     p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True, errors="replace")
     if p.returncode not in (0, 1):
         fail(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    records = read_cases(out)
+    return read_cases(out)
+
+
+def run_mutants(args, out, mutants, cases):
+    """One round: `cases` (case keys), each with its mutant in `mutants`; their records."""
+    parts = [c.split(".", 2) for c in cases]
+    filters = {flag: ",".join(sorted({p[i] for p in parts}))
+               for i, flag in enumerate(("backend", "scenario", "variant"))}
+    records = pitfall_run(args, out, filters, mutants)
     return {c: records.get(c) for c in cases}
 
 
@@ -175,7 +181,7 @@ def measure(args):
             queues = {k: q for k, q in queues.items() if q}
             value = ",".join(f"{kind}:{key}:{arg}" for key, (kind, arg) in this_round.items())
             out = os.path.join(scratch, f"round-{rounds}")
-            records = run_pitfall(args, out, {"PITFALL_MUTATE": value}, list(this_round))
+            records = run_mutants(args, out, value, list(this_round))
             for key, (kind, arg) in this_round.items():
                 record = records.get(key)
                 verdict = record["verdict"] if record else "NOT_FINISHED"
@@ -206,21 +212,10 @@ def measure(args):
 
 def read_base(args, scratch):
     """The unmutated run of the selection: every case, as selected by the flags."""
-    out = os.path.join(scratch, "base")
-    cmd = [args.pitfall, "run", "--out", out, "--timings", "record"]
-    for flag in ("index", "expected", "profile"):
-        if getattr(args, flag):
-            cmd += [f"--{flag}", getattr(args, flag)]
-    for flag in ("backend", "scenario", "variant"):
-        if getattr(args, flag):
-            cmd += [f"--{flag}", getattr(args, flag)]
-    env = {k: v for k, v in os.environ.items() if k not in ("PITFALL_MUTATE", "PITFALL_INJECT")}
-    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True, errors="replace")
-    if p.returncode not in (0, 1):
-        fail(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    print(f"base run: exit {p.returncode}", file=sys.stderr, flush=True)
-    return read_cases(out)
+    records = pitfall_run(args, os.path.join(scratch, "base"),
+                          {flag: getattr(args, flag) for flag in ("backend", "scenario", "variant")})
+    print(f"base run: {len(records)} cases", file=sys.stderr, flush=True)
+    return records
 
 
 def tally(score):

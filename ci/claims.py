@@ -198,14 +198,15 @@ def with_header(path: Path, block: str) -> str:
     return new
 
 
-def table_rows(root: Path, scenarios: list[dict], profiles: list[str]) -> list[str]:
+def table_rows(scenarios: list[dict], groups: dict[str, list[dict]]) -> list[str]:
     """The README's reproductions table: per scenario, which reproduce cases are reproduced on
-    a GPU, on the CPU, and which only predicted, with the profiles that say so."""
+    a GPU, on the CPU, and which only predicted, with the profiles that say so (`groups`: each
+    scenario's classify())."""
     rows = ["| scenario | reproduced on a GPU | reproduced on the CPU | predicted, never observed |",
             "|---|---|---|---|"]
     for s in scenarios:
         gpu, cpu, predicted = {}, {}, {}
-        for g in classify(root, s["name"], s["variants_by_name"], profiles):
+        for g in groups[s["name"]]:
             target = gpu if g["backend"] == "cuda" else cpu
             for v in g["reproduced"]:
                 target.setdefault(v, set()).add(g["profile"])

@@ -94,6 +94,24 @@ void set_active(plan p) {
     g_active = std::move(p);
 }
 
+namespace {
+/// result[key] as an object (made one if the case wrote something else there).
+nlohmann::json& object_member(nlohmann::json& result, const char* key) {
+    nlohmann::json& member = result[key];
+    if (!member.is_object())
+        member = nlohmann::json::object();
+    return member;
+}
+
+/// Erases each of `names` from `records`; those it found go into `hit` as `kind` + name.
+void drop_names(nlohmann::json& records, const std::set<std::string>& names, const char* kind,
+                std::set<std::string>& hit) {
+    for (const auto& name : names)
+        if (records.erase(name) != 0)
+            hit.insert(kind + name);
+}
+} // namespace
+
 void apply(const plan& p, nlohmann::json& result) {
     if (p.empty())
         return;
@@ -112,24 +130,15 @@ void apply(const plan& p, nlohmann::json& result) {
         kept.push_back(std::move(check));
     }
     result["checks"] = kept;
-    nlohmann::json& measurements = result["measurements"];
-    if (!measurements.is_object())
-        measurements = nlohmann::json::object();
-    for (const auto& name : p.dropped_measurements)
-        if (measurements.erase(name) != 0)
-            hit.insert("drop_measurement " + name);
+    nlohmann::json& measurements = object_member(result, "measurements");
+    drop_names(measurements, p.dropped_measurements, "drop_measurement ", hit);
     for (const auto& [name, f] : p.scaled_measurements)
         if (measurements.contains(name) && measurements[name].is_object() &&
             measurements[name].value("value", nlohmann::json()).is_number()) {
             measurements[name]["value"] = measurements[name]["value"].get<double>() * f;
             hit.insert("scale_measurement " + name);
         }
-    nlohmann::json& events = result["events"];
-    if (!events.is_object())
-        events = nlohmann::json::object();
-    for (const auto& name : p.dropped_events)
-        if (events.erase(name) != 0)
-            hit.insert("drop_event " + name);
+    drop_names(object_member(result, "events"), p.dropped_events, "drop_event ", hit);
     nlohmann::json& injected = result["injected"];
     if (!injected.is_array())
         injected = nlohmann::json::array();
