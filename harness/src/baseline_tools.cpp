@@ -642,18 +642,29 @@ status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
     return writes;
 }
 
-/// Keeps every run blessed from beside each profile written (expected/<profile>/runs/<id>/),
-/// then removes the kept runs no entry of that profile names any more.
-status keep_runs(const std::vector<pending_write>& writes, const std::vector<loaded_run>& runs) {
+/// The profile folders the writes go into.
+std::set<std::string> profiles_of(const std::vector<pending_write>& writes) {
     std::set<std::string> profiles;
     for (const pending_write& w : writes)
         profiles.insert(fs::path(w.path).parent_path().string());
+    return profiles;
+}
+
+/// Keeps every run blessed from beside each profile written (expected/<profile>/runs/<id>/):
+/// before the entries naming them are written, so that none names a run that is not there.
+status keep_runs(const std::vector<pending_write>& writes, const std::vector<loaded_run>& runs) {
     const std::string gzip = find_in_path("gzip");
-    for (const std::string& profile : profiles) {
+    for (const std::string& profile : profiles_of(writes))
         for (const loaded_run& run : runs)
             PITFALL_TRY(archive::keep_run(
                 run.dir, profile, archive::run_id(run.log.header.at, run.fingerprint_id(), run.dir),
                 gzip));
+    return status::ok();
+}
+
+/// After the writes: removes the kept runs no entry of each profile names any more.
+status prune_runs(const std::vector<pending_write>& writes) {
+    for (const std::string& profile : profiles_of(writes)) {
         PITFALL_ASSIGN_OR_RETURN(const int removed, archive::prune(profile));
         std::cout << "bless: runs kept in " << profile << "/runs"
                   << (removed > 0 ? "; " + std::to_string(removed) + " no entry names removed"
@@ -681,13 +692,15 @@ int bless_run(const bless_options& options) {
     auto writes = bless_writes(options, chosen.value(), runs.value(), date);
     if (!writes.is_ok())
         return report_error(writes.error().message());
+    if (!options.dry_run)
+        if (const status kept = keep_runs(writes.value(), runs.value()); !kept.is_ok())
+            return report_error(kept.message() + " (no baseline was written)");
     auto changed = show_and_write(writes.value(), options.dry_run);
     if (!changed.is_ok())
         return report_error(changed.error().message());
     if (!options.dry_run)
-        if (const status kept = keep_runs(writes.value(), runs.value()); !kept.is_ok())
-            return report_error(kept.message() + " (the baselines were written; bless again to "
-                                                 "keep the runs they name)");
+        if (const status pruned = prune_runs(writes.value()); !pruned.is_ok())
+            return report_error(pruned.message() + " (the baselines were written)");
     std::cout << "bless: " << chosen.value().size() << " case(s)"
               << (options.ratios_only ? " (their ratios only), " : ", ") << changed.value()
               << " file(s) "

@@ -649,6 +649,18 @@ class Verdicts(FixtureTest):
         d = self.pitfall("bless", out, "--dry-run")
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertEqual(sorted(os.listdir(os.path.join(self.expected, "any", "runs"))), before)
+        # Where the runs cannot be kept, no baseline is written: none names a run not there.
+        shutil.rmtree(os.path.join(self.expected, "any", "runs"))
+        with open(os.path.join(self.expected, "any", "runs"), "w") as f:
+            f.write("not a folder")
+        with open(path) as f:
+            unchanged = f.read()
+        refused = self.pitfall("bless", out)
+        self.assertEqual(refused.returncode, 2, refused.stdout)
+        self.assertIn("cannot keep runs in", refused.stderr)
+        self.assertIn("no baseline was written", refused.stderr)
+        with open(path) as f:
+            self.assertEqual(f.read(), unchanged)
 
     def test_bless_replaces_an_entry_without_evidence(self):
         # An observed entry as an older pitfall wrote it (a fingerprint in words, no id, no
