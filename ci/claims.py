@@ -77,6 +77,20 @@ def kept_run(root: Path, profile: str, path: Path, key: str, prov: dict) -> bool
     return True
 
 
+def claim_of(entry: dict, backend: str, variant: dict) -> str:
+    """What one entry says of its case: "unsupported" (observed not to run), "predicted"
+    (documented, marked a prediction on this backend, or a CUDA case that ran without a GPU: its
+    rule computed, nothing run on a device) or "reproduced" (observed where it claims to run)."""
+    outcome = entry.get("outcome") if isinstance(entry.get("outcome"), dict) else {}
+    prov = entry.get("provenance") if isinstance(entry.get("provenance"), dict) else {}
+    if outcome.get("status") == "unsupported":
+        return "unsupported"
+    if prov.get("kind") != "observed" or backend in variant.get("prediction", {}) or \
+            (backend == "cuda" and _where(entry, backend) == "without a GPU"):
+        return "predicted"
+    return "reproduced"
+
+
 def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> list[dict]:
     """One group per (backend, profile, observed or documented): where, when, and the reproduce
     cases by class; the remedies counted."""
@@ -108,15 +122,7 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
             if v.get("kind") != "reproduce":
                 g["probes" if v.get("kind") == "probe" else "remedies"] += 1
                 continue
-            status = entry.get("outcome", {}).get("status") if isinstance(entry.get("outcome"), dict) else None
-            if status == "unsupported":
-                g["unsupported"].append(variant)
-            elif state == "documented" or backend in v.get("prediction", {}) or where == "without a GPU":
-                # Documented, marked a prediction, or a CUDA case that ran without a GPU (its
-                # rule computed, nothing run on a device): the failure is predicted, not seen.
-                g["predicted"].append(variant)
-            else:
-                g["reproduced"].append(variant)
+            g[claim_of(entry, backend, v)].append(variant)
     order = {p: i for i, p in enumerate(profiles)}
     return sorted(groups.values(), key=lambda g: (g["backend"], order[g["profile"]], g["state"], g["where"]))
 
@@ -158,10 +164,16 @@ def _wrap(first: str, indent: str, words: str) -> list[str]:
     return lines
 
 
-def header_block(groups: list[dict], variants: dict) -> str:
+def header_block(groups: list[dict], variants: dict, evidence: list[dict] = ()) -> str:
     lines = [HEADER_BEGIN]
     for g in groups:
         lines += _wrap(f"//   {g['backend']:<5} {g['profile']}:", "//" + " " * 9, describe(g))
+    if evidence:  # each thread's class: ci/evidence.py
+        classes = [e["class"] for e in evidence]
+        order = ("gated", "checked, not pinned", "modelled")
+        lines += _wrap("//   evidence threads:", "//" + " " * 9,
+                       ", ".join(f"{classes.count(c)} {c}" for c in order if c in classes) +
+                       " (docs/evidence.md)")
     predictions = [(b, name, why) for name, v in variants.items() for b, why in sorted(v["prediction"].items())]
     for backend, name, why in predictions:
         lines += _wrap(f"//   predicted on {backend}, not observed: {name}:", "//" + " " * 9, why)

@@ -496,9 +496,25 @@ status read_evidence(const reader& r, const json& doc, manifest& m) {
             if (!item.is_object())
                 return r.fail(path.substr(0, path.size() - 1),
                               "expected an object {repo, number, title, shows}");
-            for (const auto& [field, ignored] : item.items())
-                if (field != "repo" && field != "number" && field != "title" && field != "shows")
-                    return r.fail(path + field, "unknown field (repo, number, title, shows)");
+            // gated_by and seen_on say which baselines hold the thread's effect: their shape is
+            // read here, their names against expected/ by ci/evidence.py (catalog --check).
+            for (const auto& [field, value] : item.items()) {
+                if (field == "gated_by") {
+                    if (!value.is_array() || value.empty() ||
+                        !std::all_of(value.begin(), value.end(),
+                                     [](const json& ref) { return ref.is_object(); }))
+                        return r.fail(path + field,
+                                      "expected a non-empty array of {variant, check | "
+                                      "measurement | event | error | signal | ran_on}");
+                } else if (field == "seen_on") {
+                    if (!value.is_string() || (value != "cuda" && value != "cpu"))
+                        return r.fail(path + field, "expected \"cuda\" or \"cpu\"");
+                } else if (field != "repo" && field != "number" && field != "title" &&
+                           field != "shows") {
+                    return r.fail(path + field,
+                                  "unknown field (repo, number, title, shows, seen_on, gated_by)");
+                }
+            }
             evidence_spec e;
             PITFALL_TRY(r.string(item, path, "repo", e.repo, true));
             if (!is_repo_name(e.repo))

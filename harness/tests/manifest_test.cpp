@@ -282,6 +282,19 @@ TEST(Manifest, EvidenceNamesPublicThreads) {
                                          {"repo":"a/b","number":2,"title":"t","shows":"s"}])"))
                   .find("listed twice"),
               std::string::npos);
+    // What gates a thread: its shape here, its names against expected/ by ci/evidence.py.
+    EXPECT_TRUE(parse_manifest(with_evidence(R"([{"repo":"a/b","number":2,"title":"t","shows":"s",
+        "seen_on":"cpu","gated_by":[{"variant":"a","check":"c"}]}])"),
+                               "f.json")
+                    .is_ok());
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"a/b","number":2,"title":"t","shows":"s",
+                                          "gated_by":[]}])"))
+                  .find("evidence[0].gated_by': expected a non-empty array"),
+              std::string::npos);
+    EXPECT_NE(error_of(with_evidence(R"([{"repo":"a/b","number":2,"title":"t","shows":"s",
+                                          "seen_on":"rocm","gated_by":[{}]}])"))
+                  .find("evidence[0].seen_on': expected \"cuda\" or \"cpu\""),
+              std::string::npos);
 }
 
 namespace {

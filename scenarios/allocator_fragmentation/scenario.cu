@@ -63,6 +63,7 @@
 //   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 1 predicted, 2 remedies
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
+//   evidence threads: 2 modelled (docs/evidence.md)
 //   predicted on cuda, not observed: reproduce: the out-of-memory is the allocator model's own,
 //         decided by host code with the same numbers on every backend; the device holds the arena
 //         and the tags, and no device allocation fails

@@ -53,6 +53,7 @@
 //         remedies
 //   cuda  hopper-cuda11-12: documented, never observed: 2 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
+//   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"

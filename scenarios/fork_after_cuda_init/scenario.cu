@@ -56,6 +56,7 @@
 //         remedies
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
+//   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 

@@ -56,6 +56,7 @@
 //   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 1 reproduced on the GPU, 1 remedy
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 1 remedy
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 1 remedy
+//   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 

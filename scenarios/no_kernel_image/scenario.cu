@@ -52,6 +52,7 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
 //   cuda  cuda11-runtime: documented, never observed: 1 UNSUPPORTED, 2 remedies
+//   evidence threads: 3 gated (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 

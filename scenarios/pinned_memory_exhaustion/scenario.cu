@@ -51,6 +51,7 @@
 //   cuda  hopper-cuda13: observed on NVIDIA H200 (run not kept): 1 remedy
 //   cuda  hopper-cuda11-12: documented, never observed: 1 remedy, 1 probe
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 remedy, 1 probe
+//   evidence threads: 2 gated (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 

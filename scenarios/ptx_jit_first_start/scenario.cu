@@ -59,6 +59,7 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 2 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
 //   cuda  cuda11-runtime: documented, never observed: 2 UNSUPPORTED, 2 remedies
+//   evidence threads: 3 checked, not pinned (docs/evidence.md)
 // (end of the generated baselines)
 #include "pitfall/scenario.hpp"
 

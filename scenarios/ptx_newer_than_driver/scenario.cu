@@ -61,6 +61,7 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 2 predicted, 1 remedy
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 1 remedy
 //   cuda  cuda11-runtime: documented, never observed: 1 UNSUPPORTED, 1 remedy
+//   evidence threads: 2 gated (docs/evidence.md)
 //   predicted on cuda, not observed: reproduce_build_ptx_on_older_driver: no driver older than this
 //         build's toolkit is installed to refuse its PTX: the driver it is judged against is the
 //         release before the one its PTX ISA needs, taken from the same PTX ISA table that judges
