@@ -949,8 +949,9 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
     case_record r;
     r.key = ctx.key;
     r.kind = ctx.c.variant->kind;
+    // A case that did not run predicted nothing: it is counted UNSUPPORTED, not a prediction.
     if (const auto it = ctx.c.variant->prediction.find(ctx.key.backend);
-        it != ctx.c.variant->prediction.end())
+        it != ctx.c.variant->prediction.end() && a.o.outcome.value("status", "") != "unsupported")
         r.prediction = it->second;
     r.labels = ctx.c.labels();
     r.verdict = a.v.kind;

@@ -438,6 +438,18 @@ class Baselines(FixtureTest):
         self.assertEqual(rec["verdict"], "UNSUPPORTED")
         self.assertEqual(p.returncode, 77)
 
+    def test_a_case_that_did_not_run_predicted_nothing(self):
+        # Both variants are marked predictions on the CPU; only the one that ran is counted so.
+        p = self.pitfall("run", "--backend", "cpu", "--variant", "oom", "--variant", "unsupported",
+                         "--out", self.run_dir("predicted"))
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        recs = {r["case"]: r for r in records(self.run_dir("predicted"), "case")}
+        self.assertEqual(recs["cpu.harness_fixture.unsupported"]["verdict"], "UNSUPPORTED")
+        self.assertNotIn("prediction", recs["cpu.harness_fixture.unsupported"])
+        self.assertIn("rule applied", recs["cpu.harness_fixture.oom"]["prediction"])
+        with open(os.path.join(self.run_dir("predicted"), "report.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["predictions"], 1)
+
     def test_cuda_case_is_never_a_pass_without_a_gpu(self):
         # On a machine with no driver (or a CPU-only build) the CUDA case is UNSUPPORTED with
         # the reason; on a GPU machine it runs for real and this test does not apply.
@@ -1216,8 +1228,12 @@ class Reports(FixtureTest):
         # Markdown: the counts, then each failing case on one line.
         md = read_text(os.path.join(out, "summary.md"))
         self.assertTrue(md.startswith("## pitfall: failing"))
-        failing_lines = [line for line in md.splitlines() if line.startswith("- `pitfall.cpu.harness_fixture.")]
+        failing_lines = [line for line in md.splitlines()
+                         if line.startswith("- `pitfall.cpu.harness_fixture.") and "**" in line]
         self.assertEqual(len(failing_lines), 2, md)
+        # The fixture's oom is marked a prediction: listed apart, after the failures.
+        self.assertIn("### Predictions", md)
+        self.assertIn("- `pitfall.cpu.harness_fixture.oom`", md.split("### Predictions", 1)[1])
         self.assertIn("**CRASH**", md)
         self.assertIn("**NUMERIC_MISMATCH**", md)
         # HTML: one file, nothing fetched from elsewhere, the parts a person looks for.
