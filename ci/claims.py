@@ -77,6 +77,19 @@ def kept_run(root: Path, profile: str, path: Path, key: str, prov: dict) -> bool
     return True
 
 
+def hand_set_bounds_say_why(path: Path, key: str, entry: dict) -> None:
+    """bless never writes a measurement bound: inside an observed entry every one was set by
+    hand, and must say so and why ("why"), or it reads as observed. BadInput naming it."""
+    bounds = entry.get("measurements", {})
+    if not isinstance(bounds, dict):
+        raise BadInput(f"{path}: field 'cases.{key}.measurements': expected an object")
+    for name, bound in bounds.items():
+        why = bound.get("why") if isinstance(bound, dict) else None
+        if not isinstance(why, str) or not why.strip():
+            raise BadInput(f"{path}: field 'cases.{key}.measurements.{name}.why': a bound in an observed "
+                           "entry was set by hand (bless writes none): say why it is what it is")
+
+
 def claim_of(entry: dict, backend: str, variant: dict) -> str:
     """What one entry says of its case: "unsupported" (observed not to run), "predicted"
     (documented, marked a prediction on this backend, or a CUDA case that ran without a GPU: its
@@ -116,6 +129,8 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
                 "not_kept": 0})
             if state == "observed" and not kept_run(root, profile, path, key, prov):
                 g["not_kept"] += 1
+            if state == "observed":
+                hand_set_bounds_say_why(path, key, entry)
             if isinstance(prov.get("date"), str):
                 g["dates"].add(prov["date"])
             v = variants.get(variant, {})

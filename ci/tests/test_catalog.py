@@ -244,6 +244,23 @@ class CatalogTree(unittest.TestCase):
                 self.assertEqual(out.returncode, 2, out.stdout)
                 self.assertIn(field, out.stderr)
 
+    def test_a_hand_set_bound_in_an_observed_entry_says_why(self):
+        entry = {"outcome": {"status": "ok"}, "measurements": {"wrong": {"equals": 0}},
+                 "provenance": {"kind": "observed", "fingerprint": {"cpu_model": "AMD EPYC"}}}
+        self.write_baseline("host", "alpha", {"cpu.reproduce": entry})
+        out = self.catalog("--check")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("host/alpha.json: field 'cases.cpu.reproduce.measurements.wrong.why': a bound in an "
+                      "observed entry was set by hand", out.stderr)
+        entry["measurements"]["wrong"]["why"] = "zero: the remedy is exact"
+        self.write_baseline("host", "alpha", {"cpu.reproduce": entry})
+        self.assertEqual(self.catalog().returncode, 0)
+        # A documented entry is hand-written throughout: its bounds need no word each.
+        entry["provenance"] = {"kind": "documented"}
+        del entry["measurements"]["wrong"]["why"]
+        self.write_baseline("host", "alpha", {"cpu.reproduce": entry})
+        self.assertEqual(self.catalog().returncode, 0)
+
     def test_a_kept_run_is_named_and_a_missing_one_refused(self):
         source = self.write_source("alpha")
         kept = {"kind": "observed", "date": "2026-11-27", "fingerprint": {"cpu_model": "AMD EPYC"},

@@ -105,6 +105,13 @@ status check_bound(const std::string& file, const std::string& field, const json
         return bad_input(file, field,
                          "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
     for (const auto& [k, v] : b.items()) {
+        if (k == "why") { // a bound set by hand says why it is what it is
+            // 1000 characters (the schema's maxLength) of up to 4 bytes each.
+            if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 4000)
+                return bad_input(file, dotted(field, k),
+                                 "expected why the bound is what it is (1 to 1000 characters)");
+            continue;
+        }
         if (allow_per && k == "per") {
             if (!v.is_string() || v.get<std::string>().empty())
                 return bad_input(file, dotted(field, k), "expected the name of a measurement");
@@ -113,8 +120,9 @@ status check_bound(const std::string& file, const std::string& field, const json
         if (keys.count(k) == 0)
             return bad_input(file, dotted(field, k),
                              allow_per ? "unknown key (min, max, equals, value, rel_tol, abs_tol, "
-                                         "per)"
-                                       : "unknown key (min, max, equals, value, rel_tol, abs_tol)");
+                                         "per, why)"
+                                       : "unknown key (min, max, equals, value, rel_tol, abs_tol, "
+                                         "why)");
         if (!v.is_number())
             return bad_input(file, dotted(field, k), "expected a number");
     }

@@ -1054,6 +1054,10 @@ class Schema(FixtureTest):
             ("/cases/cpu.ok/provenance: missing required property 'date'", dict(observed, provenance=without("date"))),
             ("/cases/cpu.ok/memory/tracked_peak_bytes", dict(good, memory={"tracked_peak_bytes": {"equals": 1, "max": 2}})),
             ("/cases/cpu.ok/colour", dict(good, colour="red")),
+            # A bound set by hand says why in words; nothing else rides along with it.
+            ("/cases/cpu.ok/measurements/wrong/why", dict(good, measurements={"wrong": {"equals": 0, "why": 7}})),
+            ("/cases/cpu.ok/measurements/wrong/why", dict(good, measurements={"wrong": {"equals": 0, "why": ""}})),
+            ("/cases/cpu.ok/measurements/wrong", dict(good, measurements={"wrong": {"equals": 0, "max": 1, "why": "x"}})),
             ("/cases/cpu.ok/provenance: missing required property 'fingerprint_id'", dict(good, timings={"step_seconds": {"samples": [1.0]}})),
             ("/cases/cpu.ok/outcome/status", dict(good, outcome={"status": "fine"})),
             # An observed entry carries the evidence of its run, never prose.
@@ -1074,6 +1078,7 @@ class Schema(FixtureTest):
             "CUDA C++ Programming Guide, 'Arithmetic Instructions'",
             'CUDA C++ Programming Guide, "CUDA Graphs"', "the CUDA Runtime API, section Device Management")]
         accepted.append({"outcome": {"status": "error", "error": "std::bad_alloc"}, "provenance": OBSERVED})
+        accepted.append(dict(good, measurements={"wrong": {"equals": 0, "why": "zero: the remedy is exact"}}))
         for entry in accepted:
             doc = {"schema": "pitfall.expected/1", "scenario": "harness_fixture", "cases": {"cpu.ok": entry}}
             self.assertEqual(list(expected.iter_errors(doc)), [], entry)
