@@ -6,7 +6,7 @@
 //   dso_loader asks for 'libcudnn.so.8', 'libcublas.so.11'... by the major version it was built
 //   for. When the loader cannot find that soname it logs dlerror() as a warning, "Skipping
 //   registering GPU devices", and runs on the CPU. Cases (step: C = A B, n x n, float32):
-//     reproduce_silent_fallback  dlopen(<next major soname>) fails for real; the program logs
+//     reproduce_silent_fallback  dlopen(<a real soname this machine lacks>) fails; the program logs
 //                                dlerror() and runs the step in a plain host loop: outcome ok,
 //                                only ran_on ("cpu: silent fallback after dlopen(...) failed")
 //                                shows the library was never used.
@@ -24,13 +24,17 @@
 //   program's choice: a fallback turns it into a job that runs 10-100x slower and says nothing.
 //
 // Expected per backend
-//   cuda  needs no device: reproduce_silent_fallback ok, ran_on "cpu: silent fallback after
-//         dlopen(libcublas.so.<built major + 1>) failed"; remedy_fail_loudly error host
+//   cuda  needs no device: reproduce_silent_fallback asks for the soname a build one CUDA
+//         major older opens (libcublas.so.12 from a CUDA 13 build): where that is not installed,
+//         ok, ran_on "cpu: silent fallback after dlopen(libcublas.so.12) failed"; where it is,
+//         UNSUPPORTED (nothing to fall back from); remedy_fail_loudly error host
 //         library_not_loaded at init; remedy_built_soname: cuBLAS loads by its soname (event
 //         cublas_load ok), then on a GPU the GEMM runs there (ok, ran_on cuda:0); without a
 //         device (here: cudaErrorInsufficientDriver, 35) UNSUPPORTED after the load.
-//   cpu   the same with OpenBLAS: dlopen("libopenblas.so.1") fails, the plain loop runs (ok,
-//         ran_on "cpu: silent fallback after dlopen(libopenblas.so.1) failed"); fail_loudly:
+//   cpu   the same with OpenBLAS: the ILP64 build's soname (libopenblas64_.so.0, what a
+//         program built against 64-bit-integer OpenBLAS opens) is not installed beside the
+//         LP64 one this program links, the plain loop runs (ok, ran_on "cpu: silent fallback
+//         after dlopen(libopenblas64_.so.0) failed"); fail_loudly:
 //         library_not_loaded; built_soname: OpenBLAS's sgemm (the library this program links).
 //
 // Remedy
@@ -83,21 +87,33 @@ template <class Backend> std::string built_soname() {
     return openblas_soname;
 }
 
-/// "libcublas.so.13" -> "libcublas.so.14": a major this machine does not have (yet).
-std::string next_major(const std::string& soname) {
+/// The soname a build one major older opens: "libcublas.so.13" -> "libcublas.so.12", what a
+/// program built with the previous CUDA toolkit asks for on a machine that has the newer one
+/// (TensorFlow built for libcudnn.so.8 where cuDNN 9 is installed: tensorflow#45200). A real
+/// soname, which a machine may well have: the case then says so (UNSUPPORTED) instead of
+/// failing by construction.
+// (maybe_unused: a CPU-only build instantiates no CUDA backend.)
+[[maybe_unused]] std::string previous_major(const std::string& soname) {
     const auto dot = soname.rfind('.');
-    if (dot == std::string::npos || dot + 1 == soname.size())
-        return soname + ".1";
     char* end = nullptr;
-    const long major = std::strtol(soname.c_str() + dot + 1, &end, 10);
-    if (end == nullptr || *end != '\0')
-        return soname + ".1";
-    return soname.substr(0, dot + 1) + std::to_string(major + 1);
+    const long major =
+        dot == std::string::npos ? 0 : std::strtol(soname.c_str() + dot + 1, &end, 10);
+    if (major <= 0 || end == nullptr || *end != '\0')
+        return soname; // no older major to ask for: the built soname, which loads (UNSUPPORTED)
+    return soname.substr(0, dot + 1) + std::to_string(major - 1);
 }
+
+/// OpenBLAS built with 64-bit integers (INTERFACE64=1, LIBNAMESUFFIX=64_), the library NumPy's
+/// and Julia's ILP64 builds open: a real soname that the LP64 package this program links lacks.
+constexpr const char* ilp64_openblas_soname = "libopenblas64_.so.0";
 
 template <class Backend> status_or<std::string> missing_soname(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const std::string asked, ctx.param_string("missing_soname"));
-    return asked == "auto" ? next_major(built_soname<Backend>()) : asked;
+    if (asked != "auto")
+        return asked;
+    if constexpr (Backend::kind == pitfall::backend_kind::cuda)
+        return previous_major(built_soname<Backend>());
+    return std::string(ilp64_openblas_soname);
 }
 
 /// The loader's answer to dlopen(soname): "" when it loaded (the handle is closed again).
