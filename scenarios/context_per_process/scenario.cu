@@ -9,7 +9,8 @@
 //                                    the parent's cudaMemGetInfo before and while they live gives
 //                                    device_bytes_per_worker. cpu: each worker reads the same
 //                                    read-only data set into a private copy.
-//     reproduce_eager_module_loading cuda: the same with CUDA_MODULE_LOADING=EAGER.
+//     reproduce_eager_module_loading cuda: the same twice, CUDA_MODULE_LOADING=LAZY (lazy.*)
+//                                    then EAGER, compared: eager_minus_lazy_bytes_per_worker.
 //     remedy_host_only_workers       cuda: the parent alone owns the device, the workers do host
 //                                    work only. cpu: the workers map one shared copy (MAP_SHARED
 //                                    of a memfd) instead of copying it.
@@ -25,10 +26,11 @@
 //   cuda  reproduce_context_per_worker: ok; device_bytes_per_worker of the order of hundreds of
 //         MiB (pytorch/pytorch#20532: 300-400 MB; ai2cm/ace#1396: ~520 MiB with a framework's
 //         kernels; this program's own context is smaller, it has few kernels: measured).
-//         reproduce_eager_module_loading: ok, at least as much per worker (CUDA Programming
-//         Guide, "Lazy Loading": lazy is the default since 12.2; eager loads every module at
-//         context creation). remedy_host_only_workers: ok, device_bytes_per_worker near 0.
-//         Without a driver: UNSUPPORTED, cudaErrorInsufficientDriver (the SDK's probe).
+//         reproduce_eager_module_loading: ok, eager at least as much per worker as lazy,
+//         checked (eager_costs_at_least_lazy; CUDA Programming Guide, "Lazy Loading": lazy is
+//         the default since 12.2; eager loads every module at context creation).
+//         remedy_host_only_workers: ok, device_bytes_per_worker near 0. Without a driver:
+//         UNSUPPORTED, cudaErrorInsufficientDriver (the SDK's probe).
 //   cpu   reproduce_context_per_worker: ok; each worker's PSS includes the whole data set
 //         (data_pss_bytes_per_worker >= data set). remedy_host_only_workers: ok; the shared mapping
 //         is divided among the processes that map it (proc(5), /proc/pid/smaps_rollup "Pss"), so a
@@ -299,8 +301,10 @@ struct mark {
 };
 
 /// The parent's own context and one kernel, then N workers: what each costs the device.
-status device_cost(pitfall::context& ctx, const std::string& mode,
-                   const std::map<std::string, std::string>& env) {
+/// The device memory N live workers cost, recorded as <prefix><name>; per worker, in bytes.
+status_or<double> device_cost(pitfall::context& ctx, const std::string& mode,
+                              const std::map<std::string, std::string>& env,
+                              const std::string& prefix = "") {
     PITFALL_ASSIGN_OR_RETURN(auto owned, pitfall::cuda_backend::allocate<int>(1024));
     PITFALL_TRY(pitfall::cuda_backend::for_each(owned.size(), mark{owned.data()}));
     PITFALL_TRY(pitfall::cuda_backend::synchronize());
@@ -315,12 +319,12 @@ status device_cost(pitfall::context& ctx, const std::string& mode,
                              }));
     const double n = static_cast<double>(results.size());
     const double used = before > during ? static_cast<double>(before - during) : 0.0;
-    ctx.record("free_before_workers_bytes", static_cast<double>(before), "B");
-    ctx.record("free_while_workers_live_bytes", static_cast<double>(during), "B");
-    ctx.record("device_bytes_per_worker", used / n, "B");
-    ctx.record("device_bytes_all_workers", used, "B");
-    ctx.record("device_total_bytes", static_cast<double>(total), "B");
-    return status::ok();
+    ctx.record(prefix + "free_before_workers_bytes", static_cast<double>(before), "B");
+    ctx.record(prefix + "free_while_workers_live_bytes", static_cast<double>(during), "B");
+    ctx.record(prefix + "device_bytes_per_worker", used / n, "B");
+    ctx.record(prefix + "device_bytes_all_workers", used, "B");
+    ctx.record(prefix + "device_total_bytes", static_cast<double>(total), "B");
+    return used / n;
 }
 #endif
 
@@ -389,8 +393,10 @@ status host_cost(pitfall::context& ctx, const std::string& mode) {
 
 template <class Backend> status reproduce_context_per_worker(pitfall::context& ctx) {
 #if PITFALL_HAS_CUDA
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda)
-        return device_cost(ctx, "cuda_context", {});
+    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
+        PITFALL_TRY(device_cost(ctx, "cuda_context", {}));
+        return status::ok();
+    }
 #endif
     return host_cost(ctx, "private_copy");
 }
@@ -400,7 +406,20 @@ template <class Backend> status reproduce_eager_module_loading(pitfall::context&
         "module loading is the CUDA driver's: a host program's code pages are shared by every "
         "process that runs it"));
 #if PITFALL_HAS_CUDA
-    return device_cost(ctx, "cuda_context", {{"CUDA_MODULE_LOADING", "EAGER"}});
+    // The same workers twice, lazy first (named: a machine's default may differ), then eager:
+    // the comparison the published numbers make (pytorch#107667: >1000 MB eager, ~300 MB lazy).
+    PITFALL_ASSIGN_OR_RETURN(
+        const double lazy,
+        device_cost(ctx, "cuda_context", {{"CUDA_MODULE_LOADING", "LAZY"}}, "lazy."));
+    PITFALL_ASSIGN_OR_RETURN(const double eager,
+                             device_cost(ctx, "cuda_context", {{"CUDA_MODULE_LOADING", "EAGER"}}));
+    ctx.record("eager_minus_lazy_bytes_per_worker", eager - lazy, "B");
+    // Eager loads every module lazy loads, and more: never less, to the 2 MiB the driver
+    // allocates in (this program has few kernels, so the difference itself is small).
+    ctx.check("eager_costs_at_least_lazy", eager + 2.0 * mib >= lazy,
+              "per worker: eager " + std::to_string(eager) + " B, lazy " + std::to_string(lazy) +
+                  " B");
+    return status::ok();
 #else
     (void)ctx; // the build has no CUDA: cuda_only answered above
     return status::ok();
@@ -409,8 +428,10 @@ template <class Backend> status reproduce_eager_module_loading(pitfall::context&
 
 template <class Backend> status remedy_host_only_workers(pitfall::context& ctx) {
 #if PITFALL_HAS_CUDA
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda)
-        return device_cost(ctx, "host_only", {});
+    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
+        PITFALL_TRY(device_cost(ctx, "host_only", {}));
+        return status::ok();
+    }
 #endif
     return host_cost(ctx, "shared_mapping");
 }
