@@ -10,6 +10,7 @@
 #include "suggest.hpp"
 
 #include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 
 #include <CLI/CLI.hpp>
@@ -876,6 +877,10 @@ void build_app(CLI::App& app, command_line& cl) {
 static void on_file_too_large(int) {}
 
 int main(int argc, char** argv) try {
+    // Started with 0-2 closed, the first file opened (a run's .lock or results.jsonl) would be
+    // descriptor 1, and the progress lines would be written into it.
+    if (!pitfall::ensure_standard_descriptors())
+        return pitfall::runner::exit_bad_input;
     struct sigaction xfsz {};
     xfsz.sa_handler = on_file_too_large;
     sigemptyset(&xfsz.sa_mask);

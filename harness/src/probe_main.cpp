@@ -600,6 +600,8 @@ json cudnn_facts() {
 } // namespace
 
 int main() try {
+    if (!pitfall::ensure_standard_descriptors()) // its answer goes to stdout: 1 must be a pipe's
+        return 2;
     json out = {{"schema", "pitfall.probe/1"}, {"built_with_cuda", PITFALL_HAS_CUDA != 0}};
     // The driver first, by its own API: what the runtime's calls below answer follows from it.
     out["driver"] = driver_facts();

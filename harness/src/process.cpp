@@ -620,6 +620,24 @@ void reap(pid_t pid, clock_type::time_point started, process_outcome& out) {
 }
 } // namespace
 
+bool ensure_standard_descriptors() noexcept {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        // The lowest free number is fd itself: the ones below it are open by now.
+        const int opened = ::open("/dev/null", (fd == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+        if (opened < 0)
+            return false;
+        if (opened != fd) { // cannot happen while 0..fd-1 are open; leave nothing half done
+            ::close(opened);
+            return false;
+        }
+        // Inherited by children like a real standard descriptor would be.
+        ::fcntl(fd, F_SETFD, 0);
+    }
+    return true;
+}
+
 process_outcome run_process(const process_request& request) {
     process_outcome out;
     if (request.argv.empty()) {

@@ -480,6 +480,9 @@ int write_result(const context& ctx, const std::string& out_path, const status& 
 namespace detail {
 int scenario_main(int argc, char** argv, const char* manifest_json,
                   std::initializer_list<variant_entry> variants) {
+    // Before anything is opened: a closed 1 would otherwise be the result file's number.
+    if (!ensure_standard_descriptors())
+        return exit_usage;
     auto parsed = parse_manifest(manifest_json, "scenario.json (compiled in)");
     if (!parsed.is_ok()) {
         std::cerr << "error: " << parsed.error().message() << '\n';

@@ -74,6 +74,12 @@ extern volatile std::sig_atomic_t interrupt_requested;
 void install_interrupt_handlers();
 int interrupt_signal();
 
+/// Makes descriptors 0, 1 and 2 valid, each closed one opened on /dev/null, before the program
+/// opens anything: started with one closed, its first open() would take that number, and its
+/// progress lines (stdout) would land in whatever file that was (a run's results.jsonl). Call
+/// it first in main(). False when /dev/null itself cannot be opened (the program should stop).
+bool ensure_standard_descriptors() noexcept;
+
 /// Runs the request to completion (or timeout/interrupt). Never throws.
 process_outcome run_process(const process_request& request);
 
