@@ -41,6 +41,11 @@ OUTCOMES = ("ran", "image_build_failed", "compile_failed", "run_failed", "contai
 EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # A GPU runner's label (its GPU model, lower case: h100, l4) and a baseline profile's name.
 RUNNER_LABEL = r"[a-z0-9][a-z0-9._-]*"
+# A name that becomes a path under a folder of ours (an image's build context, a cell's run
+# folder, a debootstrap'd suite): starts with a letter or digit, so never "." or "..", holds no
+# "/", and is at most 100 characters.
+PATH_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+SCENARIO_NAME = r"[a-z][a-z0-9_]{0,99}"
 PROFILE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 # What `pitfall run`'s exit status says (pitfall help run), for a judgement's text.
 RUN_EXIT_MEANING = {0: "every case met its baseline", 1: "some case did not meet its baseline",
@@ -118,11 +123,17 @@ def load_matrix(path: Path) -> dict:
     images = _need(doc, "images", dict, where)
     for name, image in images.items():
         iw = f"{where}: images.{name}"
+        if not re.fullmatch(PATH_NAME, name):
+            raise BadInput(f"{where}: images: {name!r} is not an image name (a letter or digit, then "
+                           "letters, digits, '.', '_' and '-', at most 100): it becomes a folder name")
         if not isinstance(image, dict):
             raise BadInput(f"{iw}: expected an object")
         base = _need(image, "base", dict, iw)
         if ("debootstrap" in base) == ("image" in base):
             raise BadInput(f"{iw}.base: give exactly one of 'debootstrap' (a Debian suite) or 'image'")
+        if "debootstrap" in base and not (isinstance(base["debootstrap"], str) and
+                                          re.fullmatch(PATH_NAME, base["debootstrap"])):
+            raise BadInput(f"{iw}.base.debootstrap: expected a Debian suite's name (it becomes a folder name)")
         for key in ("apt_packages",):
             if not all(isinstance(p, str) for p in _need(image, key, list, iw)):
                 raise BadInput(f"{iw}.{key}: expected a list of package names")
@@ -148,8 +159,9 @@ def load_matrix(path: Path) -> dict:
             raise BadInput(f"{cw}: expected an object")
         cid = _need(cell, "id", str, cw)
         cw = f"{where}: cell '{cid}'"
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", cid):
-            raise BadInput(f"{cw}.id: letters, digits, '.', '_' and '-' only")
+        if not re.fullmatch(PATH_NAME, cid):
+            raise BadInput(f"{cw}.id: a letter or digit, then letters, digits, '.', '_' and '-' "
+                           "(at most 100): it becomes a folder name under --out")
         if cid in seen:
             raise BadInput(f"{cw}.id: defined twice")
         seen.add(cid)
@@ -284,6 +296,20 @@ class Engine:
             return subprocess.run(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=stdin).returncode
 
 
+def remove_inside(path: Path, root: Path) -> None:
+    """shutil.rmtree(path), once path is confirmed to lie inside root (after resolving links):
+    a name from data never deletes anything outside the folder it names a part of."""
+    top = root.resolve()
+    # A link is removed as a link (what it points at is left alone), where the link itself lies.
+    resolved = path.parent.resolve() / path.name if path.is_symlink() else path.resolve()
+    if resolved == top or top not in resolved.parents:
+        raise BadInput(f"{path}: resolves to {resolved}, outside {top}: not removed")
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         _write_atomically(path, text)
@@ -321,7 +347,7 @@ def ensure_base(engine: Engine, image: dict, log: Path) -> str | None:
     suite = base["debootstrap"]
     rootfs = engine.cache / "bases" / f"{suite}.rootfs"
     if not engine.dry_run and not (rootfs / "usr" / "bin" / "apt-get").exists():
-        shutil.rmtree(rootfs, ignore_errors=True)
+        remove_inside(rootfs, engine.cache)
         if shutil.which("debootstrap") is None:
             return "debootstrap is not on PATH (`ci/setup.sh --matrix` installs it)"
     if engine.dry_run or not (rootfs / "usr" / "bin" / "apt-get").exists():
@@ -341,7 +367,7 @@ def ensure_base(engine: Engine, image: dict, log: Path) -> str | None:
     tar.stdout.close()
     if tar.wait() != 0 or rc != 0:
         return f"importing {suite} failed: {first_error(log_tail(log))}"
-    shutil.rmtree(rootfs, ignore_errors=True)  # the image holds it now
+    remove_inside(rootfs, engine.cache)  # the image holds it now
     return None
 
 
@@ -397,7 +423,7 @@ def ensure_image(engine: Engine, name: str, image: dict, log: Path) -> tuple[str
         return ref, error, False
     context = engine.cache / "contexts" / name
     if not engine.dry_run:
-        shutil.rmtree(context, ignore_errors=True)
+        remove_inside(context, engine.cache)
         context.mkdir(parents=True)
         error = fetch_wheels(engine, image, context, log)
         if error:
@@ -535,8 +561,8 @@ def doctor_says(outcome: dict) -> list[str]:
 def run_cell(engine: Engine, doc: dict, cell: dict, ref: str, image_error: str | None, args, out: Path) -> dict:
     cell_dir = out / "cells" / cell["id"]
     if not args.dry_run:
-        if cell_dir.exists():
-            shutil.rmtree(cell_dir)
+        if cell_dir.exists() or cell_dir.is_symlink():
+            remove_inside(cell_dir, out)
         (cell_dir / "logs").mkdir(parents=True, exist_ok=True)
         _write_atomically(cell_dir / "cell-spec.json", json.dumps(cell_spec(doc, cell, args.scenarios, args.jobs, ref), indent=2) + "\n")
     started = time.monotonic()
@@ -864,6 +890,9 @@ def main(argv: list[str]) -> int:
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: expected a number >= 1")
     args.scenarios = [s for s in args.scenarios.split(",") if s]
+    for s in args.scenarios:
+        if not re.fullmatch(SCENARIO_NAME, s):
+            raise BadInput(f"--scenarios: {s!r} is not a scenario name ([a-z][a-z0-9_]*)")
     if command == "spec":
         return command_spec(doc, cells, args)
     if not args.dry_run:

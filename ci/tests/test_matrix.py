@@ -128,6 +128,42 @@ class MatrixFile(unittest.TestCase):
         broken = copy.deepcopy(MATRIX)
         broken["cells"][0]["gpu_runner"]["gpus"]["H100 PCIe"] = {"model": "H100", "profile": "hopper-cuda11-12"}
         self.assert_refused(broken, "cell 'cuda11.8-gcc11'.gpu_runner.gpus.H100 PCIe", "runner label")
+        # Names that become folders: never ".", "..", a "/" or a name past 100 characters.
+        for bad_id in (".", "..", "../x", "a/b", "-rf", "x" * 101):
+            broken = copy.deepcopy(MATRIX)
+            broken["cells"][0]["id"] = bad_id
+            self.assert_refused(broken, f"cell '{bad_id}'.id", "folder name")
+        for bad_image in ("../../x", ".", "a/b"):
+            broken = copy.deepcopy(MATRIX)
+            broken["images"][bad_image] = broken["images"]["trixie-cuda12.4"]
+            self.assert_refused(broken, "images", "not an image name")
+        broken = copy.deepcopy(MATRIX)
+        name = next(n for n, i in broken["images"].items() if "debootstrap" in i["base"])
+        broken["images"][name]["base"]["debootstrap"] = "../../etc"
+        self.assert_refused(broken, f"images.{name}.base.debootstrap", "folder name")
+
+    def test_a_removal_never_leaves_its_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root, outside = Path(tmp) / "cache", Path(tmp) / "precious"
+            (root / "contexts").mkdir(parents=True)
+            outside.mkdir()
+            (outside / "keep").write_text("x")
+            with self.assertRaises(matrix.BadInput):
+                matrix.remove_inside(root / "contexts" / ".." / ".." / "precious", root)
+            with self.assertRaises(matrix.BadInput):
+                matrix.remove_inside(root, root)
+            (root / "contexts" / "link").symlink_to(outside)
+            matrix.remove_inside(root / "contexts" / "link", root)  # the link, not what it names
+            self.assertFalse((root / "contexts" / "link").is_symlink())
+            self.assertTrue((outside / "keep").exists())
+            (root / "contexts" / "mine").mkdir()
+            matrix.remove_inside(root / "contexts" / "mine", root)
+            self.assertFalse((root / "contexts" / "mine").exists())
+
+    def test_scenario_names_are_checked_before_they_travel(self):
+        r = drive("spec", "--cells", "cuda13.0-host", "--out", "/tmp/x", "--scenarios", "ok,$(reboot)")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--scenarios: '$(reboot)' is not a scenario name", r.stderr)
 
     def test_bad_flags_and_unknown_cells_exit_2(self):
         r = drive("run", "--out", "/tmp/x", "--cells", "cuda99")
@@ -579,8 +615,25 @@ class CiFiles(unittest.TestCase):
         text = (ROOT / ".github" / "workflows" / "gpu-matrix.yml").read_text()
         self.assertIn("ci/matrix.py runner-cells", text)
         self.assertIn("include: ${{ fromJSON(needs.cells.outputs.cells) }}", text)
-        self.assertIn('judge --cells "${{ matrix.id }}" --gpu "${{ matrix.gpu }}"', text)
-        self.assertIn('--gpu-runner --gpu "${{ matrix.gpu }}"', text)
+        self.assertIn('judge --cells "$CELL" --gpu "$GPU"', text)
+        self.assertIn('--gpu-runner --gpu "$GPU"', text)
+        self.assertIn("CELL: ${{ matrix.id }}", text)
+
+    def test_no_workflow_splices_an_expression_into_a_script(self):
+        script = ROOT / "ci" / "check-workflows.py"
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = Path(tmp) / "bad.yml"
+            bad.write_text("on: workflow_dispatch\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+                           "      - env:\n          OK: ${{ inputs.x }}\n        run: echo \"$OK\"\n"
+                           "      - run: |\n          echo start\n          echo ${{ inputs.scenarios }}\n"
+                           "      - name: inline\n        run: make ${{ matrix.id }}\n")
+            r = subprocess.run([sys.executable, str(script), str(bad)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.count("a workflow expression inside run:"), 2, r.stderr)
+        self.assertIn("bad.yml:11:", r.stderr)
+        self.assertIn("bad.yml:13:", r.stderr)
 
 
 class PinImages(unittest.TestCase):
