@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -497,8 +498,26 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
                                       const std::vector<blessed_record>& records,
                                       const std::vector<loaded_run>& runs,
                                       const std::string& date) {
+    // The name may come from the run's records (which profile judged a case), and records are
+    // data: it must be a name, and its folder one directly inside expected/, links resolved.
+    const bool a_name = !profile_name.empty() && profile_name.size() <= 100 &&
+                        std::isalnum(static_cast<unsigned char>(profile_name[0])) != 0 &&
+                        std::all_of(profile_name.begin(), profile_name.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
+                                   c == '_' || c == '-';
+                        });
+    const std::string named_by = options.profile.empty() ? "the run's records" : "--profile";
+    if (!a_name)
+        return bad_run_input("profile '" + profile_name + "' (from " + named_by +
+                             "): not a profile name (a letter or digit, then letters, digits, "
+                             "'.', '_' and '-')");
     const fs::path profile_dir = fs::path(options.common.expected_dir) / profile_name;
     std::error_code ec;
+    if (fs::weakly_canonical(profile_dir, ec).parent_path() !=
+        fs::weakly_canonical(options.common.expected_dir, ec))
+        return bad_run_input("profile '" + profile_name + "' (from " + named_by +
+                             "): " + profile_dir.string() + " resolves outside " +
+                             options.common.expected_dir);
     if (!fs::is_regular_file(profile_dir / "profile.json", ec))
         return bad_run_input("--profile " + profile_name + ": " + profile_dir.string() +
                              "/profile.json does not exist (create the profile first: it says "

@@ -59,3 +59,32 @@ class StandardDescriptors(FixtureTest):
         self.assertEqual(p.returncode, 0)
         with open(result, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["variant"], "ok")
+
+
+class NamesFromData(FixtureTest):
+    """A profile named by a run's records is data: bless takes it only as a profile's name."""
+
+    baseline = {"cpu.ok": {"outcome": {"status": "ok"}}}
+
+    def test_bless_refuses_a_profile_the_records_name_as_a_path(self):
+        out, path, lines = self.finished_two_case_run()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "profile.json"), "w") as f:
+            f.write('{"schema": "pitfall.profile/1", "name": "outside", "match": {}}')
+        for forged in ["../../outside", "../outside", "any/../../outside", ".", ""]:
+            with self.subTest(profile=forged):
+                doctored = []
+                for line in lines:
+                    r = json.loads(line)
+                    if r.get("record") == "case" and isinstance(r.get("baseline"), dict):
+                        r["baseline"]["profile"] = forged
+                    doctored.append(json.dumps(r) + "\n")
+                with open(path, "w") as f:
+                    f.writelines(doctored)
+                b = self.pitfall("bless", out, "--case", "cpu.harness_fixture.ok")
+                self.assertEqual(b.returncode, 2, b.stdout + b.stderr)
+                if forged:
+                    self.assertIn(f"profile '{forged}' (from the run's records): not a profile name", b.stderr)
+                self.assertEqual(os.listdir(outside), ["profile.json"])
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "harness_fixture.json")))
