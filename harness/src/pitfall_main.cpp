@@ -8,6 +8,7 @@
 #include "report.hpp"
 #include "runner.hpp"
 #include "suggest.hpp"
+#include "visible_output.hpp"
 
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/process.hpp"
@@ -881,6 +882,9 @@ int main(int argc, char** argv) try {
     // descriptor 1, and the progress lines would be written into it.
     if (!pitfall::ensure_standard_descriptors())
         return pitfall::runner::exit_bad_input;
+    // What pitfall prints can carry text from outside (reasons, names, paths): no escape
+    // sequence in it reaches a terminal raw.
+    make_standard_output_visible();
     struct sigaction xfsz {};
     xfsz.sa_handler = on_file_too_large;
     sigemptyset(&xfsz.sa_mask);

@@ -169,8 +169,23 @@ diagnosis machine_of(const run_data& run) {
 std::string escape_markup(const std::string& text) {
     std::string out;
     out.reserve(text.size() + 16);
-    for (std::size_t i = 0; i < text.size(); ++i) {
+    for (std::size_t i = 0; i < text.size();) {
+        const std::size_t n = detail::utf8_sequence_length(text, i);
         const auto c = static_cast<unsigned char>(text[i]);
+        if (n == 0) { // not UTF-8: a document that declares UTF-8 must not carry it
+            out += "\xEF\xBF\xBD";
+            ++i;
+            continue;
+        }
+        if (n > 1) {
+            // XML 1.0's Char excludes U+FFFE and U+FFFF (surrogates cannot be well-formed UTF-8).
+            const bool nonchar = n == 3 && c == 0xEF &&
+                                 static_cast<unsigned char>(text[i + 1]) == 0xBF &&
+                                 static_cast<unsigned char>(text[i + 2]) >= 0xBE;
+            out.append(nonchar ? "\xEF\xBF\xBD" : text.substr(i, n));
+            i += n;
+            continue;
+        }
         switch (c) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;
@@ -184,6 +199,7 @@ std::string escape_markup(const std::string& text) {
             else
                 out += static_cast<char>(c);
         }
+        ++i;
     }
     return out;
 }
@@ -425,6 +441,7 @@ std::string md_inline(std::string text, std::size_t max = 200) {
     for (char& c : text)
         if (c == '\n' || c == '\r' || c == '\t')
             c = ' ';
+    text = detail::visible_controls(text); // an escape sequence shows as text, never acts
     if (text.size() > max)
         text = text.substr(0, max - 3) + "...";
     std::string out;
@@ -446,7 +463,7 @@ std::string md_code(std::string text) {
     for (char& c : text)
         if (c == '`' || c == '\n' || c == '\r')
             c = c == '`' ? '\'' : ' ';
-    return text;
+    return detail::visible_controls(text);
 }
 } // namespace
 
@@ -2333,7 +2350,7 @@ status write_reports(const run_data& run) {
     const std::pair<const char*, std::string> files[] = {
         {report_json_name, render_json(run).dump(2) + "\n"},
         {report_junit_name, render_junit(run)},
-        {report_markdown_name, render_markdown(run)},
+        {report_markdown_name, detail::visible_controls(render_markdown(run))},
         {report_html_name, render_html(run)}};
     for (const auto& [name, text] : files)
         PITFALL_TRY(write_file_atomically(run.dir + "/" + name, text));
@@ -2379,9 +2396,10 @@ int report_run(const report_options& options) {
                           << " is not: merge fleet node folders only with each other\n";
                 return exit_bad_input;
             }
-            return emit(options.format == "markdown" ? render_fleet_markdown(runs)
-                        : options.format == "json"   ? render_fleet_json(runs).dump(2) + "\n"
-                                                     : render_fleet_html(runs),
+            return emit(options.format == "markdown"
+                            ? detail::visible_controls(render_fleet_markdown(runs))
+                        : options.format == "json" ? render_fleet_json(runs).dump(2) + "\n"
+                                                   : render_fleet_html(runs),
                         options.out);
         }
         // One matrix cell is a matrix (a one-cell `pitfall matrix run`); one plain run is not.
@@ -2395,8 +2413,9 @@ int report_run(const report_options& options) {
                          "or fleet node folders (see `pitfall help report`)\n";
             return exit_bad_input;
         }
-        return emit(options.format == "markdown" ? render_matrix_markdown(runs)
-                                                 : render_matrix_html(runs),
+        return emit(options.format == "markdown"
+                        ? detail::visible_controls(render_matrix_markdown(runs))
+                        : render_matrix_html(runs),
                     options.out);
     }
     auto run = load_run(options.run_dir);
@@ -2410,7 +2429,7 @@ int report_run(const report_options& options) {
     else if (options.format == "junit")
         text = render_junit(run.value());
     else if (options.format == "markdown")
-        text = render_markdown(run.value());
+        text = detail::visible_controls(render_markdown(run.value()));
     else if (options.format == "json")
         text = render_json(run.value()).dump(2) + "\n";
     else {

@@ -6,7 +6,9 @@ Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 """
 import json
 import os
+import re
 import subprocess
+import xml.dom.minidom
 
 from test_cli import BIN, INDEX, PROGRAM, FixtureTest, records
 
@@ -88,3 +90,70 @@ class NamesFromData(FixtureTest):
                     self.assertIn(f"profile '{forged}' (from the run's records): not a profile name", b.stderr)
                 self.assertEqual(os.listdir(outside), ["profile.json"])
                 self.assertFalse(os.path.exists(os.path.join(self.tmp, "harness_fixture.json")))
+
+
+HOSTILE_INDEX = os.environ.get("PITFALL_HOSTILE_INDEX", "")
+# What the hostile_text case puts in its check's name and detail, its ran_on and its stderr
+# (harness/tests/hostile/hostile.cpp), as the characters they decode to.
+HOSTILE_STRINGS = ["\x1b[2J\x1b[Hcleared", "\x1b]0;retitled\x07", "\r[1/1] cpu.hostile.ok  PASS",
+                   "\b\b\b\bPASS", "\u009b31mred", "\u202egnp.exe", "\x01\x0b\x1f", "\ufffe\uffff",
+                   "</system-out></testcase><script>alert(1)</script>", "| cell | `code` **bold** [link](x)"]
+# Raw, none of these may reach a terminal or a Markdown file: C0 controls but newline and tab,
+# DEL, C1 controls, bidirectional overrides and isolates, U+FFFE and U+FFFF.
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+# XML 1.0's Char production, negated.
+NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+class HostileText(FixtureTest):
+    """A case whose every string is hostile: each output keeps it as text of its own kind."""
+
+    def setUp(self):
+        super().setUp()
+        self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
+        self.out = self.run_dir("hostile-text")
+        self.run = self.pitfall("run", "--variant", "hostile_text,ok", "--out", self.out, index=HOSTILE_INDEX)
+
+    def assert_no_raw_control(self, text, where):
+        found = RAW_CONTROL.search(text)
+        if found:
+            self.fail(f"{where}: raw {found.group()!r} at {found.start()}: {text[max(0, found.start() - 60):found.end() + 20]!r}")
+
+    def test_every_output_keeps_the_strings_as_text(self):
+        self.assertEqual(self.run.returncode, 1, self.run.stdout + self.run.stderr)
+        # The record keeps the truth: every string as the case wrote it.
+        record = {r["case"]: r for r in records(self.out)}["cpu.hostile.hostile_text"]
+        self.assertEqual(record["verdict"], "NUMERIC_MISMATCH")
+        for s in HOSTILE_STRINGS:
+            self.assertIn(s, record["reason"])
+        # The terminal: every string shown, none acting.
+        self.assert_no_raw_control(self.run.stdout + self.run.stderr, "pitfall's output")
+        self.assertIn("check_\\x1b[2J\\x1b[Hcleared\\x1b]0;retitled\\x07\\x0d[1/1]", self.run.stdout)
+        # JUnit: well-formed XML 1.0 for two parsers, the markup escaped.
+        with open(os.path.join(self.out, "junit.xml"), encoding="utf-8") as f:
+            junit = f.read()
+        self.assertIsNone(NOT_XML.search(junit))
+        xml.dom.minidom.parseString(junit.encode())
+        lint = subprocess.run(["xmllint", "--noout", os.path.join(self.out, "junit.xml")],
+                              capture_output=True, text=True)
+        self.assertEqual(lint.returncode, 0, lint.stderr)
+        self.assertNotIn("<script>", junit)
+        # Markdown, in the folder and on standard output: controls visible, markup escaped.
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            summary = f.read()
+        self.assert_no_raw_control(summary, "summary.md")
+        self.assertNotIn("<script>", summary)
+        shown = self.pitfall("report", self.out, "--format", "markdown")
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assert_no_raw_control(shown.stdout, "report --format markdown")
+        # HTML: escaped as before; JSON: the strings as data.
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            self.assertNotIn("<script>alert(1)", f.read())
+        with open(os.path.join(self.out, "report.json"), encoding="utf-8") as f:
+            cases = {c["case"]: c for c in json.load(f)["cases"]}
+        self.assertIn(HOSTILE_STRINGS[0], cases["cpu.hostile.hostile_text"]["reason"])
+        # And the JUnit and JSON renderings on standard output.
+        for fmt in ("junit", "json", "html"):
+            printed = self.pitfall("report", self.out, "--format", fmt)
+            self.assertEqual(printed.returncode, 0, printed.stderr)
+            self.assert_no_raw_control(printed.stdout, f"report --format {fmt}")

@@ -35,6 +35,44 @@ void write_result(const std::string& text) {
     std::fclose(f);
 }
 
+// Text that breaks its container, as JSON string contents: terminal escapes (clear, retitle,
+// carriage return over a forged PASS, backspaces, a C1 CSI, a bidi override), characters XML 1.0
+// forbids (a C0 control, U+FFFE, U+FFFF), and markup for HTML and Markdown. The same list is
+// test_hostile_io.py's HOSTILE_STRINGS.
+const char* const hostile_json_strings[] = {
+    R"(\u001b[2J\u001b[Hcleared)",
+    R"(\u001b]0;retitled\u0007)",
+    R"(\r[1/1] cpu.hostile.ok  PASS)",
+    R"(\b\b\b\bPASS)",
+    R"(\u009b31mred)",
+    R"(\u202egnp.exe)",
+    R"(\u0001\u000b\u001f)",
+    R"(\ufffe\uffff)",
+    R"(</system-out></testcase><script>alert(1)</script>)",
+    R"(| cell | `code` **bold** [link](x))",
+};
+
+/// A case that fails a check whose name, detail, ran_on and stderr carry every hostile string.
+int hostile_text() {
+    std::string all;
+    for (const char* s : hostile_json_strings)
+        all += s;
+    // One failing check carrying them all: its name and detail make the case's reason.
+    const std::string checks =
+        R"([{"name": "check_)" + all + R"(", "passed": false, "detail": ")" + all + R"("}])";
+    std::string result = good_result();
+    const std::string no_checks = R"("checks": [])";
+    result.replace(result.find(no_checks), no_checks.size(), R"("checks": )" + checks);
+    const std::string plain_ran_on = R"("ran_on": "cpu: hostile")";
+    result.replace(result.find(plain_ran_on), plain_ran_on.size(),
+                   R"("ran_on": "cpu: )" + all + R"(")");
+    write_result(result);
+    // And the raw bytes on stderr, which the record keeps as the output's tail.
+    std::fprintf(stderr, "\x1b[2J\x1b]0;retitled\x07\r[1/1] cpu.hostile.ok  PASS\xc2\x9b31m"
+                         "\xef\xbf\xbe\x01\n");
+    return 0;
+}
+
 [[noreturn]] void sleep_for_ever() {
     for (;;)
         ::pause();
@@ -132,6 +170,8 @@ int run(const std::string& v) {
         write_result(good_result());
         return 0;
     }
+    if (v == "hostile_text")
+        return hostile_text();
     std::fprintf(stderr, "hostile: unknown variant '%s'\n", v.c_str());
     return 2;
 }

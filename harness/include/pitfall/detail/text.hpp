@@ -80,4 +80,57 @@ inline std::string utf8_head(std::string_view s, std::size_t max_bytes) {
     return valid_utf8(s.substr(0, end));
 }
 
+/// Whether the UTF-8 sequence `seq` (well formed) is a character no text output should carry
+/// raw: a C0 control other than newline and tab, DEL, a C1 control (U+0080-U+009F: U+009B is
+/// CSI on a terminal that reads UTF-8), a bidirectional override or isolate, or one of the
+/// noncharacters U+FFFE and U+FFFF.
+inline bool is_control_character(std::string_view seq) {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(seq[k]); };
+    if (seq.size() == 1)
+        return (b(0) < 0x20 && b(0) != '\n' && b(0) != '\t') || b(0) == 0x7F;
+    if (seq.size() == 2)
+        return b(0) == 0xC2 && b(1) <= 0x9F;
+    if (seq.size() != 3)
+        return false;
+    // The bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder
+    // what a reader sees ("trojan source").
+    if (b(0) == 0xE2 && ((b(1) == 0x80 && b(2) >= 0xAA && b(2) <= 0xAE) ||
+                         (b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9)))
+        return true;
+    return b(0) == 0xEF && b(1) == 0xBF && (b(2) == 0xBE || b(2) == 0xBF);
+}
+
+/// `s` with every control character made visible, so that text from outside (a case's output,
+/// a reason, a check's name, a path) can neither move a terminal's cursor, retitle its window
+/// nor forge a line: a C0 control or DEL as \xNN ("\x1b"), a C1 control or noncharacter as
+/// \uNNNN ("\u009b": inside a JSON string, the same character), a byte that is not UTF-8 as
+/// \xNN. Newlines and tabs stay.
+inline std::string visible_controls(std::string_view s) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const std::size_t n = utf8_sequence_length(s, i);
+        const std::string_view seq = s.substr(i, n == 0 ? 1 : n);
+        if (n == 0 || (n == 1 && is_control_character(seq))) {
+            const auto c = static_cast<unsigned char>(s[i]);
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 0xF];
+        } else if (is_control_character(seq)) {
+            const auto u = [&](std::size_t k) { return static_cast<unsigned char>(seq[k]); };
+            const unsigned cp =
+                n == 2 ? ((u(0) & 0x1Fu) << 6) | (u(1) & 0x3Fu)
+                       : ((u(0) & 0x0Fu) << 12) | ((u(1) & 0x3Fu) << 6) | (u(2) & 0x3Fu);
+            out += "\\u";
+            for (int shift = 12; shift >= 0; shift -= 4)
+                out += hex[(cp >> shift) & 0xF];
+        } else {
+            out.append(seq);
+        }
+        i += seq.size();
+    }
+    return out;
+}
+
 } // namespace pitfall::detail
