@@ -107,7 +107,8 @@ status check_bound(const std::string& file, const std::string& field, const json
     for (const auto& [k, v] : b.items()) {
         if (k == "why") { // a bound set by hand says why it is what it is
             // 1000 characters (the schema's maxLength) of up to 4 bytes each.
-            if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 4000)
+            if (!v.is_string() || v.get<std::string>().empty() ||
+                v.get<std::string>().size() > 4000)
                 return bad_input(file, dotted(field, k),
                                  "expected why the bound is what it is (1 to 1000 characters)");
             continue;

@@ -17,6 +17,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -594,10 +595,13 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
 /// Prints `diff -u` between each file and what it becomes; writes the changed ones unless
 /// `dry_run`. Returns how many changed.
 status_or<int> show_and_write(const std::vector<pending_write>& writes, bool dry_run) {
-    const std::string scratch =
-        fs::temp_directory_path().string() + "/pitfall-bless-" + std::to_string(::getpid());
+    // A folder of its own, made new (mkdtemp: mode 0700, never one that was there already):
+    // in a shared $TMPDIR another user could have planted a predictable name with links in it.
     std::error_code ec;
-    fs::create_directories(scratch, ec);
+    std::string scratch = fs::temp_directory_path(ec).string() + "/pitfall-bless-XXXXXX";
+    if (ec || ::mkdtemp(scratch.data()) == nullptr)
+        return bad_run_input("cannot make a scratch folder for the diff in " +
+                             fs::temp_directory_path(ec).string() + ": " + std::strerror(errno));
     int changed = 0;
     for (std::size_t i = 0; i < writes.size(); ++i) {
         for (const auto& note : writes[i].notes)

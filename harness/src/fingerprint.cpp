@@ -260,8 +260,10 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
     if (!libraries.is_null()) {
         probe["age_seconds"] = age;
         probe["cache"] = cache;
-        std::ofstream(log_dir + "/probe.log")
-            << "the probe's answer of " << age << " s ago, kept in " << cache << '\n';
+        // Written like every file of the run folder: never through a link put in its place.
+        std::ostringstream note;
+        note << "the probe's answer of " << age << " s ago, kept in " << cache << '\n';
+        (void)write_file_atomically(log_dir + "/probe.log", note.str());
     } else {
         libraries = run_probe(probe_program, log_dir);
         const double taken = unix_now();

@@ -96,15 +96,31 @@ std::string signal_name(int sig) {
 }
 
 std::string read_tail(const std::string& path, std::size_t max_bytes) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in)
+    // A regular file, never through a link (a case could swap its log for one to a file of
+    // pitfall's user that would then land in the record), never blocking (a FIFO).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return {};
-    const auto size = static_cast<std::size_t>(in.tellg());
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return {};
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
     const std::size_t start = size > max_bytes ? size - max_bytes : 0;
-    in.seekg(static_cast<std::streamoff>(start));
     std::string text(size - start, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
+    std::size_t got = 0;
+    while (got < text.size()) {
+        const ssize_t n =
+            ::pread(fd, text.data() + got, text.size() - got, static_cast<off_t>(start + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    text.resize(got);
     // A child's output is bytes; what is kept of it is text (records are JSON).
     return detail::utf8_tail(text, max_bytes);
 }
@@ -466,12 +482,19 @@ void apply_limits(const resource_limits& limits) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int fd = ::open(plan.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int null_in = ::open("/dev/null", O_RDONLY);
-    if (fd >= 0) {
-        ::dup2(fd, STDOUT_FILENO);
-        ::dup2(fd, STDERR_FILENO);
+    // The case's log: never through a link, and never pitfall's own stdout instead. A log that
+    // cannot be opened ends the child before it runs anything: the parent names the path
+    // (the negated errno says it was the log, not the exec).
+    const int fd =
+        ::open(plan.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        const int err = -errno;
+        (void)!::write(error_pipe, &err, sizeof err);
+        ::_exit(127);
     }
+    const int null_in = ::open("/dev/null", O_RDONLY);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
     if (null_in >= 0)
         ::dup2(null_in, STDIN_FILENO);
     apply_limits(plan.limits);
@@ -548,7 +571,10 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
             const std::lock_guard<std::mutex> lock(g_running_mutex);
             g_running_cases.erase(pid);
         }
-        out.start_error = "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
+        out.start_error =
+            exec_errno < 0
+                ? "cannot open its log " + request.output_path + ": " + std::strerror(-exec_errno)
+                : "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
         return -1;
     }
     return pid;

@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pitfall {
@@ -17,12 +19,33 @@ status_or<nlohmann::json> read_result_file(const std::string& path) {
     return doc;
 }
 
+namespace {
+/// The process's umask, read once before main (single-threaded then): umask() both reads and
+/// sets it, which threads writing files at the same time must not see.
+const mode_t process_umask = [] {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    return mask;
+}();
+} // namespace
+
 status write_file_atomically(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // The temporary is made new (mkostemp: O_CREAT | O_EXCL, a name no one can predict), never
+    // opened through a link someone put at a predictable "<file>.tmp.<pid>"; then given the
+    // mode a plain create would have (0644 less the umask) and renamed over the file, which
+    // replaces a link at `path` itself rather than writing through it.
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0)
         return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
                                   "cannot write " + path + ": " + std::strerror(errno));
+    if (::fchmod(fd, 0644 & ~process_umask) != 0) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
+                                  "cannot write " + path + ": " + std::strerror(err));
+    }
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);

@@ -82,6 +82,27 @@ std::string describe_errno(int err) {
     return text + " (errno " + std::to_string(err) + ")";
 }
 
+/// A run folder holds only what pitfall made there: a symbolic link anywhere in it (a planted
+/// results.jsonl, logs/ or cases/ pointing elsewhere) would have pitfall write, cut or delete
+/// outside the folder. Every entry is looked at with lstat (links never followed), at most
+/// 100000 of them, before anything is read, written or removed.
+status refuse_links(const std::string& dir) {
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
+    std::size_t seen = 0;
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (++seen > 100000)
+            return bad_run_input(dir + ": more than 100000 entries: not a run folder pitfall made");
+        if (it->is_symlink(ec))
+            return bad_run_input(it->path().string() +
+                                 ": a symbolic link inside a run folder (pitfall makes none, and "
+                                 "writes only files of its own there): remove it");
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory)
+        return bad_run_input(dir + ": cannot read the run folder: " + ec.message());
+    return status::ok();
+}
+
 /// The pid a lock file names; empty when it names none (its holder had not written it yet).
 std::string lock_holder(int fd) {
     char text[32] = {};
@@ -139,6 +160,7 @@ status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
     if (ec || !fs::is_directory(dir, ec))
         return bad_run_input("--out " + dir + ": cannot create the run folder" +
                              (ec ? ": " + ec.message() : std::string()));
+    PITFALL_TRY(refuse_links(dir));
     // Locked before anything is looked at or removed: a run in progress is never replaced.
     PITFALL_TRY(folder.lock());
     if (fs::exists(folder.results_path(), ec)) {
@@ -163,7 +185,8 @@ status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
 status_or<run_folder> run_folder::open(const std::string& dir) {
     run_folder folder(dir);
     std::error_code ec;
-    if (!fs::is_regular_file(folder.results_path(), ec))
+    PITFALL_TRY(refuse_links(dir));
+    if (!fs::is_regular_file(fs::symlink_status(folder.results_path(), ec)))
         return bad_run_input(dir + ": not a run folder (no results.jsonl)");
     return folder;
 }
@@ -181,13 +204,30 @@ status_or<run_folder> run_folder::resume(const std::string& dir) {
 
 status run_folder::open_for_append() {
     const std::string path = results_path();
-    m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a link put there since the folder was looked at is refused, not followed.
+    m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (m_fd < 0)
-        return bad_run_input("cannot write " + path + ": " + describe_errno(errno));
+        return bad_run_input("cannot write " + path + ": " + describe_errno(errno) +
+                             (errno == ELOOP ? " (a symbolic link: refused)" : ""));
+    struct stat st {};
+    if (::fstat(m_fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return bad_run_input(path + ": not a regular file: refused");
     // A line cut short by a kill mid-write is cut off, back to the last whole record, so the
-    // next record starts a line of its own and every later read sees only whole lines.
-    std::ifstream in(path, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // next record starts a line of its own and every later read sees only whole lines. Read
+    // through the descriptor opened above: the file checked is the file cut.
+    std::string text;
+    char buffer[65536];
+    for (off_t at = 0;;) {
+        const ssize_t n = ::pread(m_fd, buffer, sizeof buffer, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return bad_run_input("cannot read " + path + ": " + describe_errno(errno));
+        if (n == 0)
+            break;
+        text.append(buffer, static_cast<std::size_t>(n));
+        at += n;
+    }
     if (!text.empty() && text.back() != '\n') {
         const auto last_newline = text.rfind('\n');
         const off_t keep =

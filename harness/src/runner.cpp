@@ -23,8 +23,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <fcntl.h>
@@ -465,6 +468,36 @@ std::string new_run_dir(const run_options& options) {
 }
 
 /// The PITFALL_* variables `pitfall run` passes on to every case, checked before the first
+/// Every case's result and log can be made, before the first case runs: a file name past
+/// NAME_MAX, a path past PATH_MAX, or a cases/ or logs/ pitfall cannot create files in is the
+/// run's bad input (exit 2, naming the path), never a case's CRASH with its output spilled.
+status check_case_paths(const run_plan& plan) {
+    const run_folder& folder = *plan.folder;
+    for (const std::string& dir : {folder.dir() + "/cases", folder.logs_dir()}) {
+        std::string probe = dir + "/.write-check.XXXXXX";
+        const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
+        if (fd < 0)
+            return bad_run_input(dir + ": cannot create a file there (" + std::strerror(errno) +
+                                 "): each case writes its result and its log there");
+        ::close(fd);
+        ::unlink(probe.c_str());
+    }
+    // Room for the ".tmp.XXXXXX" a result is first written as.
+    constexpr std::size_t temporary_suffix = 16;
+    for (const auto& c : plan.cases) {
+        const case_key key = key_of(c);
+        for (const std::string& path : {folder.case_result_path(key), folder.case_log_path(key)}) {
+            const std::size_t name = path.size() - path.rfind('/') - 1;
+            if (name + temporary_suffix > NAME_MAX || path.size() + temporary_suffix >= PATH_MAX)
+                return bad_run_input(
+                    path + ": too long for a case's file (names up to " +
+                    std::to_string(NAME_MAX - temporary_suffix) + " bytes, paths up to " +
+                    std::to_string(PATH_MAX - temporary_suffix - 1) + "): choose a shorter --out");
+        }
+    }
+    return status::ok();
+}
+
 /// one starts: a bad value would otherwise fail every case alike, as CRASH, and the run.
 status check_environment(const scenario_index& index) {
     if (auto limit = device_memory_limit_from_env(); !limit.is_ok())
@@ -510,6 +543,7 @@ status plan_run(const run_options& requested, run_plan& plan) {
             run_folder folder, run_folder::create(new_run_dir(plan.options), plan.options.replace));
         plan.folder.emplace(std::move(folder));
     }
+    PITFALL_TRY(check_case_paths(plan));
     plan.visible_devices = child_cuda_visible_devices();
     return status::ok();
 }

@@ -7,6 +7,7 @@ Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 import json
 import os
 import re
+import shutil
 import subprocess
 import xml.dom.minidom
 
@@ -157,3 +158,104 @@ class HostileText(FixtureTest):
             printed = self.pitfall("report", self.out, "--format", fmt)
             self.assertEqual(printed.returncode, 0, printed.stderr)
             self.assert_no_raw_control(printed.stdout, f"report --format {fmt}")
+
+
+def snapshot(root):
+    """Every file under root with its bytes and mtime: what an outside folder must keep."""
+    seen = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            content = None
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as f:
+                    content = f.read()
+            seen[os.path.relpath(path, root)] = (st.st_mode, st.st_mtime_ns, content)
+    return seen
+
+
+class Links(FixtureTest):
+    """A link planted where pitfall writes is refused (exit 2, naming it) and nothing outside
+    changes. The paths are every entry a finished run leaves in its folder, read from the
+    folder itself, plus the ones a new run makes first."""
+
+    baseline = {"cpu.ok": {"outcome": {"status": "ok"}}}
+
+    def setUp(self):
+        super().setUp()
+        self.template, _, _ = self.finished_two_case_run()
+        self.outside = os.path.join(self.tmp, "outside")
+        os.makedirs(os.path.join(self.outside, "folder"))
+        with open(os.path.join(self.outside, "file"), "w") as f:
+            f.write("precious\nlast line without newline")
+        with open(os.path.join(self.outside, "folder", "inside"), "w") as f:
+            f.write("precious too\n")
+        self.before = snapshot(self.outside)
+
+    def plant(self, folder, rel):
+        """Replaces folder/rel by a link to an outside file or folder of the same kind."""
+        path = os.path.join(folder, rel)
+        is_dir = os.path.isdir(path) and not os.path.islink(path)
+        if is_dir:
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(os.path.join(self.outside, "folder" if is_dir or rel in ("cases", "logs") else "file"), path)
+        return path
+
+    def written_paths(self):
+        paths = []
+        for folder, dirs, files in os.walk(self.template):
+            for name in dirs + files:
+                paths.append(os.path.relpath(os.path.join(folder, name), self.template))
+        return sorted(paths)
+
+    def test_a_link_anywhere_in_a_run_folder_is_refused_and_nothing_outside_changes(self):
+        paths = self.written_paths()
+        # The run wrote its records, lock, reports, fingerprint, results and logs of each case.
+        for must in (".lock", "results.jsonl", "summary.json", "fingerprint.json", "junit.xml", "cases",
+                     "logs", "logs/probe.log", "logs/cpu.harness_fixture.ok.log"):
+            self.assertIn(must, paths)
+        print(f"\nlinks planted at {len(paths)} paths of a finished run folder, and 4 of a new one")
+        for rel in paths:
+            with self.subTest(path=rel):
+                folder = os.path.join(self.tmp, "planted")
+                shutil.rmtree(folder, ignore_errors=True)
+                shutil.copytree(self.template, folder, symlinks=True)
+                planted = self.plant(folder, rel)
+                for argv in (("run", "--resume", folder), ("run", "--variant", "ok", "--backend", "cpu",
+                                                           "--out", folder, "--replace"),
+                             ("report", folder, "--format", "json"), ("bless", folder, "--dry-run")):
+                    p = self.pitfall(*argv)
+                    self.assertEqual(p.returncode, 2, (argv, p.stdout, p.stderr))
+                    self.assertIn(planted, p.stderr)
+                    self.assertIn("symbolic link", p.stderr)
+                self.assertEqual(snapshot(self.outside), self.before)
+        # A new run's folder with a link where it would make its first files.
+        for rel in (".lock", "results.jsonl", "cases", "logs"):
+            with self.subTest(new=rel):
+                folder = os.path.join(self.tmp, "new-" + rel.strip("."))
+                os.makedirs(folder)
+                planted = self.plant(folder, rel)
+                p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", folder)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertIn(planted, p.stderr)
+                self.assertEqual(snapshot(self.outside), self.before)
+
+    def test_bless_makes_its_scratch_folder_new(self):
+        # Folders another user could plant in a shared TMPDIR, with a link where bless writes.
+        tmpdir = os.path.join(self.tmp, "shared-tmp")
+        os.makedirs(tmpdir)
+        for pid in range(os.getpid(), os.getpid() + 50):
+            planted = os.path.join(tmpdir, f"pitfall-bless-{pid}")
+            os.makedirs(planted)
+            os.symlink(os.path.join(self.outside, "file"), os.path.join(planted, "diff.txt"))
+            os.symlink(os.path.join(self.outside, "file"), os.path.join(planted, "0.json"))
+        before = snapshot(tmpdir)
+        b = self.pitfall("bless", self.template, "--dry-run", env=dict(os.environ, TMPDIR=tmpdir))
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertIn("+++ b/", b.stdout)
+        self.assertEqual(snapshot(self.outside), self.before)
+        self.assertEqual(snapshot(tmpdir), before)  # its own folder made and removed again
