@@ -51,6 +51,14 @@ bool is_identifier(const std::string& text) {
     });
 }
 
+// A case's files are named from its key, "<backend>.<scenario>.<variant>" plus ".json" or
+// ".log" and a temporary's ".tmp.XXXXXX": bounded so that every such name fits NAME_MAX (255)
+// whatever the backend ("cuda": 4) - 5 + 64 + 1 + 100 + 5 + 16 = 191.
+constexpr std::size_t max_scenario_name = 64;
+constexpr std::size_t max_variant_name = 100;
+const char* const name_length_why =
+    " (a case's result and log files are named after it, and must fit a file name)";
+
 const std::vector<std::string> known_top_keys{
     "name",     "summary",         "failure_class", "seeds",         "labels",
     "backends", "timeout_seconds", "links",         "params",        "variants",
@@ -335,6 +343,10 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
     PITFALL_TRY(r.string(v, path, "name", spec.name, true));
     if (!is_identifier(spec.name))
         return r.fail(path + "name", "'" + spec.name + "' must match [a-z][a-z0-9_]*");
+    if (spec.name.size() > max_variant_name)
+        return r.fail(path + "name", "'" + spec.name + "' is longer than " +
+                                         std::to_string(max_variant_name) + " characters" +
+                                         name_length_why);
     if (m.find_variant(spec.name) != nullptr)
         return r.fail(path + "name", "duplicate variant '" + spec.name + "'");
     PITFALL_TRY(r.string(v, path, "kind", spec.kind, true));
@@ -547,6 +559,10 @@ status read_top_level(const reader& r, const json& doc, manifest& m) {
     PITFALL_TRY(r.string(doc, "", "name", m.name, true));
     if (!is_identifier(m.name))
         return r.fail("name", "'" + m.name + "' must match [a-z][a-z0-9_]*");
+    if (m.name.size() > max_scenario_name)
+        return r.fail("name", "'" + m.name + "' is longer than " +
+                                  std::to_string(max_scenario_name) + " characters" +
+                                  name_length_why);
     PITFALL_TRY(r.string(doc, "", "summary", m.summary, true));
     PITFALL_TRY(r.string(doc, "", "failure_class", m.failure_class, true));
     PITFALL_TRY(r.strings(doc, "", "seeds", m.seeds));

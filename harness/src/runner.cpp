@@ -42,6 +42,7 @@
 #include <set>
 #include <sstream>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -467,7 +468,6 @@ std::string new_run_dir(const run_options& options) {
     return runs + "/" + utc_now("%Y%m%d-%H%M%S");
 }
 
-/// The PITFALL_* variables `pitfall run` passes on to every case, checked before the first
 /// Every case's result and log can be made, before the first case runs: a file name past
 /// NAME_MAX, a path past PATH_MAX, or a cases/ or logs/ pitfall cannot create files in is the
 /// run's bad input (exit 2, naming the path), never a case's CRASH with its output spilled.
@@ -493,11 +493,16 @@ status check_case_paths(const run_plan& plan) {
                     path + ": too long for a case's file (names up to " +
                     std::to_string(NAME_MAX - temporary_suffix) + " bytes, paths up to " +
                     std::to_string(PATH_MAX - temporary_suffix - 1) + "): choose a shorter --out");
+            struct stat st {};
+            if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                return bad_run_input(path + ": there, and not a regular file: a case's result "
+                                            "or log goes there (remove it)");
         }
     }
     return status::ok();
 }
 
+/// The PITFALL_* variables `pitfall run` passes on to every case, checked before the first
 /// one starts: a bad value would otherwise fail every case alike, as CRASH, and the run.
 status check_environment(const scenario_index& index) {
     if (auto limit = device_memory_limit_from_env(); !limit.is_ok())

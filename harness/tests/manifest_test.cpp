@@ -379,3 +379,17 @@ TEST(Manifest, TimedSeriesNameTheControlThatBoundsThemPerBackend) {
     EXPECT_NE(error_of(with(R"(["s"])")).find("field 'timings'"), std::string::npos);
 }
 } // namespace
+
+TEST(Manifest, NamesAreBoundedSoThatEveryCaseFileNameFits) {
+    const std::string scenario = "s" + std::string(63, 'x');
+    const std::string variant = "v" + std::string(99, 'x');
+    const auto with = [](const std::string& s, const std::string& v) {
+        return R"({"name":")" + s + R"(","summary":"s","failure_class":"c","backends":["cpu"],)" +
+               R"("variants":[{"name":")" + v + R"(","kind":"probe"}]})";
+    };
+    EXPECT_TRUE(parse_manifest(with(scenario, variant), "f.json").is_ok());
+    EXPECT_NE(error_of(with(scenario + "x", variant)).find("longer than 64 characters"),
+              std::string::npos);
+    EXPECT_NE(error_of(with(scenario, variant + "x")).find("variants[0].name': '"),
+              std::string::npos);
+}

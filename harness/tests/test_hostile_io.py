@@ -259,3 +259,40 @@ class Links(FixtureTest):
         self.assertIn("+++ b/", b.stdout)
         self.assertEqual(snapshot(self.outside), self.before)
         self.assertEqual(snapshot(tmpdir), before)  # its own folder made and removed again
+
+
+class UnmakeablePaths(FixtureTest):
+    """A case's result or log that cannot be made is the run's bad input (exit 2, naming the
+    path), found before any case starts; never a CRASH of a good case, never its output
+    spilled onto pitfall's own."""
+
+    def test_a_path_too_long_for_a_case_file_is_refused_before_any_case(self):
+        # Components of 200 characters, the whole under PATH_MAX: the folder can be made, the
+        # case files inside it could not.
+        out = self.tmp
+        while len(out) < 4050:
+            out = os.path.join(out, "d" * min(200, 4050 - len(out) - 1))
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("too long for a case's file", p.stderr)
+        self.assertNotIn("[1/1]", p.stdout)  # no case started
+
+    def test_something_else_where_a_case_file_goes_is_refused(self):
+        out = self.run_dir("occupied")
+        os.makedirs(os.path.join(out, "logs", "cpu.harness_fixture.ok.log"))
+        p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("logs/cpu.harness_fixture.ok.log: there, and not a regular file", p.stderr)
+
+    def test_a_folder_the_cases_cannot_write_in_is_refused(self):
+        if os.geteuid() == 0:
+            self.skipTest("running as root: a folder's mode does not stop root from writing in it")
+        out = self.run_dir("read-only")
+        os.makedirs(os.path.join(out, "cases"))
+        os.chmod(os.path.join(out, "cases"), 0o555)
+        try:
+            p = self.pitfall("run", "--variant", "ok", "--backend", "cpu", "--out", out)
+        finally:
+            os.chmod(os.path.join(out, "cases"), 0o755)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("cases: cannot create a file there", p.stderr)
