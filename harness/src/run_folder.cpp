@@ -1,6 +1,7 @@
 #include "run_folder.hpp"
 
 #include "pitfall/detail/json_file.hpp"
+#include "sha256.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -38,7 +39,9 @@ std::string run_folder::case_result_path(const case_key& key) const {
 }
 
 run_folder::run_folder(run_folder&& other) noexcept
-    : m_dir(std::move(other.m_dir)), m_fd(other.m_fd), m_lock_fd(other.m_lock_fd) {
+    : m_dir(std::move(other.m_dir)), m_fd(other.m_fd), m_lock_fd(other.m_lock_fd),
+      m_last_digest(std::move(other.m_last_digest)),
+      m_append_mutex(std::move(other.m_append_mutex)) {
     other.m_fd = -1;
     other.m_lock_fd = -1;
 }
@@ -49,6 +52,8 @@ run_folder& run_folder::operator=(run_folder&& other) noexcept {
         m_dir = std::move(other.m_dir);
         m_fd = other.m_fd;
         m_lock_fd = other.m_lock_fd;
+        m_last_digest = std::move(other.m_last_digest);
+        m_append_mutex = std::move(other.m_append_mutex);
         other.m_fd = -1;
         other.m_lock_fd = -1;
     }
@@ -111,6 +116,61 @@ std::string lock_holder(int fd) {
     pid.erase(std::remove_if(pid.begin(), pid.end(), [](char c) { return c < '0' || c > '9'; }),
               pid.end());
     return pid;
+}
+
+} // namespace
+
+namespace {
+
+using numbered_lines = std::vector<std::pair<std::size_t, json>>; // (line number, record)
+
+/// The lines of `path` (its bytes: `all`) as JSON with their numbers; a truncated last line is
+/// skipped. A file whose first record names a "prev" is chained: each record must name the
+/// SHA-256 of the line before it, so a line another process added, changed or removed (a case
+/// forging a PASS for an earlier case) is refused, naming it.
+status_or<numbered_lines> parse_lines(const std::string& path, std::string_view all) {
+    std::vector<std::pair<std::size_t, std::string_view>> lines;
+    std::size_t number = 0;
+    for (std::size_t at = 0; at < all.size();) {
+        const std::size_t end = std::min(all.find('\n', at), all.size());
+        if (++number; end > at)
+            lines.emplace_back(number, all.substr(at, end - at));
+        at = end + 1;
+    }
+    numbered_lines records;
+    bool chained = false;
+    std::string previous; // the digest of the line before
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const std::string place = path + ": line " + std::to_string(lines[i].first);
+        auto record = detail::parse_json(lines[i].second, place);
+        if (record.is_ok()) {
+            const json& r = record.value();
+            if (i == 0)
+                chained = r.is_object() && r.contains("prev");
+            if (chained && (!r.is_object() || r.value("prev", json()) != previous))
+                return bad_run_input(place +
+                                     ": not a record pitfall wrote there: it does not name the "
+                                     "SHA-256 of the line before it (\"prev\"), so a line was "
+                                     "added, changed or removed after pitfall wrote it");
+            previous = sha256_hex(lines[i].second);
+            records.emplace_back(lines[i].first, std::move(record).value());
+            continue;
+        }
+        if (i + 1 == lines.size())
+            break; // a kill mid-write: that case did not finish
+        const std::string why = record.error().message().substr(place.size());
+        std::string message = place + " is not JSON";
+        message += why;
+        return bad_run_input(message);
+    }
+    return records;
+}
+
+status_or<numbered_lines> read_lines_of(const std::string& path) {
+    auto text = detail::read_regular_file(path);
+    if (!text.is_ok())
+        return bad_run_input(text.error().message());
+    return parse_lines(path, text.value());
 }
 
 } // namespace
@@ -234,6 +294,14 @@ status run_folder::open_for_append() {
             last_newline == std::string::npos ? 0 : static_cast<off_t>(last_newline + 1);
         if (::ftruncate(m_fd, keep) != 0)
             return bad_run_input("cannot repair " + path + ": " + describe_errno(errno));
+        text.resize(static_cast<std::size_t>(keep));
+    }
+    // The chain goes on from the last whole line, once the lines before it are shown to be
+    // pitfall's (a resumed run does not vouch for a line it did not write).
+    if (!text.empty()) {
+        PITFALL_TRY(parse_lines(path, text));
+        text.pop_back(); // its newline
+        m_last_digest = sha256_hex(text.substr(text.rfind('\n') + 1));
     }
     return status::ok();
 }
@@ -244,7 +312,11 @@ status run_folder::append(const json& record) {
     // Text from outside (argv, paths, the environment, a child's output) is made UTF-8 where
     // it enters a record; replacing here too means a byte missed there costs a character,
     // not the run (dump() would throw).
-    const std::string line = record.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    const std::lock_guard<std::mutex> one_at_a_time(*m_append_mutex);
+    json chained = record;
+    chained["prev"] = m_last_digest; // "" on the first line: the chain starts there
+    const std::string body = chained.dump(-1, ' ', false, json::error_handler_t::replace);
+    const std::string line = body + "\n";
     struct stat before {};
     if (::fstat(m_fd, &before) != 0)
         return write_failed(errno, 0, false);
@@ -259,6 +331,7 @@ status run_folder::append(const json& record) {
     }
     if (::fsync(m_fd) != 0)
         return write_failed(errno, before.st_size, true);
+    m_last_digest = sha256_hex(body);
     return status::ok();
 }
 
@@ -275,46 +348,8 @@ status run_folder::append_event(const char* kind, const case_key& key, const std
     return append(json{{"record", kind}, {"case", key.str()}, {"at", at}});
 }
 
-namespace {
-
-using numbered_lines = std::vector<std::pair<std::size_t, json>>; // (line number, record)
-
-/// The lines of `path` as JSON with their numbers; a truncated last line is skipped.
-status_or<numbered_lines> parse_lines(const std::string& path) {
-    auto text = detail::read_regular_file(path);
-    if (!text.is_ok())
-        return bad_run_input(text.error().message());
-    std::vector<std::pair<std::size_t, std::string_view>> lines;
-    const std::string_view all = text.value();
-    std::size_t number = 0;
-    for (std::size_t at = 0; at < all.size();) {
-        const std::size_t end = std::min(all.find('\n', at), all.size());
-        if (++number; end > at)
-            lines.emplace_back(number, all.substr(at, end - at));
-        at = end + 1;
-    }
-    numbered_lines records;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        const std::string place = path + ": line " + std::to_string(lines[i].first);
-        auto record = detail::parse_json(lines[i].second, place);
-        if (record.is_ok()) {
-            records.emplace_back(lines[i].first, std::move(record).value());
-            continue;
-        }
-        if (i + 1 == lines.size())
-            break; // a kill mid-write: that case did not finish
-        const std::string why = record.error().message().substr(place.size());
-        std::string message = place + " is not JSON";
-        message += why;
-        return bad_run_input(message);
-    }
-    return records;
-}
-
-} // namespace
-
 status_or<std::vector<json>> run_folder::read_lines() const {
-    PITFALL_ASSIGN_OR_RETURN(numbered_lines lines, parse_lines(results_path()));
+    PITFALL_ASSIGN_OR_RETURN(numbered_lines lines, read_lines_of(results_path()));
     std::vector<json> records;
     for (auto& [number, record] : lines)
         records.push_back(std::move(record));
@@ -357,7 +392,7 @@ status add_record(run_log& log, bool& have_header, const json& j) {
 } // namespace
 
 status_or<run_log> run_folder::read() const {
-    PITFALL_ASSIGN_OR_RETURN(const numbered_lines lines, parse_lines(results_path()));
+    PITFALL_ASSIGN_OR_RETURN(const numbered_lines lines, read_lines_of(results_path()));
     run_log log;
     bool have_header = false;
     for (const auto& [number, record] : lines)

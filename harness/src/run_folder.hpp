@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <sys/types.h>
@@ -99,6 +101,11 @@ private:
     std::string m_dir;
     int m_fd = -1;      ///< results.jsonl, for appending
     int m_lock_fd = -1; ///< <dir>/.lock, flock'd
+    /// The SHA-256 of the last line on disk, which the next record names as its "prev": a line
+    /// anyone else adds or changes breaks the chain there, and every reader refuses it.
+    std::string m_last_digest;
+    /// Appends from the threads of `run --jobs N` one at a time (a pointer: the folder moves).
+    std::unique_ptr<std::mutex> m_append_mutex = std::make_unique<std::mutex>();
 };
 
 } // namespace pitfall::runner

@@ -886,6 +886,13 @@ attempt measure(const case_context& ctx, const process_request& req) {
         return a;
     a.log_text = read_tail(req.output_path, std::size_t{16} * 1024);
     a.o = observe(ctx.c, a.p, result_path, a.log_text, ctx.request.timeout_seconds);
+    // A link the case left at its own result or log (read as no result above) is removed, as
+    // a link: the run folder stays free of links for every reader after this one.
+    for (const std::string& own : {result_path, req.output_path}) {
+        struct stat st {};
+        if (::lstat(own.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            ::unlink(own.c_str());
+    }
     a.o.peak_rss_bytes = static_cast<double>(a.p.peak_rss_bytes);
     a.o.threads = ctx.c.variant->threads;
     a.v = judge(a.o, *ctx.expected, ctx.c.backend, ctx.plan.judging);

@@ -1,5 +1,6 @@
 // A run folder on disk: created, appended to, read back, damaged, resumed.
 #include "run_folder.hpp"
+#include "sha256.hpp"
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,20 @@ protected:
         std::ofstream out(m_dir + "/results.jsonl", std::ios::trunc);
         for (std::size_t i = 0; i < content.size(); ++i)
             out << content[i] << (i + 1 < content.size() || newline_at_end ? "\n" : "");
+    }
+    /// As rewrite, each record naming the digest of the line before it as pitfall would: for
+    /// tests of what a reader makes of a line pitfall could have written.
+    void rewrite_chained(std::vector<std::string> content) const {
+        std::string previous;
+        for (auto& line : content) {
+            if (line.empty())
+                continue;
+            json r = json::parse(line);
+            r["prev"] = previous;
+            line = r.dump();
+            previous = sha256_hex(line);
+        }
+        rewrite(content);
     }
     std::string read_error() const {
         auto log = run_folder::open(m_dir).value().read();
@@ -154,13 +169,13 @@ TEST_F(RunFolder, ARecordOfTheWrongShapeNamesLineAndField) {
     rec["process"]["wall_seconds"] = "fast";
     content[4] = rec.dump();
     content.emplace_back(); // a blank line at the end is no record
-    rewrite(content);
+    rewrite_chained(content);
     std::string error = read_error();
     EXPECT_NE(error.find("results.jsonl: line 5: field 'process.wall_seconds': expected a number"),
               std::string::npos)
         << error;
     content[4] = json{{"record", "done"}}.dump();
-    rewrite(content);
+    rewrite_chained(content);
     error = read_error();
     EXPECT_NE(error.find("line 5: field 'record': 'done' is not a record kind"), std::string::npos)
         << error;
@@ -170,8 +185,32 @@ TEST_F(RunFolder, NoHeaderIsNotARun) {
     two_cases();
     auto content = lines();
     content.erase(content.begin());
-    rewrite(content);
+    rewrite_chained(content);
     EXPECT_NE(read_error().find("no run header"), std::string::npos);
+}
+
+TEST_F(RunFolder, ALinePitfallDidNotWriteIsRefusedNamingIt) {
+    run_folder folder = two_cases();
+    // A case that knows the folder appends a forged PASS, naming the line before it as a
+    // record would; pitfall's next record still names the line it wrote last.
+    auto content = lines();
+    json forged = json::parse(content[2]);
+    forged["prev"] = sha256_hex(content.back());
+    {
+        std::ofstream out(m_dir + "/results.jsonl", std::ios::app);
+        out << forged.dump() << "\n";
+    }
+    EXPECT_TRUE(run_folder::open(m_dir).value().read().is_ok()); // the forgery fits, so far
+    ASSERT_TRUE(folder.append_event("started", case_key::parse("cpu.s.a").value(), "t").is_ok());
+    const std::string error = read_error();
+    EXPECT_NE(error.find("results.jsonl: line 7: not a record pitfall wrote there"),
+              std::string::npos)
+        << error;
+    // Changing a line pitfall wrote breaks the chain at the line after it.
+    content = lines();
+    content[2].replace(content[2].find("PASS"), 4, "FAIL");
+    rewrite(content);
+    EXPECT_NE(read_error().find("line 4: not a record pitfall wrote there"), std::string::npos);
 }
 
 TEST_F(RunFolder, ResumeCutsACutLineOffAndAppendsOnALineOfItsOwn) {

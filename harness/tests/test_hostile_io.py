@@ -4,6 +4,7 @@ real files, links and processes.
 
 Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 """
+import hashlib
 import json
 import os
 import re
@@ -12,6 +13,17 @@ import subprocess
 import xml.dom.minidom
 
 from test_cli import BIN, INDEX, PROGRAM, FixtureTest, records
+
+
+def chained(records):
+    """The lines of results.jsonl for `records`, each naming the SHA-256 of the line before it
+    ("prev"), as pitfall writes them."""
+    previous, out = "", []
+    for r in records:
+        line = json.dumps(dict(r, prev=previous))
+        previous = hashlib.sha256(line.encode()).hexdigest()
+        out.append(line + "\n")
+    return out
 
 
 def closing(*fds):
@@ -82,9 +94,16 @@ class NamesFromData(FixtureTest):
                     r = json.loads(line)
                     if r.get("record") == "case" and isinstance(r.get("baseline"), dict):
                         r["baseline"]["profile"] = forged
-                    doctored.append(json.dumps(r) + "\n")
+                    doctored.append(r)
+                # Not chained, the records are refused as not pitfall's; chained as pitfall
+                # would chain them (anyone can), the profile they name is still only a name.
                 with open(path, "w") as f:
-                    f.writelines(doctored)
+                    f.writelines(json.dumps(r) + "\n" for r in doctored)
+                b = self.pitfall("bless", out, "--case", "cpu.harness_fixture.ok")
+                self.assertEqual(b.returncode, 2, b.stdout + b.stderr)
+                self.assertIn("not a record pitfall wrote there", b.stderr)
+                with open(path, "w") as f:
+                    f.writelines(chained(doctored))
                 b = self.pitfall("bless", out, "--case", "cpu.harness_fixture.ok")
                 self.assertEqual(b.returncode, 2, b.stdout + b.stderr)
                 if forged:
@@ -296,3 +315,25 @@ class UnmakeablePaths(FixtureTest):
             os.chmod(os.path.join(out, "cases"), 0o755)
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
         self.assertIn("cases: cannot create a file there", p.stderr)
+
+
+class ForgedRecords(FixtureTest):
+    """A case that appends a record to its run's results.jsonl (a PASS for the case before it,
+    which crashed) breaks the chain of digests pitfall's own records carry: the run, its
+    reports, bless and a resume refuse the file, naming the line."""
+
+    def test_a_forged_pass_is_refused_everywhere(self):
+        self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
+        out = self.run_dir("forged")
+        p = self.pitfall("run", "--variant", "result_then_segv,forge_record,ok", "--out", out,
+                         index=HOSTILE_INDEX)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("results.jsonl: line 5: not a record pitfall wrote there", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "junit.xml")))  # no report says 0 failures
+        for argv in (("report", out, "--format", "junit"), ("bless", out, "--dry-run"), ("run", "--resume", out)):
+            again = self.pitfall(*argv, index=HOSTILE_INDEX)
+            self.assertEqual(again.returncode, 2, (argv, again.stdout, again.stderr))
+            self.assertIn("line 5: not a record pitfall wrote there", again.stderr)
+        # What pitfall itself saw and said stays: the crash, in its own summary.
+        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["counts"].get("CRASH"), 1)
