@@ -146,6 +146,15 @@ containment_state g_contained;
 std::mutex g_running_mutex;
 std::set<pid_t> g_running_cases;
 
+/// Tells the guardian a case's process group, to end should the harness die ("+<pgid>"), or
+/// that the case is over ("-<pgid>"). One write of a short line each: atomic on a pipe.
+void tell_guardian(char what, pid_t pgid) {
+    if (!g_contained.active || g_contained.guardian_fd < 0)
+        return;
+    const std::string line = what + std::to_string(pgid) + "\n";
+    (void)!::write(g_contained.guardian_fd, line.data(), line.size());
+}
+
 std::set<pid_t> running_cases() {
     const std::lock_guard<std::mutex> lock(g_running_mutex);
     return g_running_cases;
@@ -309,11 +318,11 @@ bool cgroup_populated(const std::string& dir) {
 }
 
 /// Ends (KILL) every process of a case that has finished. In the case's cgroup (`cgroup_dir`
-/// not empty), that is everything in it, however it left the process group: cgroup.kill until
-/// it is empty. Without one, what carries its token and, under containment, every descendant
-/// but `child` (still unreaped, so that its pid and group id are not reused meanwhile), found
-/// by scanning /proc. Either until none is left or 5 s have passed (a process stuck in a driver
-/// call). What became our child is reaped.
+/// not empty), everything in it, however it left the process group: cgroup.kill until it is
+/// empty. Then, in either mode, what carries its token and, under containment, every
+/// descendant but `child` (still unreaped, so that its pid and group id are not reused
+/// meanwhile), found by scanning /proc. Either until none is left or 5 s have passed (a
+/// process stuck in a driver call). What became our child is reaped.
 void end_case_processes(const std::string& token, pid_t child, const std::string& cgroup_dir) {
     const auto until = clock_type::now() + std::chrono::seconds(5);
     if (!cgroup_dir.empty()) {
@@ -322,8 +331,10 @@ void end_case_processes(const std::string& token, pid_t child, const std::string
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         reap_zombie_children(child);
-        return;
     }
+    // Then the sweep, whatever the mode: a process that moved itself out of the case's cgroup
+    // (into another it may write to) is no longer in what cgroup.kill ends, but it still
+    // carries the token, or descends from us (the subreaper) by its parents.
     const std::string entry = std::string(case_token_env) + "=" + token;
     for (;;) {
         const auto table = process_table();
@@ -559,6 +570,7 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
     g_running_cases.insert(pid);
     registering.unlock();
     ::setpgid(pid, pid); // also from the parent: no race with an early kill
+    tell_guardian('+', pid);
     ::close(exec_error_pipe[1]);
     int exec_errno = 0;
     const bool exec_failed =
@@ -566,6 +578,7 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
     ::close(exec_error_pipe[0]);
     if (exec_failed) {
         int st = 0;
+        tell_guardian('-', pid);
         ::waitpid(pid, &st, 0);
         {
             const std::lock_guard<std::mutex> lock(g_running_mutex);
@@ -693,6 +706,9 @@ process_outcome run_process(const process_request& request) {
         cgroup.kill();
         end_case_processes(request.case_token, pid, contained_by_cgroup ? cgroup.dir : "");
     }
+    // Before the reap: the group is ended by now, and until the reap its id cannot be reused,
+    // so a guardian that outlives us never kills a stranger's group of the same number.
+    tell_guardian('-', pid);
     reap(pid, started, out);
     {
         const std::lock_guard<std::mutex> lock(g_running_mutex);
@@ -822,20 +838,45 @@ void remove_cgroup_tree(const std::string& dir) {
     for (int fd = 0; fd < 1024; ++fd)
         if (fd != pipe_fd)
             ::close(fd);
-    char byte = 0;
-    ssize_t got = 0;
-    while ((got = ::read(pipe_fd, &byte, 1)) < 0 && errno == EINTR) {
+    // The harness's lines: "+<pgid>" a case started in its own process group, "-<pgid>" it
+    // ended, "q" goodbye. End of file without a goodbye: the harness died.
+    std::set<pid_t> groups;
+    std::string pending;
+    char chunk[512];
+    for (;;) {
+        const ssize_t got = ::read(pipe_fd, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        pending.append(chunk, static_cast<std::size_t>(got));
+        for (std::size_t nl = pending.find('\n'); nl != std::string::npos;
+             nl = pending.find('\n')) {
+            const std::string line = pending.substr(0, nl);
+            pending.erase(0, nl + 1);
+            if (line == "q")
+                ::_exit(0);
+            const long pgid = line.size() > 1 ? std::strtol(line.c_str() + 1, nullptr, 10) : 0;
+            if (pgid > 1 && line[0] == '+')
+                groups.insert(static_cast<pid_t>(pgid));
+            else if (pgid > 1 && line[0] == '-')
+                groups.erase(static_cast<pid_t>(pgid));
+        }
     }
-    if (got == 1 && byte == 'q')
-        ::_exit(0);
+    // Every running case's process group too: a descendant that cleared its environment (no
+    // token) but stayed in the group is ended with it; one that also left the group with
+    // setsid is found only by the cgroup, where there is one.
     const std::string entry = std::string(case_token_env) + "=" + token + "/";
     for (int round = 0; round < 200; ++round) { // up to ~2 s for what forks while we kill
         if (!cgroup.empty())
             (void)write_text(cgroup + "/cgroup.kill", "1");
+        bool any_group = false;
+        for (const pid_t group : groups)
+            any_group = ::kill(-group, SIGKILL) == 0 || any_group;
         const std::vector<pid_t> left = processes_marked(process_table(), entry, false);
         for (const pid_t pid : left)
             ::kill(pid, SIGKILL);
-        if (left.empty() && round > 0)
+        if (left.empty() && !any_group && round > 0)
             break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -894,7 +935,7 @@ status_or<containment> contain_cases(const std::string& mode) {
 void end_containment() {
     if (!g_contained.active)
         return;
-    (void)!::write(g_contained.guardian_fd, "q", 1);
+    (void)!::write(g_contained.guardian_fd, "q\n", 2);
     ::close(g_contained.guardian_fd);
     int status = 0;
     while (::waitpid(g_contained.guardian, &status, 0) < 0 && errno == EINTR) {

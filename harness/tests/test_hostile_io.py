@@ -4,12 +4,15 @@ real files, links and processes.
 
 Run by CTest (see CMakeLists.txt), which sets PITFALL_BIN and the fixture paths.
 """
+import ctypes
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 import xml.dom.minidom
 
 from test_cli import BIN, INDEX, PROGRAM, FixtureTest, records
@@ -337,3 +340,106 @@ class ForgedRecords(FixtureTest):
         # What pitfall itself saw and said stays: the crash, in its own summary.
         with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["counts"].get("CRASH"), 1)
+
+
+def become_subreaper():
+    """This test process adopts every orphan of what it starts (PR_SET_CHILD_SUBREAPER): a
+    process pitfall leaves behind, however it hid (no token, another session, a fork chain
+    whose links live a millisecond), comes back here, where waitpid sees it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def left_behind(grace=3.0):
+    """The live processes among this process's children after `grace` seconds (zombies reaped
+    meanwhile): what escaped, once pitfall itself has ended."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return []
+        if time.monotonic() > deadline:
+            alive = []
+            for task in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{task}/children") as f:
+                    alive += f.read().split()
+            for pid in alive:
+                os.kill(int(pid), signal.SIGKILL)  # not left for the next test
+            return alive
+        time.sleep(0.05)
+
+
+class Escapes(FixtureTest):
+    """A case's descendants that drop the run's token (an empty environment), hide in a fork
+    chain of millisecond links, or leave the case's cgroup are all ended: when the case ends,
+    and when pitfall itself is SIGKILLed (the guardian), in each containment mode, beside a
+    second case (--jobs 2) whose own processes must be left alone."""
+
+    MODES = ("subreaper", "cgroup")
+
+    def setUp(self):
+        super().setUp()
+        self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
+        become_subreaper()
+
+    def env(self, mode):
+        env = dict(os.environ, PITFALL_CONTAINMENT=mode)
+        if mode == "cgroup":
+            probe = self.pitfall("run", "--variant", "ok", "--out", self.run_dir("cgroup-probe"),
+                                 index=HOSTILE_INDEX, env=env)
+            if probe.returncode == 2 and "PITFALL_CONTAINMENT=cgroup" in probe.stderr:
+                return None
+        return env
+
+    def test_escapees_end_with_their_case(self):
+        for mode in self.MODES:
+            env = self.env(mode)
+            if env is None:
+                print(f"\n{mode}: no cgroup can be made here (cgroup v1): not run")
+                continue
+            for variant in ("env_cleared_grandchild", "fork_chain", "cgroup_move"):
+                with self.subTest(mode=mode, variant=variant):
+                    out = self.run_dir(f"{mode}-{variant}")
+                    p = self.pitfall("run", "--variant", f"{variant},slow_ok", "--jobs", "2", "--out", out,
+                                     index=HOSTILE_INDEX, env=env)
+                    self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                    verdicts = {r["case"]: r["verdict"] for r in records(out)}
+                    # The neighbour ran to its end: the escapee's clean-up did not touch it.
+                    self.assertEqual(verdicts["cpu.hostile.slow_ok"], "NO_BASELINE", verdicts)
+                    self.assertEqual(left_behind(), [])
+                    moved = os.path.join(out, "cases", f"cpu.hostile.{variant}.json.moved")
+                    if mode == "cgroup" and variant == "cgroup_move":
+                        with open(moved, encoding="utf-8") as f:
+                            self.assertTrue(f.read().startswith("moved to"), "the escapee did not leave its cgroup")
+                    print(f"\n{mode}, {variant}: 0 processes left")
+
+    def test_escapees_end_when_pitfall_is_killed(self):
+        for mode in self.MODES:
+            env = self.env(mode)
+            if env is None:
+                print(f"\n{mode}: no cgroup can be made here (cgroup v1): not run")
+                continue
+            for variant in ("env_cleared_then_hang", "chain_then_hang"):
+                with self.subTest(mode=mode, variant=variant):
+                    out = self.run_dir(f"killed-{mode}-{variant}")
+                    proc = subprocess.Popen([BIN, "run", "--variant", f"{variant},slow_ok", "--jobs", "2",
+                                             "--out", out, "--index", HOSTILE_INDEX, "--expected", self.expected],
+                                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    # Until both cases have started and the escapees have had time to hide.
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline:
+                        try:
+                            started = [r for r in records(out, "started")]
+                        except (FileNotFoundError, json.JSONDecodeError):
+                            started = []
+                        if len(started) >= 2:
+                            break
+                        time.sleep(0.05)
+                    time.sleep(0.5)
+                    proc.kill()
+                    proc.wait()
+                    self.assertEqual(left_behind(), [])
+                    print(f"\n{mode}, {variant}, pitfall SIGKILLed: 0 processes left")

@@ -1,6 +1,7 @@
 // Hostile scenario programs: each variant fights the harness in one way (see scenario.json).
 // Plain C++ speaking the scenario protocol directly (--backend B --variant V --out PATH; exit 0
 // with a result, 77 for unsupported), not the SDK: the point is what the SDK would never do.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -90,6 +92,110 @@ int forge_record() {
     }
     write_result(good_result());
     return 0;
+}
+
+/// A grandchild that drops the run's token: double-forked (an orphan), exec'd with an empty
+/// environment. Its command line names the result path, so a test can find it; it stays in
+/// the case's process group. Then a good result (or, `hang`, the case sleeps on).
+int env_cleared_grandchild(bool hang = false) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::fork() == 0) {
+            const std::string name = "escapee " + g_out;
+            char* const argv[] = {const_cast<char*>(name.c_str()), const_cast<char*>("100000"),
+                                  nullptr};
+            char* const no_environment[] = {nullptr};
+            ::execve("/bin/sleep", argv, no_environment);
+            ::_exit(126);
+        }
+        ::_exit(0);
+    }
+    ::waitpid(child, nullptr, 0);
+    if (hang)
+        for (;;)
+            ::pause();
+    write_result(good_result());
+    return 0;
+}
+
+/// A grandchild that leaves the case's process group (setsid) and its cgroup (where it has one,
+/// for the cgroup above the run's), its environment cleared, then sleeps; the case writes a
+/// good result once it has moved. Without a cgroup
+/// (cgroup v1, subreaper mode) the move is skipped and it is an env-cleared grandchild.
+int cgroup_move() {
+    int ready[2];
+    if (::pipe(ready) != 0)
+        return 5;
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::fork() == 0) {
+            ::close(ready[0]);
+            ::setsid(); // out of the case's process group too: a group kill misses it
+            FILE* f = std::fopen("/proc/self/cgroup", "r");
+            char line[4096] = {};
+            std::string path;
+            while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr)
+                if (std::strncmp(line, "0::", 3) == 0)
+                    path = std::string(line + 3, std::strcspn(line + 3, "\n"));
+            if (f != nullptr)
+                std::fclose(f);
+            // <own>/pitfall-<pid>-<token>/case-N: two levels up is pitfall's own cgroup.
+            for (int up = 0; up < 2 && path.rfind('/') != std::string::npos; ++up)
+                path.erase(path.rfind('/'));
+            // Where cgroup v2 is mounted: alone, or beside v1 (a hybrid system's "unified").
+            bool moved = false;
+            for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+                FILE* procs = std::fopen((mount + path + "/cgroup.procs").c_str(), "w");
+                if (procs == nullptr)
+                    continue;
+                moved = std::fprintf(procs, "0\n") > 0;
+                moved = std::fclose(procs) == 0 && moved;
+                if (moved)
+                    break;
+            }
+            // Where it went, beside the case's result: the test says whether the move happened.
+            if (FILE* note = std::fopen((g_out + ".moved").c_str(), "w")) {
+                std::fprintf(note, "%s %s\n", moved ? "moved to" : "not moved to", path.c_str());
+                std::fclose(note);
+            }
+            (void)!::write(ready[1], "m", 1); // the case ends only once this one has moved
+            ::close(ready[1]);
+            const std::string name = "escapee " + g_out;
+            char* const argv[] = {const_cast<char*>(name.c_str()), const_cast<char*>("100000"),
+                                  nullptr};
+            char* const no_environment[] = {nullptr};
+            ::execve("/bin/sleep", argv, no_environment);
+            ::_exit(126);
+        }
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::waitpid(child, nullptr, 0);
+    char byte = 0;
+    (void)!::read(ready[0], &byte, 1);
+    write_result(good_result());
+    return 0;
+}
+
+/// One link of a fork-and-exit chain: forks the next link, which re-execs this program with
+/// an empty environment (no token), and exits; each link lives about a millisecond, so a
+/// sweep that looks once finds an exited parent and misses the child.
+[[noreturn]] void chain_link() {
+    for (;;) {
+        ::usleep(1000);
+        const pid_t next = ::fork();
+        if (next < 0)
+            std::fprintf(stderr, "chain: fork: %s\n", std::strerror(errno));
+        if (next != 0)
+            ::_exit(0);
+        const char* self = "/proc/self/exe";
+        char* const argv[] = {const_cast<char*>("hostile-chain"), const_cast<char*>("--variant"),
+                              const_cast<char*>("chain_link"),    const_cast<char*>("--out"),
+                              const_cast<char*>(g_out.c_str()),   nullptr};
+        char* const no_environment[] = {nullptr};
+        ::execve(self, argv, no_environment);
+        std::fprintf(stderr, "chain: execve: %s\n", std::strerror(errno));
+    }
 }
 
 [[noreturn]] void sleep_for_ever() {
@@ -193,6 +299,29 @@ int run(const std::string& v) {
         return hostile_text();
     if (v == "forge_record")
         return forge_record();
+    if (v == "env_cleared_grandchild")
+        return env_cleared_grandchild();
+    if (v == "fork_chain") {
+        write_result(good_result());
+        chain_link(); // never returns
+    }
+    if (v == "chain_link")
+        chain_link();
+    if (v == "slow_ok") {
+        ::usleep(1500 * 1000);
+        write_result(good_result());
+        return 0;
+    }
+    if (v == "env_cleared_then_hang")
+        return env_cleared_grandchild(true);
+    if (v == "cgroup_move")
+        return cgroup_move();
+    if (v == "chain_then_hang") {
+        if (::fork() == 0)
+            chain_link();
+        for (;;)
+            ::pause();
+    }
     std::fprintf(stderr, "hostile: unknown variant '%s'\n", v.c_str());
     return 2;
 }
