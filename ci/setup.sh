@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what pitfall needs and this machine lacks; does nothing when all is there.
+# Installs what pitfall needs and this machine lacks; does nothing when all is there. With --run,
+# only what building and running the suite needs (ci/run-suite.sh); without, the tests' too.
 #   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, CLI11 (the `pitfall` command
 #   line), GoogleTest, Google Benchmark,
 #   python3-jsonschema (the baseline and report schema tests), diffutils (`pitfall bless` prints a
@@ -21,15 +22,20 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev googletest
-          libgtest-dev libbenchmark-dev python3 python3-pip python3-jsonschema diffutils libxml2-utils
-          chromium clang-format clang-tidy git clang libclang-rt-14-dev)
+# What a run needs: the compilers and libraries `pitfall` and the scenarios build with, and diff
+# (`pitfall bless`). The rest is for the tests, the linters and the benchmarks.
+run_packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev diffutils)
+packages=("${run_packages[@]}" googletest libgtest-dev libbenchmark-dev python3 python3-pip
+          python3-jsonschema libxml2-utils chromium clang-format clang-tidy git clang libclang-rt-14-dev)
+run_only=0
 for arg in "$@"; do
   case "$arg" in
+    --run) run_only=1; packages=("${run_packages[@]}") ;;
     --matrix) packages+=(podman runc debootstrap) ;;
     --slurm) packages+=(slurmctld slurmd slurm-client munge runc) ;;
-    *) echo "setup: error: unknown option '$arg' (--matrix adds podman, runc, debootstrap;" \
-            "--slurm adds slurmctld, slurmd, slurm-client, munge, runc)" >&2; exit 2 ;;
+    *) echo "setup: error: unknown option '$arg' (--run: only what a run needs; --matrix adds" \
+            "podman, runc, debootstrap; --slurm adds slurmctld, slurmd, slurm-client, munge, runc)" >&2
+       exit 2 ;;
   esac
 done
 missing=()
@@ -59,6 +65,11 @@ cmake_version=$(cmake --version | head -n1 | awk '{print $3}')
 if ! printf '3.25\n%s\n' "$cmake_version" | sort -V -C; then
   echo "setup: error: CMake $cmake_version is older than 3.25" >&2
   exit 2
+fi
+
+if ((run_only)); then
+  echo "setup: ready to build and run (ci/setup.sh without --run adds what the tests need)"
+  exit 0
 fi
 
 # cuobjdump lists the architectures embedded in the CUDA binaries (a test checks them).

@@ -1085,8 +1085,9 @@ verdict judge_against(const observation& observed, const json& expected, const s
                    : verdict{verdict_kind::no_baseline, "no baseline entry for this case"};
 
     if (const auto diff = outcome_difference(want, o)) {
+        const std::string detail = o.value("detail", "");
         const std::string w = describe_outcome(want),
-                          h = describe_outcome(o) + o.value("detail", "");
+                          h = describe_outcome(o) + (detail.empty() ? "" : ": " + detail);
         if (abnormal)
             return {verdict_kind::crash, h + " (baseline: " + w + ")"};
         if (want.value("status", "") != "ok" && st == "ok")

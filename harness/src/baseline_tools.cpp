@@ -646,9 +646,24 @@ status_or<std::vector<pending_write>> bless_writes(const bless_options& options,
     const loaded_run& run = runs.back();
     PITFALL_ASSIGN_OR_RETURN(const scenario_index index, load_index(options.common.index_path));
     std::map<std::pair<std::string, std::string>, std::vector<blessed_record>> by_file;
+    // Where a case no profile judged yet goes: a CUDA case to the most specific profile of
+    // the run's chain (what depends on the GPU, driver and CUDA), a CPU case to the most
+    // general (its outcome and numerics hold on every host: "host"), so that a GPU machine,
+    // whose chain ends in the same profile, judges it too.
+    std::string cpu_home;
+    if (options.profile.empty()) {
+        auto profiles = load_profiles(options.common.expected_dir, index);
+        if (profiles.is_ok()) {
+            auto choice = choose_profile(profiles.value(), run.fingerprint_summary(), "");
+            if (choice.is_ok() && !choice.value().chain.empty())
+                cpu_home = choice.value().chain.back()->name;
+        }
+    }
     for (const blessed_record& blessed : chosen) {
         const case_record* r = blessed.record;
         std::string target = options.profile;
+        if (target.empty() && !r->baseline_profile && r->key.backend == "cpu")
+            target = cpu_home;
         if (target.empty())
             target = r->baseline_profile.value_or(run.log.latest.profile.value_or(""));
         if (target.empty())

@@ -815,6 +815,10 @@ int do_bless(command_line& cl) {
          {std::pair{"--scenario", &cl.bless.scenarios}, std::pair{"--case", &cl.bless.cases}})
         if (auto bad = split_commas(*values, flag))
             return usage_error(*bad, "bless");
+    // The names `pitfall list` prints (and CTest's) are the case keys with "pitfall." before.
+    for (std::string& key : cl.bless.cases)
+        if (key.rfind("pitfall.", 0) == 0)
+            key.erase(0, 8);
     auto at = locate(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());

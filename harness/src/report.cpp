@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 namespace pitfall::runner {
 namespace {
@@ -442,8 +443,12 @@ std::string md_inline(std::string text, std::size_t max = 200) {
         if (c == '\n' || c == '\r' || c == '\t')
             c = ' ';
     text = detail::visible_controls(text); // an escape sequence shows as text, never acts
-    if (text.size() > max)
-        text = text.substr(0, max - 3) + "...";
+    if (text.size() > max) { // at a word, never inside one or inside a UTF-8 character
+        const std::size_t space = text.rfind(' ', max - 4);
+        text = detail::utf8_head(text, space != std::string::npos && space > max / 2 ? space
+                                                                                     : max - 4) +
+               " ...";
+    }
     std::string out;
     for (char c : text) {
         if (c == '|' || c == '`' || c == '*' || c == '_' || c == '[' || c == ']' || c == '\\')
@@ -1116,6 +1121,24 @@ td.values{font-family:ui-monospace,monospace;font-size:12px}
 .finding{margin:.3em 0}.finding.error summary b{color:#b00020}.finding.warning summary b{color:#8a5a00}
 .finding dl{margin:.3em 0 .3em 1.5em}.finding dt{font-weight:bold;float:left;width:6em}.finding dd{margin-left:6.5em}
 )CSS";
+/// A version number as people read it, with the number itself: CUDA's 13000 is "13.0 (13000)",
+/// cuDNN's 91900 "9.19.0 (91900)" (its encoding since 9: major * 10000 + minor * 100 + patch;
+/// before 9: major * 1000 + minor * 100 + patch). Nothing for other facts, or a 0 (none).
+std::optional<std::string> version_text(const std::string& key, const json& v) {
+    if (!v.is_number_integer() || v.get<long long>() <= 0)
+        return std::nullopt;
+    const long long n = v.get<long long>();
+    if (key == "cuda_runtime_version" || key == "cuda_driver_version")
+        return std::to_string(n / 1000) + "." + std::to_string(n % 1000 / 10) + " (" +
+               std::to_string(n) + ")";
+    if (key == "cudnn_version") {
+        const long long major_unit = n >= 90000 ? 10000 : 1000;
+        return std::to_string(n / major_unit) + "." + std::to_string(n % major_unit / 100) + "." +
+               std::to_string(n % 100) + " (" + std::to_string(n) + ")";
+    }
+    return std::nullopt;
+}
+
 
 // ---- the page's parts
 
@@ -1131,8 +1154,8 @@ std::string html_header(const run_data& run) {
       << escape_markup(str(run.header, "fingerprint_id")) << "</td></tr>\n";
     const json facts = fingerprint_summary(run);
     for (const auto& [k, v] : facts.items())
-        h << "<tr><th>" << escape_markup(k) << "</th><td>" << escape_markup(text_of(v))
-          << "</td></tr>\n";
+        h << "<tr><th>" << escape_markup(k) << "</th><td>"
+          << escape_markup(version_text(k, v).value_or(text_of(v))) << "</td></tr>\n";
     h << "</table>\n<p id=\"counts\">";
     for (const auto& [v, n] : verdict_counts(run))
         h << "<span class=\"v " << verdict_class(v) << "\">" << escape_markup(v) << ' ' << n
@@ -2374,6 +2397,17 @@ int emit(const std::string& text, const std::string& out) {
 } // namespace
 
 int report_run(const report_options& options) {
+    // A page of HTML is for a browser: poured into a terminal it is a screenful of markup. An
+    // explicit "--out -" (or a pipe) still gets it.
+    if (options.format == "html" && options.out.empty() && ::isatty(STDOUT_FILENO) == 1) {
+        std::cerr << "pitfall: error: the HTML report is not written to a terminal: give --out "
+                     "FILE (or --out - to print it), or --format markdown to read it here"
+                  << (options.merge_dirs.empty() ? "; the run's own is " + options.run_dir +
+                                                       "/" + report_html_name
+                                                 : std::string())
+                  << '\n';
+        return exit_bad_input;
+    }
     if (!options.merge_dirs.empty()) {
         std::vector<run_data> runs;
         for (const auto& dir : options.merge_dirs) {

@@ -468,10 +468,11 @@ std::string new_run_dir(const run_options& options) {
     return runs + "/" + utc_now("%Y%m%d-%H%M%S");
 }
 
-/// Every case's result and log can be made, before the first case runs: a file name past
-/// NAME_MAX, a path past PATH_MAX, or a cases/ or logs/ pitfall cannot create files in is the
-/// run's bad input (exit 2, naming the path), never a case's CRASH with its output spilled.
-status check_case_paths(const run_plan& plan) {
+/// Every case can start and its result and log can be made, before the first case runs: a
+/// program not built, a file name past NAME_MAX, a path past PATH_MAX, or a cases/ or logs/
+/// pitfall cannot create files in is the run's bad input (exit 2, naming the path), never a
+/// case's CRASH with its output spilled.
+status check_cases_can_start(const run_plan& plan) {
     const run_folder& folder = *plan.folder;
     for (const std::string& dir : {folder.dir() + "/cases", folder.logs_dir()}) {
         std::string probe = dir + "/.write-check.XXXXXX";
@@ -485,6 +486,14 @@ status check_case_paths(const run_plan& plan) {
     // Room for the ".tmp.XXXXXX" a result is first written as.
     constexpr std::size_t temporary_suffix = 16;
     for (const auto& c : plan.cases) {
+        // A scenario the index names but the build has not made yet (a new folder, CMake run,
+        // nothing built): one message that says so, not a CRASH "cannot execute" per case.
+        if (::access(c.scenario->program.c_str(), X_OK) != 0)
+            return bad_run_input(c.scenario->program + ": the program of scenario '" +
+                                 c.scenario->description.name + "' is not built (" +
+                                 std::strerror(errno) +
+                                 "): build it first, `cmake --build --preset <preset>` for the "
+                                 "build this index belongs to");
         const case_key key = key_of(c);
         for (const std::string& path : {folder.case_result_path(key), folder.case_log_path(key)}) {
             const std::size_t name = path.size() - path.rfind('/') - 1;
@@ -548,7 +557,7 @@ status plan_run(const run_options& requested, run_plan& plan) {
             run_folder folder, run_folder::create(new_run_dir(plan.options), plan.options.replace));
         plan.folder.emplace(std::move(folder));
     }
-    PITFALL_TRY(check_case_paths(plan));
+    PITFALL_TRY(check_cases_can_start(plan));
     plan.visible_devices = child_cuda_visible_devices();
     return status::ok();
 }
@@ -1372,11 +1381,17 @@ std::string case_line(std::size_t width, const std::string& key, verdict_kind v,
                       const std::string& reason) {
     std::string line = reason.substr(0, reason.find('\n'));
     line.erase(line.find_last_not_of(' ') + 1);
-    if (line.size() > 160)
-        line = line.substr(0, 157) + "...";
+    if (line.size() > 160) { // cut at a word, never inside one (or inside a UTF-8 character)
+        const std::size_t space = line.rfind(' ', 157);
+        line = detail::utf8_head(line, space != std::string::npos && space > 100 ? space : 157) +
+               " ...";
+    }
+    const std::string verdict = to_string(v);
     std::ostringstream out;
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << key << std::setw(18)
-        << to_string(v) << line << '\n';
+    // The verdict's column fits the longest name, NUMERIC_MISMATCH and PERF_REGRESSION, and a
+    // longer one still gets its space: never glued to the reason.
+    out << "  " << std::left << std::setw(static_cast<int>(width)) << key << verdict
+        << std::string(verdict.size() < 18 ? 18 - verdict.size() : 1, ' ') << line << '\n';
     return out.str();
 }
 
@@ -1437,9 +1452,14 @@ void print_ratios(const json& ratios) {
         std::cout << "ratio " << r["backend"].get<std::string>() << '.'
                   << r["scenario"].get<std::string>() << '.' << r["name"].get<std::string>()
                   << " = " << value.str();
-        if (r.contains("verdict"))
-            std::cout << "  " << r["verdict"].get<std::string>() << " (bound " << r["bound"].dump()
-                      << ")";
+        if (r.contains("verdict")) {
+            std::cout << "  " << r["verdict"].get<std::string>();
+            if (r.contains("bound"))
+                std::cout << " (bound " << r["bound"].dump() << ")";
+            // Not judged: say why (another host's or fingerprint's bound, full sizes).
+            if (r["verdict"] == "NOT_COMPARED" && r.contains("reason") && r["reason"].is_string())
+                std::cout << ": " << r["reason"].get<std::string>();
+        }
         std::cout << '\n';
     }
 }

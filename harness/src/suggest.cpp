@@ -25,6 +25,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 std::string nearest_name(const std::string& word, const std::vector<std::string>& known) {
     if (word.empty())
         return "";
+    // What people call the CUDA backend: "gpu" is one letter from "cpu", the opposite of meant.
+    for (const char* alias : {"gpu", "nvidia", "device"})
+        if (word == alias && std::find(known.begin(), known.end(), "cuda") != known.end())
+            return "cuda";
     // "--samp" for "--samples", "float64" for "float64_inputs": a start of three letters or more.
     const std::size_t letters = word.size() - std::min(word.find_first_not_of('-'), word.size());
     if (letters >= 3)

@@ -362,14 +362,33 @@ def left_behind(grace=3.0):
         except ChildProcessError:
             return []
         if time.monotonic() > deadline:
-            alive = []
-            for task in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{task}/children") as f:
-                    alive += f.read().split()
-            for pid in alive:
-                os.kill(int(pid), signal.SIGKILL)  # not left for the next test
-            return alive
+            return end_children()
         time.sleep(0.05)
+
+
+def end_children():
+    """Kills and reaps every child of this process, again and again while any is left (a link
+    of a fork chain can fork once more before its kill lands): none left for the next test.
+    The live ones found first."""
+    found, until = [], time.monotonic() + 5
+    while time.monotonic() < until:
+        alive = []
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                alive += f.read().split()
+        found = found or alive
+        for pid in alive:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return found
+        time.sleep(0.01)
+    return found
 
 
 class Escapes(FixtureTest):
@@ -384,6 +403,7 @@ class Escapes(FixtureTest):
         super().setUp()
         self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
         become_subreaper()
+        self.addCleanup(end_children)  # whatever a failed test left, it leaves nothing running
 
     def env(self, mode):
         env = dict(os.environ, PITFALL_CONTAINMENT=mode)

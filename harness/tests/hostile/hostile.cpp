@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 namespace {
 std::string g_variant;
 std::string g_out;
+std::string g_since; ///< a fork chain's start (seconds since the epoch), handed down its links
 
 std::string
 good_result(const std::string& samples = R"({"step_seconds": {"unit": "s", "values": [0.001]}})",
@@ -70,7 +72,8 @@ int hostile_text() {
                    R"("ran_on": "cpu: )" + all + R"(")");
     write_result(result);
     // And the raw bytes on stderr, which the record keeps as the output's tail.
-    std::fprintf(stderr, "\x1b[2J\x1b]0;retitled\x07\r[1/1] cpu.hostile.ok  PASS\xc2\x9b31m"
+    std::fprintf(stderr, "\x1b[2J\x1b]0;retitled\x07\r[1/1] cpu.hostile.ok  PASS\xc2\x9b"
+                         "31m"
                          "\xef\xbf\xbe\x01\n");
     return 0;
 }
@@ -181,8 +184,14 @@ int cgroup_move() {
 /// an empty environment (no token), and exits; each link lives about a millisecond, so a
 /// sweep that looks once finds an exited parent and misses the child.
 [[noreturn]] void chain_link() {
+    // Bounded, should everything else fail: a chain nobody ends stops after 60 s of links.
+    const long started =
+        g_since.empty() ? static_cast<long>(::time(nullptr)) : std::atol(g_since.c_str());
+    const std::string since = std::to_string(started);
     for (;;) {
         ::usleep(1000);
+        if (::time(nullptr) - started > 60)
+            ::_exit(0);
         const pid_t next = ::fork();
         if (next < 0)
             std::fprintf(stderr, "chain: fork: %s\n", std::strerror(errno));
@@ -191,7 +200,8 @@ int cgroup_move() {
         const char* self = "/proc/self/exe";
         char* const argv[] = {const_cast<char*>("hostile-chain"), const_cast<char*>("--variant"),
                               const_cast<char*>("chain_link"),    const_cast<char*>("--out"),
-                              const_cast<char*>(g_out.c_str()),   nullptr};
+                              const_cast<char*>(g_out.c_str()),   const_cast<char*>("--since"),
+                              const_cast<char*>(since.c_str()),   nullptr};
         char* const no_environment[] = {nullptr};
         ::execve(self, argv, no_environment);
         std::fprintf(stderr, "chain: execve: %s\n", std::strerror(errno));
@@ -334,6 +344,8 @@ int main(int argc, char** argv) {
             g_variant = argv[i + 1];
         else if (flag == "--out")
             g_out = argv[i + 1];
+        else if (flag == "--since")
+            g_since = argv[i + 1];
     }
     if (g_variant.empty() || g_out.empty()) {
         std::fprintf(stderr, "usage: %s --backend cpu --variant V --out result.json\n", argv[0]);
