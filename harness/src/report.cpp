@@ -445,8 +445,8 @@ std::string md_inline(std::string text, std::size_t max = 200) {
     text = detail::visible_controls(text); // an escape sequence shows as text, never acts
     if (text.size() > max) { // at a word, never inside one or inside a UTF-8 character
         const std::size_t space = text.rfind(' ', max - 4);
-        text = detail::utf8_head(text, space != std::string::npos && space > max / 2 ? space
-                                                                                     : max - 4) +
+        text = detail::utf8_head(text,
+                                 space != std::string::npos && space > max / 2 ? space : max - 4) +
                " ...";
     }
     std::string out;
@@ -1138,7 +1138,6 @@ std::optional<std::string> version_text(const std::string& key, const json& v) {
     }
     return std::nullopt;
 }
-
 
 // ---- the page's parts
 
@@ -2402,9 +2401,9 @@ int report_run(const report_options& options) {
     if (options.format == "html" && options.out.empty() && ::isatty(STDOUT_FILENO) == 1) {
         std::cerr << "pitfall: error: the HTML report is not written to a terminal: give --out "
                      "FILE (or --out - to print it), or --format markdown to read it here"
-                  << (options.merge_dirs.empty() ? "; the run's own is " + options.run_dir +
-                                                       "/" + report_html_name
-                                                 : std::string())
+                  << (options.merge_dirs.empty()
+                          ? "; the run's own is " + options.run_dir + "/" + report_html_name
+                          : std::string())
                   << '\n';
         return exit_bad_input;
     }

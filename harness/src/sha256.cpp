@@ -1,6 +1,7 @@
 #include "sha256.hpp"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace pitfall::runner {
@@ -22,16 +23,16 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n) {
 
 void compress(std::array<std::uint32_t, 8>& h, const unsigned char* block) {
     std::array<std::uint32_t, 64> w{};
-    for (int i = 0; i < 16; ++i)
+    for (std::size_t i = 0; i < 16; ++i)
         w[i] = (std::uint32_t{block[4 * i]} << 24) | (std::uint32_t{block[4 * i + 1]} << 16) |
                (std::uint32_t{block[4 * i + 2]} << 8) | std::uint32_t{block[4 * i + 3]};
-    for (int i = 16; i < 64; ++i) {
+    for (std::size_t i = 16; i < 64; ++i) {
         const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
         const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
     std::array<std::uint32_t, 8> v = h;
-    for (int i = 0; i < 64; ++i) {
+    for (std::size_t i = 0; i < 64; ++i) {
         const std::uint32_t s1 = rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25);
         const std::uint32_t choose = (v[4] & v[5]) ^ (~v[4] & v[6]);
         const std::uint32_t t1 = v[7] + s1 + choose + round_constants[i] + w[i];
@@ -47,7 +48,7 @@ void compress(std::array<std::uint32_t, 8>& h, const unsigned char* block) {
         v[1] = v[0];
         v[0] = t1 + t2;
     }
-    for (int i = 0; i < 8; ++i)
+    for (std::size_t i = 0; i < 8; ++i)
         h[i] += v[i];
 }
 } // namespace
