@@ -323,12 +323,13 @@ def main(argv: list[str]) -> int:
         # What the baselines say of each scenario, read once: the README's table and the
         # scenario's header are both made from it.
         profiles = claims.profile_order(root / "expected", PROFILES)
-        groups = {s["name"]: claims.classify(root, s["name"], s["variants_by_name"], profiles)
+        entries = {s["name"]: claims.scenario_entries(root, s["name"], profiles) for s in scenarios}
+        groups = {s["name"]: claims.classify(root, entries[s["name"]], s["variants_by_name"], profiles)
                   for s in scenarios}
         for s in scenarios:
             source = s["folder"] / "scenario.cu"
             text = read_text(source, 4 << 20) if source.exists() else ""
-            evidence_refs.classify_evidence(root, s, profiles, text)
+            evidence_refs.classify_evidence(s, entries[s["name"]], text)
         readme_text = head + make_tables(root, scenarios, groups) + tail
         readme_text = replace_block_text(readme_text, str(readme_path), NO_GPU_BEGIN, NO_GPU_END,
                                          make_no_gpu_counts(root))

@@ -104,10 +104,10 @@ def claim_of(entry: dict, backend: str, variant: dict) -> str:
     return "reproduced"
 
 
-def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> list[dict]:
-    """One group per (backend, profile, observed or documented): where, when, and the reproduce
-    cases by class; the remedies counted."""
-    groups: dict[tuple, dict] = {}
+def scenario_entries(root: Path, scenario: str, profiles: list[str]) -> list[dict]:
+    """Every baseline entry of a scenario, profile by profile and by key: {"profile", "path",
+    "key", "backend", "variant", "entry"}, read once for the header, the table and the evidence."""
+    out = []
     for profile in profiles:
         path = root / "expected" / profile / f"{scenario}.json"
         if not path.exists():
@@ -120,24 +120,36 @@ def classify(root: Path, scenario: str, variants: dict, profiles: list[str]) -> 
             if not isinstance(entry, dict) or "." not in key:
                 raise BadInput(f"{path}: field 'cases.{key}': expected an object keyed backend.variant")
             backend, variant = key.split(".", 1)
-            prov = entry.get("provenance") if isinstance(entry.get("provenance"), dict) else {}
-            state = prov.get("kind") if prov.get("kind") in ("observed", "documented") else "documented"
-            where = _where(entry, backend) if state == "observed" else ""
-            g = groups.setdefault((backend, profile, state, where), {
-                "backend": backend, "profile": profile, "state": state, "where": where, "dates": set(),
-                "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0, "probes": 0,
-                "not_kept": 0})
-            if state == "observed" and not kept_run(root, profile, path, key, prov):
-                g["not_kept"] += 1
-            if state == "observed":
-                hand_set_bounds_say_why(path, key, entry)
-            if isinstance(prov.get("date"), str):
-                g["dates"].add(prov["date"])
-            v = variants.get(variant, {})
-            if v.get("kind") != "reproduce":
-                g["probes" if v.get("kind") == "probe" else "remedies"] += 1
-                continue
-            g[claim_of(entry, backend, v)].append(variant)
+            out.append({"profile": profile, "path": path, "key": key, "backend": backend,
+                        "variant": variant, "entry": entry})
+    return out
+
+
+def classify(root: Path, entries: list[dict], variants: dict, profiles: list[str]) -> list[dict]:
+    """One group per (backend, profile, observed or documented) of a scenario's entries
+    (scenario_entries()): where, when, and the reproduce cases by class; the remedies counted."""
+    groups: dict[tuple, dict] = {}
+    for e in entries:
+        profile, path, key, backend, variant, entry = (
+            e["profile"], e["path"], e["key"], e["backend"], e["variant"], e["entry"])
+        prov = entry.get("provenance") if isinstance(entry.get("provenance"), dict) else {}
+        state = prov.get("kind") if prov.get("kind") in ("observed", "documented") else "documented"
+        where = _where(entry, backend) if state == "observed" else ""
+        g = groups.setdefault((backend, profile, state, where), {
+            "backend": backend, "profile": profile, "state": state, "where": where, "dates": set(),
+            "reproduced": [], "predicted": [], "unsupported": [], "remedies": 0, "probes": 0,
+            "not_kept": 0})
+        if state == "observed" and not kept_run(root, profile, path, key, prov):
+            g["not_kept"] += 1
+        if state == "observed":
+            hand_set_bounds_say_why(path, key, entry)
+        if isinstance(prov.get("date"), str):
+            g["dates"].add(prov["date"])
+        v = variants.get(variant, {})
+        if v.get("kind") != "reproduce":
+            g["probes" if v.get("kind") == "probe" else "remedies"] += 1
+            continue
+        g[claim_of(entry, backend, v)].append(variant)
     order = {p: i for i, p in enumerate(profiles)}
     return sorted(groups.values(), key=lambda g: (g["backend"], order[g["profile"]], g["state"], g["where"]))
 

@@ -22,10 +22,9 @@ baseline holds the scenario to.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from claims import claim_of
-from matrix import BadInput, read_json
+from matrix import BadInput
 
 REF_KINDS = ("check", "measurement", "event", "error", "signal", "ran_on")
 CLASSES = ("gated", "checked, not pinned", "modelled")  # best first
@@ -103,27 +102,10 @@ def classify_thread(refs, seen_on: str, entries: list[tuple[str, str, str, dict]
     return None, []
 
 
-def scenario_entries(root: Path, scenario: str, profiles: list[str]) -> list[tuple[str, str, str, dict]]:
-    out = []
-    for profile in profiles:
-        path = root / "expected" / profile / f"{scenario}.json"
-        if not path.exists():
-            continue
-        doc = read_json(path)
-        cases = doc.get("cases") if isinstance(doc, dict) else None
-        if not isinstance(cases, dict):
-            raise BadInput(f"{path}: field 'cases': expected an object")
-        for key, entry in cases.items():
-            if isinstance(entry, dict) and "." in key:
-                backend, variant = key.split(".", 1)
-                out.append((profile, backend, variant, entry))
-    return out
-
-
-def classify_evidence(root: Path, scenario: dict, profiles: list[str], source: str) -> None:
-    """Sets each of the scenario's evidence items' "class" and "gated_at"; BadInput naming the
-    thread when one is gated by nothing."""
-    entries = scenario_entries(root, scenario["name"], profiles)
+def classify_evidence(scenario: dict, entries: list[dict], source: str) -> None:
+    """Sets each of the scenario's evidence items' "class" and "gated_at", from its baseline
+    entries (claims.scenario_entries()); BadInput naming the thread when one is gated by nothing."""
+    entries = [(e["profile"], e["backend"], e["variant"], e["entry"]) for e in entries]
     for i, e in enumerate(scenario["evidence"]):
         cls, where = classify_thread(e["gated_by"], e["seen_on"], entries, scenario["variants_by_name"], source)
         if cls is None:
