@@ -437,12 +437,12 @@ std::string render_junit(const run_data& run) {
 }
 
 namespace {
-/// Text safe in one Markdown table cell or list line: no newlines, pipes or HTML.
+/// Text safe in one Markdown table cell or list line: no newlines, pipes or HTML (control
+/// characters are made visible once, over the whole document, where it is written).
 std::string md_inline(std::string text, std::size_t max = 200) {
     for (char& c : text)
         if (c == '\n' || c == '\r' || c == '\t')
             c = ' ';
-    text = detail::visible_controls(text); // an escape sequence shows as text, never acts
     if (text.size() > max) { // at a word, never inside one or inside a UTF-8 character
         const std::size_t space = text.rfind(' ', max - 4);
         text = detail::utf8_head(text,
@@ -468,7 +468,7 @@ std::string md_code(std::string text) {
     for (char& c : text)
         if (c == '`' || c == '\n' || c == '\r')
             c = c == '`' ? '\'' : ' ';
-    return detail::visible_controls(text);
+    return text;
 }
 } // namespace
 

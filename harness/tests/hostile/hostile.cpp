@@ -97,6 +97,16 @@ int forge_record() {
     return 0;
 }
 
+/// Becomes `sleep` with an empty environment (no token), its command line naming the result
+/// path so that a test can find it.
+[[noreturn]] void sleep_without_token() {
+    const std::string name = "escapee " + g_out;
+    char* const argv[] = {const_cast<char*>(name.c_str()), const_cast<char*>("100000"), nullptr};
+    char* const no_environment[] = {nullptr};
+    ::execve("/bin/sleep", argv, no_environment);
+    ::_exit(126);
+}
+
 /// A grandchild that drops the run's token: double-forked (an orphan), exec'd with an empty
 /// environment. Its command line names the result path, so a test can find it; it stays in
 /// the case's process group. Then a good result (or, `hang`, the case sleeps on).
@@ -104,12 +114,7 @@ int env_cleared_grandchild(bool hang = false) {
     const pid_t child = ::fork();
     if (child == 0) {
         if (::fork() == 0) {
-            const std::string name = "escapee " + g_out;
-            char* const argv[] = {const_cast<char*>(name.c_str()), const_cast<char*>("100000"),
-                                  nullptr};
-            char* const no_environment[] = {nullptr};
-            ::execve("/bin/sleep", argv, no_environment);
-            ::_exit(126);
+            sleep_without_token();
         }
         ::_exit(0);
     }
@@ -123,8 +128,8 @@ int env_cleared_grandchild(bool hang = false) {
 
 /// A grandchild that leaves the case's process group (setsid) and its cgroup (where it has one,
 /// for the cgroup above the run's), its environment cleared, then sleeps; the case writes a
-/// good result once it has moved. Without a cgroup
-/// (cgroup v1, subreaper mode) the move is skipped and it is an env-cleared grandchild.
+/// good result once it has moved. Without a cgroup (cgroup v1, subreaper mode) the move is
+/// skipped and it is an env-cleared grandchild.
 int cgroup_move() {
     int ready[2];
     if (::pipe(ready) != 0)
@@ -163,12 +168,7 @@ int cgroup_move() {
             }
             (void)!::write(ready[1], "m", 1); // the case ends only once this one has moved
             ::close(ready[1]);
-            const std::string name = "escapee " + g_out;
-            char* const argv[] = {const_cast<char*>(name.c_str()), const_cast<char*>("100000"),
-                                  nullptr};
-            char* const no_environment[] = {nullptr};
-            ::execve("/bin/sleep", argv, no_environment);
-            ::_exit(126);
+            sleep_without_token();
         }
         ::_exit(0);
     }
