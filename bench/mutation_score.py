@@ -2,7 +2,7 @@
 """Mutation score of the catalog: does each case's baseline notice when its records stop checking?
 
 Runs the selected cases once as they are (timings recorded, not judged), then once per mutant,
-with PITFALL_MUTATE (see harness/src/mutate.hpp) aimed at one check, measurement or event of a
+with PITFALL_MUTATE (see harness/include/pitfall/detail/mutate.hpp) aimed at one check, measurement or event of a
 case that passed:
 
   drop_check         the check is not recorded at all

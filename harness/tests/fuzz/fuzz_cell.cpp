@@ -1,7 +1,7 @@
 // A matrix cell's cell.json: load_cell_or_run (the report's merge input), then the matrix
 // report of two such cells in HTML and Markdown.
 #include "fuzz_common.hpp"
-#include "report.hpp"
+#include "report/report.hpp"
 
 #include <filesystem>
 

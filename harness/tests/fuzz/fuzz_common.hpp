@@ -2,7 +2,7 @@
 // that take a path, as pitfall's do), and the fixture scenario's description.
 #pragma once
 
-#include "index.hpp"
+#include "model/index.hpp"
 #include "pitfall/detail/manifest.hpp"
 
 #include <cstddef>

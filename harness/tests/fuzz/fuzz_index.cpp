@@ -1,7 +1,7 @@
 // The scenario index: load_index and locate's "paths" on a file of the fuzzer's bytes; the
 // manifests it may name are looked up (a missing one is an error like any other).
 #include "fuzz_common.hpp"
-#include "locate.hpp"
+#include "model/locate.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string path = pitfall::fuzz::scratch() + "/pitfall-index.json";

@@ -2,8 +2,8 @@
 // report's merge input), then the fleet report of three such nodes, one of them made to differ,
 // in HTML and Markdown.
 #include "fuzz_common.hpp"
-#include "report.hpp"
-#include "run_folder.hpp"
+#include "report/report.hpp"
+#include "run/run_folder.hpp"
 
 #include <filesystem>
 

@@ -1,6 +1,6 @@
 // An expected/<profile>/profile.json: load_profiles on a folder holding it, then the profile
 // chosen for a few fingerprint summaries (the match rules read every value it holds).
-#include "baseline.hpp"
+#include "judge/baseline.hpp"
 #include "fuzz_common.hpp"
 
 #include <filesystem>

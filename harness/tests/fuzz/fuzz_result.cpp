@@ -1,7 +1,7 @@
 // A case's result file: read by the runner's own reader (read_result_file: the safe reader, then
 // result.schema.json), then, when accepted, judged against a baseline entry that reads every
 // part of it (outcome, events, checks, measurements, memory, timings).
-#include "baseline.hpp"
+#include "judge/baseline.hpp"
 #include "fuzz_common.hpp"
 #include "pitfall/detail/result_file.hpp"
 

@@ -1,8 +1,8 @@
 // A run folder's results.jsonl: read back (run_folder::read via load_run) and rendered as
 // every report renders it (JSON, JUnit, Markdown, HTML).
 #include "fuzz_common.hpp"
-#include "report.hpp"
-#include "run_folder.hpp"
+#include "report/report.hpp"
+#include "run/run_folder.hpp"
 
 #include <filesystem>
 

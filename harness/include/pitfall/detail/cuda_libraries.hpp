@@ -1,7 +1,7 @@
 // pitfall/detail/cuda_libraries.hpp: cuBLAS and cuDNN, opened when first called.
 //
 // A scenario program links the CUDA runtime only. The cuBLAS and cuDNN functions it calls are
-// defined by the SDK (harness/src/cuda_libraries.cpp) with the signatures of the libraries' own
+// defined by the SDK (harness/sdk/cuda_libraries.cpp) with the signatures of the libraries' own
 // headers; the first call opens the library by its soname (dlopen, the loader's usual search:
 // LD_LIBRARY_PATH, the program's RUNPATH, the cache, the system folders) and forwards every call
 // after. So a CPU case never maps libcublas, libcublasLt or libcudnn (with CUDA 13.0 about

@@ -1,0 +1,124 @@
+// `pitfall list` and `pitfall run`.
+#pragma once
+
+#include "model/index.hpp"
+#include "judge/timing.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pitfall::runner {
+
+/// Documented exit codes of the `pitfall` command.
+enum exit_code : int {
+    exit_ok = 0,     ///< every case met its baseline (UNSUPPORTED and NO_BASELINE do not fail)
+    exit_failed = 1, ///< some case did not: FAIL, NUMERIC_MISMATCH, MEM_REGRESSION, CRASH, TIMEOUT
+    exit_bad_input = 2, ///< bad usage or bad input (flag, name, malformed file, unwritable folder)
+    exit_interrupted = 130 ///< SIGINT/SIGTERM: children's groups ended, finished cases kept
+};
+
+struct common_options {
+    std::string index_path;
+    std::string expected_dir;
+    case_filter filter;
+};
+
+struct run_options {
+    common_options common;
+    std::string probe_program;
+    std::string out_dir;    ///< empty: <runs_dir>/<timestamp>
+    std::string runs_dir;   ///< where a run without --out goes (the index's paths.runs)
+    std::string resume_dir; ///< set: complete this run instead of starting one
+    bool replace = false;   ///< --replace: an existing run folder at --out is started afresh
+    std::string profile_override;
+    std::optional<int> samples;   ///< --samples N passed to every case
+    std::optional<int> skip_code; ///< exit with this when every selected case is UNSUPPORTED
+    double timeout_scale = 1.0;
+    /// The smallest relative change of a median time that can be a regression (see README,
+    /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
+    /// with nothing changed, which no run's own samples can see.
+    double timing_floor = 0.10;
+    /// Seconds between the last case and the second processes of the cases whose timing came
+    /// out AMBIGUOUS or PERF_REGRESSION: interference comes in episodes of seconds, and a
+    /// process started at once lands in the same one.
+    double remeasure_pause = 2.0;
+    /// --timings record: timed series are recorded, none judged (CTest's one-case runs, which
+    /// share the machine with other tests); judge (the default) judges them.
+    bool judge_times = true;
+    /// How the p-values of all the run's timed series are corrected for their number, and the
+    /// level a PERF_REGRESSION must stay below after it: the chance that a run of unchanged
+    /// code fails on time (see README, "Timing verdicts").
+    timing_correction correction = timing_correction::holm;
+    double timing_level = 0.05;
+    /// Cases at once (--jobs): each holds as many slots as its threads; CUDA cases one at a time.
+    int jobs = 1;
+    /// Under --jobs, cases whose times or ratios are judged run beside others too.
+    bool timed_in_parallel = false;
+    /// --fresh-probe: start the probe even where a kept answer is valid (see take_fingerprint).
+    bool fresh_probe = false;
+    /// --full: every case runs with its scenario's full parameter set (the "full" values of
+    /// scenario.json) instead of the quick defaults; baselines are blessed at the defaults, so
+    /// only outcomes, events and checks are judged.
+    bool full = false;
+    std::vector<std::string> argv; ///< recorded in the run header
+};
+
+struct compare_options {
+    std::string run_a; ///< the reference run folder
+    std::string run_b; ///< the candidate
+    bool as_json = false;
+    double timing_floor = 0.10;
+    std::vector<std::string> argv;
+};
+
+struct bless_options {
+    common_options common;
+    /// One run, or several runs of the same cases on the same machine: each case is blessed
+    /// from the run with the lowest median time (interference only adds time, so that is the
+    /// least disturbed run; a baseline from one unlucky process would make every later run
+    /// look fast).
+    std::vector<std::string> run_dirs;
+    std::vector<std::string> scenarios; ///< empty: every scenario in the run
+    std::vector<std::string> cases; ///< named cases: only these, and crashed/timed-out ones allowed
+    std::string profile;            ///< empty: the profile that judged each case
+    bool dry_run = false;           ///< print the diff, write nothing
+    /// A blessed ratio r gets the bound [r / tolerance, r x tolerance]: wide, since separate
+    /// processes on a shared machine differ by 10% or more with nothing changed.
+    double ratio_tolerance = 2.0;
+    /// Write the measured ratios alone, each case's entry left as it is (re-bless ratio bounds
+    /// without touching outcomes, numerics and times that were reviewed).
+    bool ratios_only = false;
+    /// Write no timed series (and drop an entry's old ones): for a machine whose absolute
+    /// times must not gate later runs under its fingerprint (a shared, loaded CI host).
+    bool no_timings = false;
+};
+
+int list_cases(const common_options& options, bool as_json);
+int run_cases(const run_options& options);
+/// `pitfall compare A B`: exit 0 when no change would fail, 1 when one would, 2 on bad input.
+int compare_runs(const compare_options& options);
+/// `pitfall bless RUN`: exit 0 written (or nothing to write), 2 refused or bad input.
+int bless_run(const bless_options& options);
+
+/// "2 AMBIGUOUS, 45 PASS": verdict counts, for the last line of run and compare.
+std::string counts_line(const std::map<std::string, int>& counts);
+/// The current UTC time with a strftime format ("%Y-%m-%d").
+std::string utc_now(const char* format);
+/// The median of `v`; NaN when empty.
+double median(std::vector<double> v);
+/// The median of a result document's first series in seconds (by name): the figure a report
+/// shows for a case; NaN when the case timed nothing.
+double first_time_median(const nlohmann::json& result);
+/// How slow each of several results of one case ran, for choosing the least disturbed: over
+/// `series` (every series in seconds that all of them timed, when empty), the sum of each
+/// result's median relative to the smallest median among them (1 per series for the fastest).
+/// Infinity for a result that lacks one of the series; all infinite when there is no series
+/// to compare.
+std::vector<double> relative_slowness(const std::vector<const nlohmann::json*>& results,
+                                      std::vector<std::string> series = {});
+
+} // namespace pitfall::runner

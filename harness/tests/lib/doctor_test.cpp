@@ -1,0 +1,437 @@
+// The doctor's rules over synthetic facts: each machine below is a fingerprint as
+// take_fingerprint writes it, cut to what the rule reads.
+#include "doctor/doctor.hpp"
+
+#include "pitfall/detail/json_schema.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+using namespace pitfall::runner;
+using nlohmann::json;
+
+/// A CUDA 13.0 build on a working H100 with driver 580.65.06, NVML and cuDNN 9.19: no errors.
+json healthy() {
+    return {
+        {"schema", "pitfall.fingerprint/1"},
+        {"libraries",
+         {{"built_with_cuda", true},
+          {"driver",
+           {{"library", "libcuda.so.1"},
+            {"path", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"},
+            {"cu_init", "CUDA_SUCCESS"},
+            {"version", 13000},
+            {"device_count", 1},
+            {"kernel_module", {{"loaded", true}, {"version", "580.65.06"}}},
+            {"device_nodes", {"/dev/nvidia0", "/dev/nvidiactl"}}}},
+          {"nvml",
+           {{"driver_version", "580.65.06"},
+            {"device_count", 1},
+            {"devices",
+             {{{"index", 0},
+               {"name", "NVIDIA H100 80GB HBM3"},
+               {"memory", {{"total_bytes", 85899345920LL}, {"used_bytes", 536870912LL}}},
+               {"compute_processes", 0},
+               {"compute_mode", 0},
+               {"mig_mode", {{"current", 0}, {"pending", 0}}},
+               {"persistence_mode", true},
+               {"retired_pages_pending", false},
+               {"clocks_throttle_reasons", 1}}}}}},
+          {"cuda",
+           {{"compiled_runtime_version", 13000},
+            {"runtime_version", 13000},
+            {"driver_version", 13000},
+            {"device_count", 1},
+            {"devices",
+             {{{"ordinal", 0},
+               {"name", "NVIDIA H100 80GB HBM3"},
+               {"compute_capability", "9.0"},
+               {"pageable_memory_access", false}}}}}},
+          {"cublas", {{"library", "libcublas.so.13"}, {"path", "/usr/lib/libcublas.so.13.0.0"}}},
+          {"cudnn",
+           {{"compiled_version", 91900},
+            {"loaded_version", 91900},
+            {"loaded_from", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.19.0"},
+            {"sublibrary_checks",
+             {{"cudnnGraphVersionCheck", "CUDNN_STATUS_SUCCESS"},
+              {"cudnnOpsVersionCheck", "CUDNN_STATUS_SUCCESS"}}}}},
+          {"loaded_libraries", json::array()},
+          {"loader_path_copies", json::object()}}},
+        {"host", {{"container", {{"in_container", false}}}}},
+        {"environment", json::object()}};
+}
+
+const finding* find(const diagnosis& d, const std::string& id) {
+    for (const auto& f : d.findings)
+        if (f.id == id)
+            return &f;
+    return nullptr;
+}
+
+int errors(const diagnosis& d) {
+    int n = 0;
+    for (const auto& f : d.findings)
+        n += f.severity == finding_severity::error ? 1 : 0;
+    return n;
+}
+
+TEST(DoctorVersions, DecodedAsPeopleWriteThem) {
+    EXPECT_EQ(cuda_version_text(13000), "13.0");
+    EXPECT_EQ(cuda_version_text(12040), "12.4");
+    EXPECT_EQ(cuda_version_text(11080), "11.8");
+    EXPECT_EQ(cudnn_version_text(91900), "9.19.0");
+    EXPECT_EQ(cudnn_version_text(90100), "9.1.0");
+    EXPECT_EQ(cudnn_version_text(8907), "8.9.7");
+    EXPECT_EQ(minimum_driver_branch(13), 580);
+    EXPECT_EQ(minimum_driver_branch(12), 525);
+    EXPECT_EQ(minimum_driver_branch(11), 450);
+    EXPECT_EQ(minimum_driver_branch(10), 0);
+}
+
+TEST(Doctor, HealthyMachineHasNoError) {
+    const diagnosis d = diagnose(healthy());
+    EXPECT_TRUE(d.cuda_usable()) << d.headline();
+    EXPECT_EQ(d.headline(), "");
+    ASSERT_NE(find(d, "driver"), nullptr);
+    EXPECT_EQ(find(d, "driver")->severity, finding_severity::ok);
+    EXPECT_NE(find(d, "driver")->title.find("580.65.06"), std::string::npos);
+    EXPECT_EQ(find(d, "cudnn-version")->severity, finding_severity::ok);
+}
+
+TEST(Doctor, NoDriverNamesTheLibraryAndTheBranchNeeded) {
+    json fp = healthy();
+    auto& lib = fp["libraries"];
+    lib["driver"] = {{"library", "libcuda.so.1"},
+                     {"load_error", "libcuda.so.1: cannot open shared object file"},
+                     {"kernel_module", {{"loaded", false}}},
+                     {"device_nodes", json::array()}};
+    lib["nvml"] = {{"load_error", "libnvidia-ml.so.1: cannot open shared object file"}};
+    lib["cuda"] = {{"runtime_version", 13000},
+                   {"driver_version", 0},
+                   {"device_count", 0},
+                   {"device_error", {{"error", "cudaErrorInsufficientDriver"}}},
+                   {"devices", json::array()}};
+    const diagnosis d = diagnose(fp);
+    EXPECT_FALSE(d.cuda_usable());
+    EXPECT_EQ(d.headline(),
+              "no NVIDIA driver (libcuda.so.1 not found); CUDA 13.0 needs driver >= 580");
+    const finding* f = find(d, "no-driver");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->observed.find("cannot open shared object file"), std::string::npos);
+    EXPECT_NE(f->fix.find("580"), std::string::npos);
+    EXPECT_EQ(f->reproduced_by, "cuda.version_mismatch.runtime_vs_driver");
+    EXPECT_EQ(find(d, "no-nvml"), nullptr) << "no driver: NVML's absence is no news";
+    EXPECT_EQ(errors(d), 1);
+}
+
+TEST(Doctor, ContainerWithDevicesButNoLibrariesIsTheToolkitMissing) {
+    json fp = healthy();
+    fp["libraries"]["driver"]["load_error"] = "libcuda.so.1: cannot open shared object file";
+    fp["host"]["container"]["in_container"] = true;
+    const diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "container-without-toolkit"), nullptr);
+    EXPECT_EQ(find(d, "no-driver"), nullptr);
+    EXPECT_NE(find(d, "container-without-toolkit")->fix.find("nvidia.com/gpu=all"),
+              std::string::npos);
+}
+
+TEST(Doctor, StubOnThePathSaysWhichFolderToRemove) {
+    json fp = healthy();
+    auto& lib = fp["libraries"];
+    lib["driver"]["path"] = "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so";
+    lib["driver"]["cu_init"] = "CUDA_ERROR_STUB_LIBRARY";
+    lib["loaded_libraries"] = {"/tmp/stub-path/libcuda.so.1"};
+    lib["cuda"]["device_error"] = {{"error", "cudaErrorStubLibrary"}};
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "stub-driver");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, finding_severity::error);
+    EXPECT_NE(f->fix.find("remove /tmp/stub-path from LD_LIBRARY_PATH"), std::string::npos)
+        << f->fix;
+    EXPECT_EQ(d.findings.front().id, "stub-driver");
+}
+
+TEST(Doctor, StubInstalledAsTheDriverSaysWhichFileToDelete) {
+    // A node whose image copied the stub into the system library folder as libcuda.so.1:
+    // nothing names that folder, so "remove it from LD_LIBRARY_PATH" would be no fix.
+    json fp = healthy();
+    auto& lib = fp["libraries"];
+    lib["driver"]["path"] = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
+    lib["driver"]["cu_init"] = "CUDA_ERROR_STUB_LIBRARY";
+    lib["loaded_libraries"] = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"};
+    lib["cuda"]["device_error"] = {{"error", "cudaErrorStubLibrary"}};
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "stub-driver");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->fix.find("delete /usr/lib/x86_64-linux-gnu/libcuda.so.1"), std::string::npos)
+        << f->fix;
+    EXPECT_EQ(f->fix.find("LD_LIBRARY_PATH"), std::string::npos) << f->fix;
+}
+
+TEST(Doctor, DriverLibraryWithoutDeviceIsNoDevice) {
+    json fp = healthy();
+    auto& drv = fp["libraries"]["driver"];
+    drv["cu_init"] = "CUDA_ERROR_NO_DEVICE";
+    drv["kernel_module"] = {{"loaded", false}};
+    drv["device_nodes"] = json::array();
+    drv["path"] = "/usr/lib/x86_64-linux-gnu/libcuda.so.535.216.01";
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "no-device");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->observed.find("no NVIDIA kernel module"), std::string::npos);
+}
+
+TEST(Doctor, OlderDriverMajorIsTooOld) {
+    json fp = healthy();
+    fp["libraries"]["cuda"]["driver_version"] = 12020;
+    fp["libraries"]["driver"]["path"] = "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05";
+    fp["libraries"]["driver"]["kernel_module"]["version"] = "535.104.05";
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "driver-too-old");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->title, "the driver 535.104.05 (CUDA 12.2) is older than the CUDA 13.0 runtime; "
+                        "CUDA 13.0 needs driver >= 580");
+}
+
+TEST(Doctor, OlderMinorIsMinorVersionCompatibility) {
+    json fp = healthy();
+    fp["libraries"]["cuda"]["runtime_version"] = 12080;
+    fp["libraries"]["cuda"]["driver_version"] = 12040;
+    const diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "minor-version-compat"), nullptr);
+    EXPECT_EQ(find(d, "minor-version-compat")->severity, finding_severity::warning);
+    EXPECT_TRUE(d.cuda_usable());
+}
+
+TEST(Doctor, ForwardCompatOnA535BranchRunsOnDataCenterParts) {
+    json fp = healthy();
+    auto& drv = fp["libraries"]["driver"];
+    drv["path"] = "/usr/local/cuda-13.0/compat/libcuda.so.580.65.06";
+    drv["kernel_module"]["version"] = "535.216.01";
+    fp["libraries"]["cuda"]["driver_version"] = 13000;
+    diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "forward-compat"), nullptr);
+    EXPECT_EQ(find(d, "forward-compat")->severity, finding_severity::ok);
+    EXPECT_TRUE(d.cuda_usable());
+    EXPECT_EQ(find(d, "driver-too-old"), nullptr) << "forward compatibility is not 'insufficient'";
+
+    drv["kernel_module"]["version"] = "550.127.05";
+    d = diagnose(fp);
+    ASSERT_NE(find(d, "compat-unsupported"), nullptr) << "cuda-compat-13 has no 550 support";
+    EXPECT_NE(find(d, "compat-unsupported")->title.find("branch 550"), std::string::npos);
+    drv["kernel_module"]["version"] = "570.195.03";
+    EXPECT_TRUE(diagnose(fp).cuda_usable());
+
+    fp["libraries"]["cuda"]["devices"][0]["name"] = "NVIDIA GeForce RTX 4090";
+    d = diagnose(fp);
+    ASSERT_NE(find(d, "compat-unsupported"), nullptr);
+    EXPECT_FALSE(d.cuda_usable());
+}
+
+TEST(Doctor, CompatRefusedByTheDriverIsNamed) {
+    json fp = healthy();
+    fp["libraries"]["driver"]["cu_init"] = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    const diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "driver-init-failed"), nullptr);
+    EXPECT_NE(d.headline().find("CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"), std::string::npos);
+}
+
+TEST(Doctor, VisibleDevices) {
+    json fp = healthy();
+    fp["environment"]["CUDA_VISIBLE_DEVICES"] = "";
+    EXPECT_EQ(diagnose(fp).findings.front().id, "visible-devices-empty");
+
+    fp["environment"]["CUDA_VISIBLE_DEVICES"] = "0,3";
+    diagnosis d = diagnose(fp);
+    const finding* f = find(d, "visible-devices-invalid");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, finding_severity::warning) << "GPU 0 stays visible";
+    EXPECT_NE(f->title.find("index 3 is past the last GPU"), std::string::npos) << f->title;
+
+    fp["environment"]["CUDA_VISIBLE_DEVICES"] = "7";
+    EXPECT_EQ(find(diagnose(fp), "visible-devices-invalid")->severity, finding_severity::error);
+
+    fp["environment"]["CUDA_VISIBLE_DEVICES"] = "MIG-1b2c3d4e-0000-1111-2222-333344445555";
+    d = diagnose(fp);
+    EXPECT_NE(find(d, "visible-devices-mig"), nullptr);
+    EXPECT_EQ(find(d, "visible-devices-invalid"), nullptr);
+}
+
+TEST(Doctor, DeviceOrderMattersWithTwoGpus) {
+    json fp = healthy();
+    EXPECT_EQ(find(diagnose(fp), "device-order"), nullptr);
+    fp["libraries"]["nvml"]["device_count"] = 2;
+    EXPECT_NE(find(diagnose(fp), "device-order"), nullptr);
+    fp["environment"]["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    EXPECT_EQ(find(diagnose(fp), "device-order"), nullptr);
+}
+
+TEST(Doctor, CudnnRule) {
+    json fp = healthy();
+    fp["libraries"]["cudnn"]["loaded_version"] = 91400;
+    diagnosis d = diagnose(fp);
+    ASSERT_EQ(find(d, "cudnn-version")->severity, finding_severity::error);
+    EXPECT_NE(
+        find(d, "cudnn-version")->title.find("cuDNN 9.14.0 is loaded but this build needs 9.19.0"),
+        std::string::npos);
+    fp["libraries"]["cudnn"]["loaded_version"] = 92000;
+    EXPECT_EQ(find(diagnose(fp), "cudnn-version")->severity, finding_severity::ok);
+    fp["libraries"]["cudnn"]["loaded_version"] = 8907;
+    EXPECT_NE(find(diagnose(fp), "cudnn-version")->title.find("another major"), std::string::npos);
+    fp["libraries"]["cudnn"]["loaded_version"] = 91900;
+    fp["libraries"]["cudnn"]["sublibrary_checks"]["cudnnOpsVersionCheck"] =
+        "killed the process: SIGABRT (cuDNN printed: Invalid handle)";
+    d = diagnose(fp);
+    ASSERT_NE(find(d, "cudnn-mixed"), nullptr);
+    EXPECT_NE(find(d, "cudnn-mixed")->observed.find("SIGABRT"), std::string::npos);
+}
+
+TEST(Doctor, MissingCublasAndTwoCopiesOfCudnn) {
+    json fp = healthy();
+    fp["libraries"]["cublas"] = {{"library", "libcublas.so.13"},
+                                 {"load_error", "libcublas.so.13: cannot open shared object file"}};
+    fp["libraries"]["loader_path_copies"] = {
+        {"libcudnn.so.9",
+         {{{"folder", "/venv/nvidia/cudnn/lib"},
+           {"file", "/venv/nvidia/cudnn/lib/libcudnn.so.9"},
+           {"version", "9"}},
+          {{"folder", "/usr/lib/x86_64-linux-gnu"},
+           {"file", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0"},
+           {"version", "9.1.0"}}}}};
+    const diagnosis d = diagnose(fp);
+    EXPECT_EQ(find(d, "cublas-missing")->severity, finding_severity::error);
+    const finding* copies = find(d, "duplicate-library");
+    ASSERT_NE(copies, nullptr);
+    EXPECT_EQ(copies->severity, finding_severity::warning);
+    EXPECT_NE(copies->observed.find("/venv/nvidia/cudnn/lib"), std::string::npos);
+}
+
+TEST(Doctor, NvmlState) {
+    json fp = healthy();
+    auto& dev = fp["libraries"]["nvml"]["devices"][0];
+    dev["memory"]["used_bytes"] = 60LL << 30;
+    dev["compute_processes"] = 2;
+    dev["compute_mode"] = 2;
+    dev["mig_mode"] = {{"current", 1}, {"pending", 1}};
+    dev["persistence_mode"] = false;
+    dev["remapped_rows"] = {{"pending", true}, {"failure", false}};
+    dev["clocks_throttle_reasons"] = 0x41; // idle + HW thermal slowdown
+    const diagnosis d = diagnose(fp);
+    for (const char* id : {"memory-in-use", "compute-mode", "mig-mode", "persistence-off",
+                           "memory-errors", "clocks-slowed"})
+        EXPECT_NE(find(d, id), nullptr) << id;
+    EXPECT_EQ(find(d, "compute-mode")->severity, finding_severity::error);
+    EXPECT_EQ(find(d, "memory-errors")->severity, finding_severity::warning)
+        << "a pending row remapping lets work go on";
+    EXPECT_NE(find(d, "clocks-slowed")->title.find("HW thermal slowdown"), std::string::npos);
+}
+
+TEST(Doctor, ExclusiveProcessHeldAndFailedRemapAreErrors) {
+    json fp = healthy();
+    auto& dev = fp["libraries"]["nvml"]["devices"][0];
+    dev["compute_mode"] = 3;
+    EXPECT_EQ(find(diagnose(fp), "compute-mode")->severity, finding_severity::warning);
+    dev["compute_processes"] = 1;
+    EXPECT_EQ(find(diagnose(fp), "compute-mode")->severity, finding_severity::error);
+    dev["remapped_rows"] = {{"pending", false}, {"failure", true}};
+    EXPECT_EQ(find(diagnose(fp), "memory-errors")->severity, finding_severity::error);
+}
+
+TEST(Doctor, VariablesThatAlterCudaAreNamed) {
+    json fp = healthy();
+    EXPECT_EQ(find(diagnose(fp), "cuda-env"), nullptr);
+    fp["environment"]["CUDA_LAUNCH_BLOCKING"] = "1";
+    fp["environment"]["CUDA_INJECTION64_PATH"] = "/opt/tool/libinject.so";
+    const diagnosis d = diagnose(fp);
+    const finding* f = find(d, "cuda-env");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->observed.find("CUDA_INJECTION64_PATH=/opt/tool/libinject.so"), std::string::npos);
+    EXPECT_NE(f->observed.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
+}
+
+json image(const char* kind, unsigned arch, const char* variant, unsigned major = 0,
+           unsigned minor = 0) {
+    return {{"name", "x"},        {"kind", kind},           {"arch", arch},
+            {"variant", variant}, {"version_major", major}, {"version_minor", minor},
+            {"container", 0}};
+}
+
+/// A vector, not a json: `json x = {one}` is a copy of `one` under Clang but an array under GCC.
+json with_device_and_images(const char* cc, const std::vector<json>& images,
+                            long long driver = 13000) {
+    json fp = healthy();
+    fp["libraries"]["cuda"]["devices"][0]["compute_capability"] = cc;
+    fp["libraries"]["cuda"]["driver_version"] = driver;
+    fp["build_images"] = {{"program_a", {{"images", json(images)}}}};
+    return fp;
+}
+
+TEST(DoctorKernelImages, ArchSpecificAndFamilyTargets) {
+    // sm_100a on 10.3: an arch-specific image runs on exactly 10.0, so nothing runs here.
+    diagnosis d = diagnose(with_device_and_images("10.3", {image("sass", 100, "arch_specific")}));
+    ASSERT_NE(find(d, "no-kernel-image"), nullptr);
+    EXPECT_NE(find(d, "no-kernel-image")->title.find("cudaErrorNoKernelImageForDevice"),
+              std::string::npos);
+    // compute_90a PTX never JITs to 10.0.
+    d = diagnose(with_device_and_images("10.0", {image("ptx", 90, "arch_specific", 9, 0)}));
+    EXPECT_NE(find(d, "no-kernel-image"), nullptr);
+    // compute_100f stays in 10.x: runs on 10.3 (by JIT), not on 12.0.
+    d = diagnose(with_device_and_images("10.3", {image("ptx", 100, "family", 9, 0)}));
+    EXPECT_NE(find(d, "ptx-jit"), nullptr);
+    d = diagnose(with_device_and_images("12.0", {image("ptx", 100, "family", 9, 0)}));
+    EXPECT_NE(find(d, "no-kernel-image"), nullptr);
+    // Plain SASS sm_90 on 9.0: from SASS, all well.
+    d = diagnose(with_device_and_images("9.0", {image("sass", 90, "plain")}));
+    ASSERT_NE(find(d, "kernel-images"), nullptr);
+    EXPECT_TRUE(d.cuda_usable());
+}
+
+TEST(DoctorKernelImages, PtxNewerThanTheDriverJits) {
+    const diagnosis d =
+        diagnose(with_device_and_images("12.0", {image("ptx", 90, "plain", 9, 0)}, 12040));
+    ASSERT_NE(find(d, "ptx-too-new"), nullptr);
+    EXPECT_NE(find(d, "ptx-too-new")->title.find("cudaErrorUnsupportedPtxVersion"),
+              std::string::npos);
+}
+
+TEST(DoctorKernelImages, WithoutADeviceSaysWhatIsEmbedded) {
+    json fp = with_device_and_images(
+        "9.0", {image("sass", 90, "arch_specific"), image("ptx", 100, "family", 9, 0)});
+    fp["libraries"]["cuda"]["devices"] = json::array();
+    const diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "kernel-images"), nullptr);
+    EXPECT_NE(find(d, "kernel-images")->title.find("sm_90a"), std::string::npos);
+    EXPECT_NE(find(d, "kernel-images")->title.find("compute_100f"), std::string::npos);
+}
+
+TEST(Doctor, BrokenProbeAndGarbageFactsNeverThrow) {
+    json fp = healthy();
+    fp["libraries"] = {{"probe_error", "exit 127"},
+                       {"probe_output", "pitfall-probe: error while loading shared libraries: "
+                                        "libcudart.so.13: cannot open shared object file"}};
+    diagnosis d = diagnose(fp);
+    ASSERT_NE(find(d, "probe-failed"), nullptr);
+    EXPECT_NE(find(d, "probe-failed")->fix.find("libcudart.so.13"), std::string::npos);
+    for (const json& garbage : {json(), json(5), json::array({1, 2}),
+                                json{{"libraries", {{"driver", "x"}, {"cuda", {{"devices", 3}}}}}},
+                                json{{"build_images", {{"p", {{"images", {1, {{"arch", -3}}}}}}}}},
+                                json{{"libraries", {{"nvml", {{"devices", {1, "a", nullptr}}}}}},
+                                     {"environment", {{"CUDA_VISIBLE_DEVICES", 7}}}}})
+        EXPECT_NO_THROW(d = diagnose(garbage)) << garbage.dump();
+}
+
+TEST(Doctor, JsonFollowsItsSchemaAndEveryIdIsExplained) {
+    json fp = healthy();
+    fp["libraries"]["cudnn"]["loaded_version"] = 91400;
+    fp["environment"]["CUDA_VISIBLE_DEVICES"] = "0,9";
+    const json out = diagnose(fp).to_json();
+    const auto why = pitfall::detail::schema_named("doctor").first_error(out);
+    EXPECT_FALSE(why.has_value()) << *why;
+    for (const auto& f : out["findings"])
+        EXPECT_TRUE(find_rule(f["id"].get<std::string>()).has_value()) << f["id"];
+    EXPECT_FALSE(out["cuda_usable"].get<bool>());
+}
+
+} // namespace
