@@ -12,9 +12,9 @@ A reproduce case is, under one profile and backend:
   UNSUPPORTED           observed not to run there (no driver, no CPU analog).
 
 ci/catalog.py writes these claims into each scenario.cu header (a block between the two marker
-lines below) and into the README's catalog, and `ci/catalog.py --check` fails when either is
-stale, or when a header states a baseline's state in words of its own ("not yet blessed",
-"(GPU; documented"): that is the generated block's to say.
+lines below) and into docs/baselines.md's reproductions table, and `ci/catalog.py --check` fails
+when either is stale, or when a header states a baseline's state in words of its own ("not yet
+blessed", "(GPU; documented"): that is the generated block's to say.
 """
 from __future__ import annotations
 
@@ -238,9 +238,9 @@ def with_header(path: Path, block: str) -> str:
 
 
 def table_rows(scenarios: list[dict], groups: dict[str, list[dict]]) -> list[str]:
-    """The README's reproductions table: per scenario, which reproduce cases are reproduced on
-    a GPU, on the CPU, and which only predicted, with the profiles that say so (`groups`: each
-    scenario's classify())."""
+    """docs/baselines.md's reproductions table: per scenario, which reproduce cases are
+    reproduced on a GPU, on the CPU, and which only predicted, with the profiles that say so
+    (`groups`: each scenario's classify())."""
     rows = ["| scenario | reproduced on a GPU | reproduced on the CPU | predicted, never observed |",
             "|---|---|---|---|"]
     for s in scenarios:

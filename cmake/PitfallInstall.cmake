@@ -11,10 +11,10 @@
 #                                                  PitfallScenario.cmake and what it needs,
 #                                                  NewScenario.cmake and the scenario template
 #
-# so that a project elsewhere builds its own scenarios against it (see README, "A scenario
-# of your own"). The matrix driver is not installed: it builds pitfall from a source tree. The
-# fleet driver is (P/share/pitfall/fleet/): a cluster runs an installed pitfall from a shared
-# prefix.
+# so that a project elsewhere builds its own scenarios against it (see docs/install.md,
+# "Scenarios of your own, out of this tree"). The matrix driver is not installed: it builds
+# pitfall from a source tree. The fleet driver is (P/share/pitfall/fleet/): a cluster runs an
+# installed pitfall from a shared prefix.
 include(CMakePackageConfigHelpers)
 
 set(PITFALL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/pitfall"

@@ -38,7 +38,7 @@ struct run_options {
     std::optional<int> samples;   ///< --samples N passed to every case
     std::optional<int> skip_code; ///< exit with this when every selected case is UNSUPPORTED
     double timeout_scale = 1.0;
-    /// The smallest relative change of a median time that can be a regression (see README,
+    /// The smallest relative change of a median time that can be a regression (see docs/timing.md,
     /// "Timing verdicts"): separate processes on a shared 2-vCPU machine differ by up to ~10%
     /// with nothing changed, which no run's own samples can see.
     double timing_floor = 0.10;
@@ -51,7 +51,7 @@ struct run_options {
     bool judge_times = true;
     /// How the p-values of all the run's timed series are corrected for their number, and the
     /// level a PERF_REGRESSION must stay below after it: the chance that a run of unchanged
-    /// code fails on time (see README, "Timing verdicts").
+    /// code fails on time (see docs/timing.md, "Timing verdicts").
     timing_correction correction = timing_correction::holm;
     double timing_level = 0.05;
     /// Cases at once (--jobs): each holds as many slots as its threads; CUDA cases one at a time.

@@ -91,7 +91,7 @@ struct ratio_spec {
 };
 
 /// Resource limits for each case's process ("limits" in scenario.json); an unset one takes the
-/// harness's default (see the README, "Containment and limits").
+/// harness's default (see docs/containment.md).
 struct limits_spec {
     std::optional<std::uint64_t> address_space; ///< bytes (RLIMIT_AS)
     std::optional<std::uint64_t> cpu_seconds;   ///< RLIMIT_CPU
