@@ -3,20 +3,20 @@
 // (summary.json, the end of the terminal output, the reports).
 #include "run/runner.hpp"
 
-#include "judge/baseline.hpp"
 #include "doctor/doctor.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "fingerprint/host_identity.hpp"
+#include "judge/baseline.hpp"
 #include "model/model.hpp"
-#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
+#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
 #include "pitfall/memory.hpp"
-#include "report/report.hpp"
+#include "report/formats.hpp"
 #include "run/run_folder.hpp"
 
 #include <nlohmann/json.hpp>
@@ -1523,9 +1523,12 @@ int summarise(const run_plan& plan, bool interrupted) {
     const std::string dir = plan.folder->dir();
     auto rendered = load_run(dir);
     const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
-    if (written.is_ok())
-        std::cout << "reports: " << dir << '/' << report_html_name << ", " << report_junit_name
-                  << ", " << report_markdown_name << ", " << report_json_name << '\n';
+    if (written.is_ok()) {
+        std::cout << "reports: " << dir << '/';
+        for (const auto& format : report_formats())
+            std::cout << (&format == &report_formats().front() ? "" : ", ") << format.file_name;
+        std::cout << '\n';
+    }
     if (!summary.is_ok())
         std::cerr << "pitfall: error: summary not written: " << summary.message() << '\n';
     if (!written.is_ok())

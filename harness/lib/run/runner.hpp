@@ -1,8 +1,8 @@
 // `pitfall list` and `pitfall run`.
 #pragma once
 
-#include "model/index.hpp"
 #include "judge/timing.hpp"
+#include "model/index.hpp"
 
 #include <nlohmann/json.hpp>
 
