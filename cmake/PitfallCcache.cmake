@@ -1,0 +1,23 @@
+# Compiles through ccache where it is installed (ci/setup.sh installs it), for the host compilers
+# and nvcc alike, so that a second build of unchanged sources on one machine -- a second clone
+# included -- compiles little. PITFALL_CCACHE=OFF turns it off; a launcher the user set wins.
+#
+# CCACHE_BASEDIR makes the paths under the source tree relative in what ccache hashes, and
+# CCACHE_NOHASHDIR leaves the working folder out of it: a fresh clone elsewhere then hits the
+# entries an earlier clone wrote. (__FILE__ is already relative: -fmacro-prefix-map.)
+option(PITFALL_CCACHE "Compile through ccache where it is installed" ON)
+if(PITFALL_CCACHE)
+  find_program(PITFALL_CCACHE_PROGRAM ccache)
+  if(PITFALL_CCACHE_PROGRAM)
+    set(pitfall_launcher "${CMAKE_COMMAND}" -E env "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}"
+        CCACHE_NOHASHDIR=1 "${PITFALL_CCACHE_PROGRAM}")
+    foreach(lang C CXX CUDA)
+      if(NOT DEFINED CMAKE_${lang}_COMPILER_LAUNCHER)
+        set(CMAKE_${lang}_COMPILER_LAUNCHER ${pitfall_launcher})
+      endif()
+    endforeach()
+    message(STATUS "pitfall: compiling through ${PITFALL_CCACHE_PROGRAM}")
+  else()
+    message(STATUS "pitfall: ccache not found: every build compiles everything (ci/setup.sh installs it)")
+  endif()
+endif()
