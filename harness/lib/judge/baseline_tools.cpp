@@ -1,5 +1,6 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
 #include "judge/baseline.hpp"
+#include "judge/stats.hpp"
 #include "fingerprint/host_identity.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
@@ -147,8 +148,8 @@ json compare_case(const case_record& ra, const case_record& rb, const loaded_run
     for (const auto& [name, series] : sa.items())
         if (series.value("unit", "s") == "s" && sb.contains(name) && series.contains("values") &&
             sb[name].contains("values") && !series["values"].empty() && !sb[name]["values"].empty())
-            medians[name] = {{"a", median(series["values"].get<std::vector<double>>())},
-                             {"b", median(sb[name]["values"].get<std::vector<double>>())}};
+            medians[name] = {{"a", stats::median_or_nan(series["values"].get<std::vector<double>>())},
+                             {"b", stats::median_or_nan(sb[name]["values"].get<std::vector<double>>())}};
     const auto tracked = [](const case_record& r) {
         return r.result.is_object()
                    ? r.result.value("memory", json::object()).value("tracked_peak_bytes", json())
@@ -403,7 +404,7 @@ double record_median(const case_record& record, const std::string& name) {
         !res["samples"][name].contains("values") || !res["samples"][name]["values"].is_array() ||
         res["samples"][name]["values"].empty())
         return std::nan("");
-    return median(res["samples"][name]["values"].get<std::vector<double>>());
+    return stats::median_or_nan(res["samples"][name]["values"].get<std::vector<double>>());
 }
 
 /// A declared ratio as the runs measured it: each run's own ratio of medians (both cases of one
@@ -423,7 +424,7 @@ double ratio_over_runs(const std::vector<loaded_run>& runs, const std::string& b
         if (std::isfinite(a) && std::isfinite(b) && a > 0 && b > 0)
             per_run.push_back(a / b);
     }
-    return per_run.empty() ? std::nan("") : median(per_run);
+    return per_run.empty() ? std::nan("") : stats::median_or_nan(per_run);
 }
 
 /// The scenario's declared ratios whose two cases are both among `records` (those blessed into

@@ -126,6 +126,12 @@ void check_samples(const std::vector<double>& v, const char* side, std::size_t m
 
 } // namespace
 
+double median_or_nan(std::vector<double> v) {
+    if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); }))
+        return std::nan("");
+    return median_in_place(v);
+}
+
 double median(std::vector<double> v) {
     require_rankable(v, "median", "the sample");
     return median_in_place(v);

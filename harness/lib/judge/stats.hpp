@@ -19,6 +19,9 @@ namespace pitfall::stats {
 /// Throws std::invalid_argument on an empty vector, or one holding a NaN (which has no place in
 /// an ordering, and would make the result depend on the sort algorithm).
 double median(std::vector<double> v);
+/// The median as a figure to show: NaN for an empty sample or one holding a NaN, where median()
+/// throws (a report or a ratio says "none" instead of stopping).
+double median_or_nan(std::vector<double> v);
 
 /// The relative noise of one side's samples: the median absolute deviation scaled by 1.4826 (so
 /// that it estimates sigma for normal data, while one wild sample cannot move it), divided by the

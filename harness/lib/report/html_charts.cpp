@@ -360,7 +360,7 @@ chart sample_time_chart(const case_grid& g) {
                 }
         for (const auto& name : names)
             for (const auto& [b, v] : values[name]) {
-                const double m = median(v);
+                const double m = stats::median_or_nan(v);
                 const std::string n = std::to_string(v.size());
                 c.bars.push_back({cat(row.first, ".", row.second, " ", name, " [", b, "]"),
                                   series_of(b), m, cat(human_seconds(m), " (n=", n, ")"),

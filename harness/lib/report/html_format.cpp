@@ -169,7 +169,7 @@ std::string samples_table(const json& result) {
     for (const auto& [name, series] : samples.items()) {
         const std::vector<double> values = numbers(arr(series, "values"));
         const std::string unit = str(series, "unit", "s");
-        const double m = median(values);
+        const double m = stats::median_or_nan(values);
         std::string listed;
         for (double v : values)
             listed += (listed.empty() ? "" : " ") + fmt("%.6g", v);

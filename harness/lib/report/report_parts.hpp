@@ -4,6 +4,7 @@
 #pragma once
 
 #include "doctor/doctor.hpp"
+#include "judge/stats.hpp"
 #include "model/model.hpp"
 #include "report/report.hpp"
 #include "run/run_folder.hpp"

@@ -7,6 +7,7 @@
 #include "fingerprint/fingerprint.hpp"
 #include "fingerprint/host_identity.hpp"
 #include "judge/baseline.hpp"
+#include "judge/stats.hpp"
 #include "model/model.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
@@ -73,14 +74,6 @@ std::string utc_now(const char* format) {
     return out.str();
 }
 
-double median(std::vector<double> v) {
-    if (v.empty())
-        return std::nan("");
-    std::sort(v.begin(), v.end());
-    const std::size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
-
 double first_time_median(const json& result) {
     if (!result.is_object())
         return std::nan("");
@@ -88,7 +81,7 @@ double first_time_median(const json& result) {
     for (const auto& [name, series] : samples.items())
         if (series.value("unit", "s") == "s" && series.contains("values") &&
             series["values"].is_array() && !series["values"].empty())
-            return median(series["values"].get<std::vector<double>>());
+            return stats::median_or_nan(series["values"].get<std::vector<double>>());
     return std::nan("");
 }
 
@@ -102,7 +95,7 @@ double time_median(const json& result, const std::string& name) {
     if (!series.is_object() || series.value("unit", "s") != "s" || !series.contains("values") ||
         !series["values"].is_array() || series["values"].empty())
         return std::nan("");
-    return median(series["values"].get<std::vector<double>>());
+    return stats::median_or_nan(series["values"].get<std::vector<double>>());
 }
 } // namespace
 
@@ -308,7 +301,7 @@ double series_median(const case_record& record, const std::string& name) {
     if (!res.is_object() || !res.contains("samples") || !res["samples"].contains(name) ||
         !res["samples"][name].contains("values"))
         return std::nan("");
-    return median(res["samples"][name]["values"].get<std::vector<double>>());
+    return stats::median_or_nan(res["samples"][name]["values"].get<std::vector<double>>());
 }
 
 // Ratios between variants declared in scenario.json, from the medians measured in this run.

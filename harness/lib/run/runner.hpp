@@ -108,8 +108,6 @@ int bless_run(const bless_options& options);
 std::string counts_line(const std::map<std::string, int>& counts);
 /// The current UTC time with a strftime format ("%Y-%m-%d").
 std::string utc_now(const char* format);
-/// The median of `v`; NaN when empty.
-double median(std::vector<double> v);
 /// The median of a result document's first series in seconds (by name): the figure a report
 /// shows for a case; NaN when the case timed nothing.
 double first_time_median(const nlohmann::json& result);

@@ -465,3 +465,13 @@ TEST(StatsJudge, BadSamplesThrowNamingTheSide) {
 }
 
 } // namespace
+
+// The median a report shows: the same figure as median() where there is one, NaN where median()
+// would throw.
+TEST(StatsMedian, OrNanIsMedianWhereThereIsOneAndNanWhereNot) {
+    EXPECT_EQ(pitfall::stats::median_or_nan({3.0, 1.0, 2.0, 10.0}),
+              pitfall::stats::median({3.0, 1.0, 2.0, 10.0}));
+    EXPECT_EQ(pitfall::stats::median_or_nan({5.0}), 5.0);
+    EXPECT_TRUE(std::isnan(pitfall::stats::median_or_nan({})));
+    EXPECT_TRUE(std::isnan(pitfall::stats::median_or_nan({1.0, std::nan(""), 2.0})));
+}
