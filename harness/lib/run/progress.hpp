@@ -1,0 +1,77 @@
+// The terminal's view of a run, private to harness/lib/run (execute.cpp).
+#pragma once
+
+#include "run/run_plan.hpp"
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace pitfall::runner::run_parts {
+
+/// The terminal's view of a run: each case once, on one line, with a counter and an ETA
+/// ("[ 7/78] cpu.dtype_casting.remedy_loss_scaling   PASS   0.4 s   ETA 0:31"). One case at a
+/// time, its name shows while it runs; with --jobs, each line is written whole as its case
+/// ends (lines of cases running side by side would interleave).
+class progress {
+public:
+    progress(const std::vector<case_ref>& cases, const std::map<std::string, case_record>& done,
+             int jobs)
+        : m_total(cases.size()), m_jobs(jobs) {
+        for (const auto& c : cases) {
+            m_width = std::max(m_width, c.key().size() + 2);
+            m_left += done.count(c.key()) == 0 ? 1 : 0;
+        }
+    }
+
+    void begin(std::size_t index, const case_key& key) {
+        if (m_jobs == 1)
+            std::cout << head(index, key) << std::flush;
+    }
+    /// A case whose timing came out uncertain: it is measured again at the end of the run.
+    void deferred(std::size_t index, const case_key& key, verdict_kind v, double took) {
+        std::ostringstream line;
+        line << (m_jobs == 1 ? "" : head(index, key)) << std::left << std::setw(16)
+             << (std::string(to_string(v)) + "?") << std::right << std::fixed
+             << std::setprecision(1) << std::setw(6) << took
+             << " s   measured again at the end of the run\n";
+        std::cout << line.str() << std::flush;
+        m_spent += took;
+    }
+    void interrupted(std::size_t index, const case_key& key) {
+        std::cout << (m_jobs == 1 ? "" : head(index, key)) << " INTERRUPTED\n" << std::flush;
+    }
+    void not_recorded(std::size_t index, const case_key& key) {
+        std::cout << (m_jobs == 1 ? "" : head(index, key)) << " NOT RECORDED\n" << std::flush;
+    }
+    /// `took`: the case's time in this session, a second measurement's included (the ETA's).
+    void end(std::size_t index, const case_record& record, double took) {
+        m_spent += took;
+        ++m_ran;
+        --m_left;
+        std::ostringstream line;
+        line << (m_jobs == 1 ? "" : head(index, record.key)) << std::left << std::setw(16)
+             << to_string(record.verdict) << std::right << std::fixed << std::setprecision(1)
+             << std::setw(6) << took << " s   ETA "
+             << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left) /
+                                static_cast<double>(m_jobs));
+        std::cout << line.str() << '\n' << std::flush;
+    }
+
+private:
+    std::string head(std::size_t index, const case_key& key) const {
+        std::ostringstream out;
+        out << '[' << std::setw(static_cast<int>(std::to_string(m_total).size())) << index + 1
+            << '/' << m_total << "] " << std::left << std::setw(static_cast<int>(m_width))
+            << key.str() << std::right;
+        return out.str();
+    }
+    std::size_t m_total = 0;
+    int m_jobs = 1;
+    std::size_t m_width = 4;
+    std::size_t m_left = 0;
+    std::size_t m_ran = 0;
+    double m_spent = 0;
+};
+
+} // namespace pitfall::runner::run_parts
