@@ -2,7 +2,7 @@
 // pure functions of the run's fingerprint (the probe's facts about the driver, NVML, the CUDA
 // runtime, cuBLAS, cuDNN and the loader's path, plus the host and the environment), so the
 // unit tests feed them synthetic facts and `pitfall run` judges with the same facts it records.
-// Each rule and its source: docs/cuda-rules.md.
+// Each rule and its source: docs/cuda-rules.md; each rule's record, beside its check: registry.hpp.
 #pragma once
 
 #include <nlohmann/json.hpp>

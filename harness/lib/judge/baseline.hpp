@@ -12,10 +12,10 @@
 // load_profiles() enforces it, naming file and field.
 #pragma once
 
+#include "judge/stats.hpp"
 #include "model/index.hpp"
 #include "model/model.hpp"
 #include "pitfall/status.hpp"
-#include "judge/stats.hpp"
 
 #include <nlohmann/json.hpp>
 

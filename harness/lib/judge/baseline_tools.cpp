@@ -1,7 +1,8 @@
 // `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
+#include "fingerprint/host_identity.hpp"
 #include "judge/baseline.hpp"
 #include "judge/stats.hpp"
-#include "fingerprint/host_identity.hpp"
+#include "judge/timing.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
@@ -10,7 +11,6 @@
 #include "run/run_archive.hpp"
 #include "run/run_folder.hpp"
 #include "run/runner.hpp"
-#include "judge/timing.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -148,8 +148,9 @@ json compare_case(const case_record& ra, const case_record& rb, const loaded_run
     for (const auto& [name, series] : sa.items())
         if (series.value("unit", "s") == "s" && sb.contains(name) && series.contains("values") &&
             sb[name].contains("values") && !series["values"].empty() && !sb[name]["values"].empty())
-            medians[name] = {{"a", stats::median_or_nan(series["values"].get<std::vector<double>>())},
-                             {"b", stats::median_or_nan(sb[name]["values"].get<std::vector<double>>())}};
+            medians[name] = {
+                {"a", stats::median_or_nan(series["values"].get<std::vector<double>>())},
+                {"b", stats::median_or_nan(sb[name]["values"].get<std::vector<double>>())}};
     const auto tracked = [](const case_record& r) {
         return r.result.is_object()
                    ? r.result.value("memory", json::object()).value("tracked_peak_bytes", json())

@@ -1,9 +1,9 @@
 // Timing verdicts (timing.hpp).
 #include "judge/timing.hpp"
 
+#include "judge/stats.hpp"
 #include "pitfall/controls.hpp"
 #include "pitfall/detail/json_file.hpp"
-#include "judge/stats.hpp"
 
 #include <algorithm>
 #include <cmath>

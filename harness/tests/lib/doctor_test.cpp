@@ -1,11 +1,19 @@
 // The doctor's rules over synthetic facts: each machine below is a fingerprint as
 // take_fingerprint writes it, cut to what the rule reads.
 #include "doctor/doctor.hpp"
+#include "doctor/registry.hpp"
 
 #include "pitfall/detail/json_schema.hpp"
+#include "pitfall/detail/manifest.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -432,6 +440,193 @@ TEST(Doctor, JsonFollowsItsSchemaAndEveryIdIsExplained) {
     for (const auto& f : out["findings"])
         EXPECT_TRUE(find_rule(f["id"].get<std::string>()).has_value()) << f["id"];
     EXPECT_FALSE(out["cuda_usable"].get<bool>());
+}
+
+// ---- the registry: every rule complete, documented, reproducible, and the only source of ids ----
+
+/// `fp` with the value at a JSON pointer ("/libraries/driver/cu_init") replaced.
+json with(json fp, const char* pointer, json value) {
+    fp[json::json_pointer(pointer)] = std::move(value);
+    return fp;
+}
+
+/// Machines that, between them, make every rule fire (DoctorRegistry.EveryRuleFiresSomewhere
+/// says which one a new rule still needs).
+std::vector<json> synthetic_machines() {
+    json no_driver = healthy();
+    no_driver["libraries"]["driver"] = {{"load_error", "libcuda.so.1: cannot open shared object"},
+                                        {"device_nodes", json::array()}};
+    json busy_gpu = healthy();
+    auto& dev = busy_gpu["libraries"]["nvml"]["devices"][0];
+    dev["memory"]["used_bytes"] = 60LL << 30;
+    dev["compute_processes"] = 2;
+    dev["compute_mode"] = 2;
+    dev["mig_mode"] = {{"current", 1}, {"pending", 1}};
+    dev["persistence_mode"] = false;
+    dev["remapped_rows"] = {{"pending", true}, {"failure", false}};
+    dev["clocks_throttle_reasons"] = 0x41;
+    const json compat = with(healthy(), "/libraries/driver/path",
+                             "/usr/local/cuda-13.0/compat/libcuda.so.580.65.06");
+    return {
+        healthy(),
+        with(healthy(), "/libraries", {{"probe_error", "exit 127"}}),
+        with(healthy(), "/libraries/built_with_cuda", false),
+        no_driver,
+        with(with(healthy(), "/libraries/driver/load_error", "libcuda.so.1: cannot open"),
+             "/host/container/in_container", true),
+        with(healthy(), "/libraries/driver/cu_init", "CUDA_ERROR_STUB_LIBRARY"),
+        with(healthy(), "/libraries/driver/cu_init", "CUDA_ERROR_NO_DEVICE"),
+        with(healthy(), "/libraries/driver/cu_init", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
+        with(compat, "/libraries/driver/kernel_module/version", "535.216.01"),
+        with(compat, "/libraries/driver/kernel_module/version", "550.127.05"),
+        with(healthy(), "/libraries/cuda/driver_version", 12020),
+        with(with(healthy(), "/libraries/cuda/runtime_version", 12080),
+             "/libraries/cuda/driver_version", 12040),
+        with(healthy(), "/environment/CUDA_VISIBLE_DEVICES", ""),
+        with(healthy(), "/environment/CUDA_VISIBLE_DEVICES", "7"),
+        with(healthy(), "/environment/CUDA_VISIBLE_DEVICES", "MIG-1b2c3d4e"),
+        with(healthy(), "/libraries/nvml/device_count", 2),
+        with(healthy(), "/libraries/cublas/load_error", "libcublas.so.13: cannot open"),
+        with(healthy(), "/libraries/cudnn", {{"load_error", "libcudnn.so.9: cannot open"}}),
+        with(healthy(), "/libraries/cudnn/sublibrary_checks/cudnnOpsVersionCheck", "SIGABRT"),
+        with(healthy(), "/libraries/loader_path_copies",
+             {{"libcudnn.so.9",
+               {{{"file", "/venv/libcudnn.so.9"}, {"version", "9"}},
+                {{"file", "/usr/lib/libcudnn.so.9.1.0"}, {"version", "9.1.0"}}}}}),
+        with(healthy(), "/libraries/nvml", {{"load_error", "libnvidia-ml.so.1: cannot open"}}),
+        busy_gpu,
+        with_device_and_images("10.3", {image("sass", 100, "arch_specific")}),
+        with_device_and_images("12.0", {image("ptx", 90, "plain", 9, 0)}, 12040),
+        with_device_and_images("10.3", {image("ptx", 100, "family", 9, 0)}),
+        with_device_and_images("9.0", {image("sass", 90, "plain")}),
+        with(healthy(), "/environment/CUDA_LAUNCH_BLOCKING", "1"),
+    };
+}
+
+/// The source tree this test was built from (the docs and scenario.json files it reads).
+std::filesystem::path source_tree() {
+    return PITFALL_SOURCE_DIR;
+}
+
+/// The anchors GitHub gives the headings of a Markdown file: lower case, punctuation dropped,
+/// spaces as hyphens ("### CUDA visible devices" -> cuda-visible-devices).
+std::set<std::string> github_anchors(const std::filesystem::path& markdown) {
+    std::set<std::string> anchors;
+    std::ifstream in(markdown);
+    for (std::string line; std::getline(in, line);) {
+        const auto text = line.find_first_not_of('#');
+        if (text == 0 || text == std::string::npos || line[text] != ' ')
+            continue;
+        std::string anchor;
+        for (const char c : line.substr(text + 1)) {
+            const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (std::isalnum(static_cast<unsigned char>(lower)) || lower == '-' || lower == '_')
+                anchor += lower;
+            else if (lower == ' ')
+                anchor += '-';
+        }
+        anchors.insert(anchor);
+    }
+    return anchors;
+}
+
+/// Whether "backend.scenario.variant" is a variant of that scenario that runs on that backend.
+bool is_scenario_variant(const std::filesystem::path& tree, const std::string& case_id) {
+    const auto first = case_id.find('.');
+    const auto last = case_id.rfind('.');
+    if (first == std::string::npos || first == last)
+        return false;
+    const std::string backend = case_id.substr(0, first);
+    const std::string scenario = case_id.substr(first + 1, last - first - 1);
+    std::ifstream in(tree / "scenarios" / scenario / "scenario.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto m = pitfall::parse_manifest(text.str(), scenario + "/scenario.json");
+    if (!in || !m.is_ok())
+        return false;
+    const auto* variant = m->find_variant(case_id.substr(last + 1));
+    if (variant == nullptr)
+        return false;
+    const auto backends = m->backends_of(*variant);
+    return std::find(backends.begin(), backends.end(), backend) != backends.end();
+}
+
+std::vector<const pitfall::runner::doctor::rule*> every_rule() {
+    std::vector<const pitfall::runner::doctor::rule*> rules;
+    for (const auto& check : pitfall::runner::doctor::registry())
+        rules.insert(rules.end(), check.rules.begin(), check.rules.end());
+    return rules;
+}
+
+TEST(DoctorRegistry, EveryRuleIsDocumentedOnce) {
+    std::set<std::string> ids;
+    for (const auto* r : every_rule()) {
+        ASSERT_NE(r->id, nullptr);
+        EXPECT_NE(std::string(r->id), "");
+        EXPECT_TRUE(ids.insert(r->id).second) << "two rules are called " << r->id;
+        EXPECT_NE(std::string(r->explain.checks), "") << r->id;
+        // A rule that only ever reports all is well has no why to give.
+        if (r->severity != finding_severity::ok) {
+            EXPECT_NE(std::string(r->explain.why), "") << r->id;
+        }
+        for (const auto& error : r->explained_errors)
+            EXPECT_EQ(error.rfind("cudaError", 0), 0u) << r->id << ": " << error;
+    }
+    EXPECT_EQ(doctor_rules().size(), ids.size()) << "--explain lists every rule, once";
+    for (const auto& doc : doctor_rules()) {
+        const auto found = find_rule(doc.id);
+        ASSERT_TRUE(found.has_value()) << doc.id;
+        EXPECT_EQ(found->rule, doc.rule);
+    }
+}
+
+TEST(DoctorRegistry, AnchorsAndCasesExist) {
+    const auto tree = source_tree();
+    const auto anchors = github_anchors(tree / "docs" / "cuda-rules.md");
+    ASSERT_FALSE(anchors.empty()) << tree / "docs" / "cuda-rules.md";
+    for (const auto* r : every_rule()) {
+        EXPECT_EQ(anchors.count(r->anchor), 1u) << r->id << ": docs/cuda-rules.md#" << r->anchor;
+        const std::string case_id = r->reproduced_by;
+        if (case_id != pitfall::runner::doctor::no_reproducing_case) {
+            EXPECT_TRUE(is_scenario_variant(tree, case_id)) << r->id << ": " << case_id;
+        }
+    }
+}
+
+TEST(DoctorRegistry, EveryFindingComesFromItsRecord) {
+    for (const json& fp : synthetic_machines())
+        for (const auto& f : diagnose(fp).findings) {
+            const auto* r = pitfall::runner::doctor::rule_named(f.id);
+            ASSERT_NE(r, nullptr) << "unregistered id " << f.id;
+            EXPECT_EQ(f.rule, r->link()) << f.id;
+            EXPECT_EQ(f.reproduced_by, r->reproduced_by) << f.id;
+            EXPECT_NE(f.title, "") << f.id;
+            if (f.severity != finding_severity::ok) {
+                EXPECT_NE(f.why, "") << f.id << ": a problem says why it matters";
+                EXPECT_NE(f.fix, "") << f.id << ": a problem says what to do";
+            }
+        }
+}
+
+TEST(DoctorRegistry, EveryRuleFiresSomewhere) {
+    std::set<std::string> fired;
+    for (const json& fp : synthetic_machines())
+        for (const auto& f : diagnose(fp).findings)
+            fired.insert(f.id);
+    for (const auto* r : every_rule())
+        EXPECT_EQ(fired.count(r->id), 1u) << r->id << " fires on none of synthetic_machines()";
+}
+
+TEST(DoctorRegistry, ExplainedErrorsComeFromTheRules) {
+    const diagnosis stub = diagnose(with(healthy(), "/libraries/driver/cu_init", "CUresult 34"));
+    EXPECT_EQ(stub.explained_errors(), std::vector<std::string>{"cudaErrorStubLibrary"});
+    const diagnosis hidden = diagnose(with(healthy(), "/environment/CUDA_VISIBLE_DEVICES", "9"));
+    EXPECT_EQ(hidden.explained_errors(),
+              (std::vector<std::string>{"cudaErrorNoDevice", "cudaErrorInvalidDevice"}));
+    // A warning explains nothing: GPU 0 stays visible.
+    EXPECT_TRUE(diagnose(with(healthy(), "/environment/CUDA_VISIBLE_DEVICES", "0,9"))
+                    .explained_errors()
+                    .empty());
 }
 
 } // namespace
