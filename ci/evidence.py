@@ -24,7 +24,7 @@ from __future__ import annotations
 
 
 from claims import claim_of
-from matrix import BadInput
+from pitfall_drivers.files import BadInput  # tools/, on the path catalog.py sets
 
 REF_KINDS = ("check", "measurement", "event", "error", "signal", "ran_on")
 CLASSES = ("gated", "checked, not pinned", "modelled")  # best first

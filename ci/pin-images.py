@@ -18,10 +18,12 @@ import json
 import os
 import re
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from pitfall_drivers.files import write_atomically  # noqa: E402  (whole, mode 0644, then renamed)
 
 MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json",
@@ -88,11 +90,7 @@ def main() -> int:
     json.loads(text)  # still the same document
     if text == original:
         return 1 if failed else 0
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomically(path, text)
     return 1 if failed else 0
 
 

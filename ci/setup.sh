@@ -106,8 +106,9 @@ if [[ ! -x "$lint_tools/bin/actionlint" || ! -x "$lint_tools/bin/hadolint" ]]; t
 fi
 # --- Kubernetes manifest validator (ci/tests/test_fleet_k8s.py) ---
 # kubernetes-validate ships Kubernetes' API schemas as JSON Schema, so the generated fleet Job
-# (ci/fleet_k8s.py) is checked with no cluster (kubectl's --dry-run=client still asks a server
-# for its OpenAPI). Pinned with its dependencies, binary wheels only, in a target of its own.
+# (tools/pitfall_drivers/schedulers/kubernetes.py) is checked with no cluster (kubectl's
+# --dry-run=client still asks a server for its OpenAPI). Pinned with its dependencies, binary
+# wheels only, in a target of its own.
 k8s_tools="$root/.tools/k8s-validate"
 if ! PYTHONPATH="$k8s_tools" python3 -c "import kubernetes_validate.utils, yaml" 2>/dev/null; then
   echo "setup: installing kubernetes-validate into .tools/k8s-validate"

@@ -12,9 +12,11 @@
 #                                                  NewScenario.cmake and the scenario template
 #
 # so that a project elsewhere builds its own scenarios against it (see docs/install.md,
-# "Scenarios of your own, out of this tree"). The matrix driver is not installed: it builds
-# pitfall from a source tree. The fleet driver is (P/share/pitfall/fleet/): a cluster runs an
-# installed pitfall from a shared prefix.
+# "Scenarios of your own, out of this tree"). The matrix driver is not installed as a command
+# (the installed index names none; its modules come along in the drivers' package): it builds
+# pitfall from a source tree. The fleet driver is (P/share/pitfall/fleet/pitfall-fleet, beside
+# P/share/pitfall/fleet/pitfall_drivers/): a cluster runs an installed pitfall from a shared
+# prefix.
 include(CMakePackageConfigHelpers)
 
 set(PITFALL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/pitfall"
@@ -55,11 +57,13 @@ list(JOIN pitfall_installed_entries ",\n" pitfall_installed_body)
 _pitfall_relative(pitfall_installed_probe "${CMAKE_INSTALL_FULL_BINDIR}/pitfall-probe")
 # No "runs": a prefix is no place for them (the command then uses reports/runs of the working
 # folder), and no "matrix_driver" (not installed).
-install(PROGRAMS "${PROJECT_SOURCE_DIR}/ci/fleet.py" DESTINATION "${pitfall_share}/fleet")
-install(FILES "${PROJECT_SOURCE_DIR}/ci/safe_json.py" "${PROJECT_SOURCE_DIR}/ci/fleet_k8s.py"
-        DESTINATION "${pitfall_share}/fleet")
+# The fleet driver: its launcher and, beside it, the drivers' package (standard library only; the
+# launcher finds the package in its own folder).
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/pitfall-fleet" DESTINATION "${pitfall_share}/fleet")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/tools/pitfall_drivers" DESTINATION "${pitfall_share}/fleet"
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 _pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}"
-                     FLEET_DRIVER "fleet/fleet.py")
+                     FLEET_DRIVER "fleet/pitfall-fleet")
 _pitfall_index_document(pitfall_installed_index "${pitfall_installed_paths}" "${pitfall_installed_body}")
 file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/install/pitfall-index.json"
      CONTENT "${pitfall_installed_index}")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One cell of the CUDA/cuDNN matrix, inside its container (started by ci/matrix.py).
+"""One cell of the CUDA/cuDNN matrix, inside its container (started by `pitfall matrix run`,
+tools/pitfall_drivers/matrix.py).
 
 Mounted: the source tree read-only at /src, the cell's folder at /out, a build folder kept
 between runs at /build ($PITFALL_CELL_SRC, _OUT, _BUILD move them). The cell's definition is
@@ -33,6 +34,11 @@ import tempfile
 import time
 from pathlib import Path
 
+# The drivers' package in the same tree (tools/pitfall_drivers/, standard library only), for the
+# one way a file of ours is written: whole, then renamed into place.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from pitfall_drivers.files import write_atomically  # noqa: E402
+
 # The container's mount points; a GPU runner job that runs this script in its own nvidia/cuda
 # container (ci/, .github/workflows/gpu-matrix.yml) points them at its workspace instead.
 OUT = Path(os.environ.get("PITFALL_CELL_OUT", "/out"))
@@ -58,14 +64,6 @@ int main() {
 """
 
 
-def write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would follow the file into place
-    os.replace(tmp, path)
-
-
 def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> tuple[int, str]:
     """Runs argv (never a shell) with its output going to `log` as it comes (a long build can
     be followed there), returns (exit code, its output)."""
@@ -87,7 +85,7 @@ def run_logged(argv: list[str], log: Path, env: dict | None = None, cwd: Path | 
 
 def first_error(text: str) -> str:
     """The line a person would quote from a failed log (compiler, CMake, apt, pip): the first
-    error, else the last line. ci/matrix.py uses it too."""
+    error, else the last line. The matrix driver uses it too (tools/pitfall_drivers/containers.py)."""
     for line in text.splitlines():
         if re.search(r"#error|\berror\b|fatal|^E: |Unable to", line, re.IGNORECASE):
             return line.strip()[:400]
@@ -283,7 +281,7 @@ def main() -> int:
     facts = summary.get("fingerprint_summary", {})
     result["cuda_error"] = facts.get("cuda_error")
     # The machine as the run saw it (gpu_count, device_name, compute_capability, ...) and the
-    # baseline profile it chose: a GPU runner's cell is judged on both (ci/matrix.py judge --gpu).
+    # baseline profile it chose: a GPU runner's cell is judged on both (`pitfall matrix judge --gpu`).
     result["fingerprint"] = facts
     result["profile"] = summary.get("profile", {})
     result["verdicts"] = summary.get("counts", {})

@@ -1,8 +1,9 @@
-"""The fleet driver (ci/fleet.py): its parsing of Slurm's notations, the outcome it gives each
-node from Slurm's word and the task's own record, its batch script run for real by bash, its
-refusals of bad input; then a real Slurm cluster on this machine (ci/tests/slurm_cluster.py):
-three nodes, one whose driver is the toolkit's stub, one taken down, a fleet run across them and
-the merged report asserted to name the node that differs and the cases where it does.
+"""The fleet driver (tools/pitfall_drivers/fleet.py, schedulers/slurm.py): its parsing of
+Slurm's notations, the outcome it gives each node from Slurm's word and the task's own record,
+its batch script run for real by bash, its refusals of bad input; then a real Slurm cluster on
+this machine (ci/tests/slurm_cluster.py): three nodes, one whose driver is the toolkit's stub,
+one taken down, a fleet run across them and the merged report asserted to name the node that
+differs and the cases where it does.
 
 Environment: PITFALL_BIN (the pitfall binary); CI=true turns the real cluster's missing
 prerequisites into failures instead of skips.
@@ -25,10 +26,11 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 CI_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(CI_DIR))
+sys.path.insert(0, str(CI_DIR.parent / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fleet  # noqa: E402
-from safe_json import BadInput  # noqa: E402
+from pitfall_drivers import fleet_folder  # noqa: E402
+from pitfall_drivers.cli import BadInput  # noqa: E402
+from pitfall_drivers.schedulers import slurm as fleet_slurm  # noqa: E402
 from slurm_cluster import CUDA_STUB, LocalSlurm, missing_tools  # noqa: E402
 
 PITFALL = os.environ.get("PITFALL_BIN", str(CI_DIR.parent / "build" / "ci" / "bin" / "pitfall"))
@@ -41,33 +43,33 @@ def pitfall_fleet(*args: str, env: dict | None = None, timeout: float = 300) -> 
 
 class Notations(unittest.TestCase):
     def test_host_lists_expand_as_slurm_does(self):
-        self.assertEqual(fleet.expand_hostlist("gpu[01-03,07],cpu1"), ["gpu01", "gpu02", "gpu03", "gpu07", "cpu1"])
-        self.assertEqual(fleet.expand_hostlist("a[8-10]x"), ["a8x", "a9x", "a10x"])
-        self.assertEqual(fleet.expand_hostlist("n1,n1,n2"), ["n1", "n2"])
+        self.assertEqual(fleet_slurm.expand_hostlist("gpu[01-03,07],cpu1"), ["gpu01", "gpu02", "gpu03", "gpu07", "cpu1"])
+        self.assertEqual(fleet_slurm.expand_hostlist("a[8-10]x"), ["a8x", "a9x", "a10x"])
+        self.assertEqual(fleet_slurm.expand_hostlist("n1,n1,n2"), ["n1", "n2"])
         for bad in ("gpu[1-", "gpu]1[", "gpu[3-1]", "gpu[a-b]", "", ",", "bad name", "x;rm", "gpu[1-999999]"):
             with self.subTest(bad=bad), self.assertRaisesRegex(BadInput, "--nodelist"):
-                fleet.expand_hostlist(bad)
+                fleet_slurm.expand_hostlist(bad)
 
     def test_time_limits_in_slurms_forms(self):
         for text, seconds in (("30", 1800), ("1:30", 90), ("02:00:00", 7200), ("1-0", 86400),
                               ("1-02:03", 93780), ("1-02:03:04", 93784)):
             with self.subTest(text=text):
-                self.assertEqual(fleet.parse_time_limit(text), seconds)
+                self.assertEqual(fleet_slurm.parse_time_limit(text), seconds)
         for bad in ("", "0", "1h", "-5", "1:2:3:4", "abc"):
             with self.subTest(bad=bad), self.assertRaisesRegex(BadInput, "--time"):
-                fleet.parse_time_limit(bad)
+                fleet_slurm.parse_time_limit(bad)
 
     def test_gpu_counts_from_sinfo_gres(self):
-        self.assertEqual(fleet.parse_gpu_gres("gpu:h100:4(S:0-1),mps:100"), 4)
-        self.assertEqual(fleet.parse_gpu_gres("gpu:2,gpu:a10:1"), 3)
-        self.assertEqual(fleet.parse_gpu_gres("(null)"), 0)
-        self.assertEqual(fleet.parse_gpu_gres("gpu"), 1)
+        self.assertEqual(fleet_slurm.parse_gpu_gres("gpu:h100:4(S:0-1),mps:100"), 4)
+        self.assertEqual(fleet_slurm.parse_gpu_gres("gpu:2,gpu:a10:1"), 3)
+        self.assertEqual(fleet_slurm.parse_gpu_gres("(null)"), 0)
+        self.assertEqual(fleet_slurm.parse_gpu_gres("gpu"), 1)
 
     def test_elapsed_times(self):
-        self.assertEqual(fleet.slurm_duration("00:05"), 5.0)
-        self.assertEqual(fleet.slurm_duration("1:02:03"), 3723.0)
-        self.assertEqual(fleet.slurm_duration("2-00:00:01"), 172801.0)
-        self.assertIsNone(fleet.slurm_duration("INVALID"))
+        self.assertEqual(fleet_slurm.slurm_duration("00:05"), 5.0)
+        self.assertEqual(fleet_slurm.slurm_duration("1:02:03"), 3723.0)
+        self.assertEqual(fleet_slurm.slurm_duration("2-00:00:01"), 172801.0)
+        self.assertIsNone(fleet_slurm.slurm_duration("INVALID"))
 
 
 class Outcomes(unittest.TestCase):
@@ -81,7 +83,7 @@ class Outcomes(unittest.TestCase):
             if task is not None:
                 Path(d, "task.json").write_text(json.dumps(task))
             index = 0 if node == "n1" else None
-            return fleet.node_record(self.FLEET, node, index, slurm, Path(d))
+            return fleet_slurm.node_record(self.FLEET, node, index, slurm, Path(d))
 
     def test_each_slurm_state_gives_its_outcome(self):
         ran = {"run_exit": 1, "doctor_exit": 0}
@@ -104,7 +106,7 @@ class Outcomes(unittest.TestCase):
             with self.subTest(slurm=slurm, task=task):
                 rec = self.outcome(slurm, task)
                 self.assertEqual(rec["outcome"], want)
-                self.assertIn(rec["outcome"], fleet.NODE_OUTCOMES)
+                self.assertIn(rec["outcome"], fleet_folder.NODE_OUTCOMES)
                 if want not in ("ran", "pending", "running"):
                     self.assertTrue(rec.get("message"), rec)
 
@@ -119,21 +121,21 @@ class Outcomes(unittest.TestCase):
                         b'{"run_exit": 1e999}', b'{"run_exit": NaN}'):
             with self.subTest(payload=payload[:20]), tempfile.TemporaryDirectory() as d:
                 Path(d, "task.json").write_bytes(payload)
-                rec = fleet.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
+                rec = fleet_slurm.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
                 self.assertEqual(rec["outcome"], "run_failed")
 
     def test_slurm_not_answering_is_no_outcome(self):
         # An aged-out job is Slurm's answer (nothing to report); a controller that does not
         # answer is no answer at all, and must not turn running nodes into "lost" ones.
-        self.assertTrue(fleet._answered(0, "", "squeue"))
-        self.assertFalse(fleet._answered(1, "slurm_load_jobs error: Invalid job id specified", "squeue"))
-        with self.assertRaisesRegex(fleet.SlurmUnavailable, "Unable to contact slurm controller"):
-            fleet._answered(1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)", "squeue")
+        self.assertTrue(fleet_slurm._answered(0, "", "squeue"))
+        self.assertFalse(fleet_slurm._answered(1, "slurm_load_jobs error: Invalid job id specified", "squeue"))
+        with self.assertRaisesRegex(fleet_slurm.SlurmUnavailable, "Unable to contact slurm controller"):
+            fleet_slurm._answered(1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)", "squeue")
 
     def test_a_fifo_task_record_does_not_hang(self):
         with tempfile.TemporaryDirectory() as d:
             os.mkfifo(Path(d, "task.json"))
-            rec = fleet.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
+            rec = fleet_slurm.node_record(self.FLEET, "n1", 0, {"state": "COMPLETED"}, Path(d))
             self.assertEqual(rec["outcome"], "run_failed")
 
 
@@ -153,11 +155,11 @@ case "$1" in
 esac
 """)
         fake.chmod(0o755)
-        plan = fleet.Plan(out=d / "fleet", nodes=["gpu1", "gpu2"], skipped={}, pitfall=str(fake),
+        plan = fleet_slurm.Plan(out=d / "fleet", nodes=["gpu1", "gpu2"], skipped={}, pitfall=str(fake),
                           run_args=["--scenario", "float64_inputs", "--label", "it's $(quoted)"],
                           container="registry.example/pitfall:1 x", container_kind=container_kind)
         script = d / "fleet.sbatch"
-        script.write_text(fleet.batch_script(plan))
+        script.write_text(fleet_slurm.batch_script(plan))
         # srun as a container plugin's would be: it records its options, then runs the command.
         bin_dir = d / "bin"
         bin_dir.mkdir()
@@ -238,12 +240,12 @@ class BadFleetInput(unittest.TestCase):
             self.assertIn("no fleet.json", p.stderr)
             path = Path(d, "fleet.json")
             for content, word in ((b"\xff\xfe", "not UTF-8"), (b"[" * 10000, "deeper"), (b"{}", "not a fleet record"),
-                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "1", "nodes": ["a b"]}).encode(),
+                                  (json.dumps({"schema": fleet_folder.FLEET_SCHEMA, "job_id": "1", "nodes": ["a b"]}).encode(),
                                    "'nodes'"),
-                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": 7, "nodes": []}).encode(), "'job_id'"),
-                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
+                                  (json.dumps({"schema": fleet_folder.FLEET_SCHEMA, "job_id": 7, "nodes": []}).encode(), "'job_id'"),
+                                  (json.dumps({"schema": fleet_folder.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
                                                "skipped": {"n1": 5}}).encode(), "'skipped'"),
-                                  (json.dumps({"schema": fleet.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
+                                  (json.dumps({"schema": fleet_folder.FLEET_SCHEMA, "job_id": "7", "nodes": ["n1"],
                                                "node_down": {"n1": {"reason": []}}}).encode(), "'node_down'")):
                 with self.subTest(content=content[:30]):
                     path.write_bytes(content)
@@ -283,7 +285,7 @@ class BadFleetInput(unittest.TestCase):
                     src.write_bytes(content.encode("latin-1"))
                     err = io.StringIO()
                     with redirect_stdout(io.StringIO()), redirect_stderr(err):
-                        got = fleet.merge(out, {"all_nodes": ["n1"]}, str(stand_in), records)
+                        got = fleet_folder.merge(out, {"all_nodes": ["n1"]}, str(stand_in), records)
                     self.assertEqual(got, rc, err.getvalue())
                     self.assertIn(said, err.getvalue())
                     if said and "differ" not in said:

@@ -1,14 +1,13 @@
-"""Tests of ci/fleet_k8s.py, the Kubernetes Indexed Job of `pitfall fleet manifest --engine
-kubernetes`: the manifest against Kubernetes' own API schemas (kubernetes-validate, offline), what
-it asks for, its node script run for real by /bin/sh against a stand-in `pitfall` that records
-its arguments, hostile flag values, and bad flags.
+"""Tests of tools/pitfall_drivers/schedulers/kubernetes.py, the Kubernetes Indexed Job of
+`pitfall fleet manifest --engine kubernetes`: the manifest against Kubernetes' own API schemas
+(kubernetes-validate, offline), what it asks for, its node script run for real by /bin/sh
+against a stand-in `pitfall` that records its arguments, hostile flag values, and bad flags.
 
 Environment: PITFALL_K8S_VALIDATE (the folder ci/setup.sh installs kubernetes-validate and its
 dependencies into; default .tools/k8s-validate). Without it the schema tests say SKIP, except
 under CI=true, where they fail.
 """
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -20,15 +19,15 @@ import unittest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATOR = ROOT / "ci" / "fleet_k8s.py"
+# The manifest as a script: the fleet driver's launcher, `pitfall fleet manifest` without pitfall.
+GENERATOR = ROOT / "tools" / "pitfall-fleet"
 VALIDATOR_DIR = Path(os.environ.get("PITFALL_K8S_VALIDATE", ROOT / ".tools" / "k8s-validate"))
 # The newest Kubernetes the validator has schemas for, and the oldest docs/kubernetes.md
 # supports: backoffLimitPerIndex is stable from 1.33.
 KUBERNETES_VERSIONS = ("1.37.0", "1.33.0")
 
-spec = importlib.util.spec_from_file_location("fleet_k8s", GENERATOR)
-fleet_k8s = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fleet_k8s)
+sys.path.insert(0, str(ROOT / "tools"))
+from pitfall_drivers.schedulers import kubernetes as fleet_k8s  # noqa: E402
 
 BASE = ["--engine", "kubernetes", "--image", "registry.example/pitfall:0.1"]
 
@@ -376,11 +375,11 @@ class Output(unittest.TestCase):
             self.assertEqual(list(Path(tmp).iterdir()), [])
 
     def test_it_runs_as_a_script(self):
-        done = subprocess.run([sys.executable, str(GENERATOR), *BASE, "--nodes", "2", "--claim", "c",
+        done = subprocess.run([sys.executable, str(GENERATOR), "manifest", *BASE, "--nodes", "2", "--claim", "c",
                                "--format", "json"], capture_output=True, text=True, timeout=30)
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(json.loads(done.stdout)["spec"]["completions"], 2)
-        done = subprocess.run([sys.executable, str(GENERATOR), "--engine", "slurm"],
+        done = subprocess.run([sys.executable, str(GENERATOR), "manifest", "--engine", "slurm"],
                               capture_output=True, text=True, timeout=30)
         self.assertEqual(done.returncode, 2)
         self.assertIn("--engine", done.stderr)

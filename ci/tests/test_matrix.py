@@ -1,12 +1,12 @@
-"""Tests of the matrix machinery: ci/matrix.json and its checks, the driver's commands (dry run,
-spec, runner cells), the merged report of cell folders (the real pitfall binary), the CI files
-(actionlint, hadolint, GitLab in step with the matrix), and one real cell in a real container.
+"""Tests of the matrix machinery: ci/matrix.json, its schema (reports/schema/matrix.schema.json)
+and its checks, the driver's commands (tools/pitfall-matrix: dry run, spec, runner cells), the
+merged report of cell folders (the real pitfall binary), the CI files (actionlint, hadolint,
+GitLab in step with the matrix), and one real cell in a real container.
 
 Environment: PITFALL_BIN (the pitfall binary), PITFALL_TOOLS (.tools/lint, where setup puts
 actionlint and hadolint), PITFALL_MATRIX_OUT (the real cell's output folder).
 """
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -20,13 +20,12 @@ from pathlib import Path
 import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER = ROOT / "ci" / "matrix.py"
+DRIVER = ROOT / "tools" / "pitfall-matrix"
 MATRIX = json.loads((ROOT / "ci" / "matrix.json").read_text())
 RUNNER_FIXTURES = ROOT / "ci" / "tests" / "fixtures" / "gpu-runner"
 
-spec = importlib.util.spec_from_file_location("matrix", DRIVER)
-matrix = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(matrix)
+sys.path.insert(0, str(ROOT / "tools"))
+from pitfall_drivers import containers, matrix, matrix_file  # noqa: E402
 
 
 def drive(*args, env=None):
@@ -253,6 +252,127 @@ class MatrixFileMutations(unittest.TestCase):
                 self.assertNotIn("Traceback", r.stderr)
 
 
+class MatrixSchema(unittest.TestCase):
+    """reports/schema/matrix.schema.json: a Draft 2020-12 schema the real matrix file meets, the
+    driver's own reader of it (tools/pitfall_drivers/schema.py) judging every broken copy of the
+    file as Python's jsonschema does, and the errors naming the file and the field."""
+
+    SCHEMA = json.loads((ROOT / "reports" / "schema" / "matrix.schema.json").read_text())
+
+    def refused(self, doc) -> str:
+        path = Path(write_matrix(doc))
+        try:
+            with self.assertRaises(matrix.BadInput) as caught:
+                matrix_file.load_matrix(path)
+        finally:
+            path.unlink()
+        message = str(caught.exception)
+        self.assertTrue(message.startswith(f"{path}: "), message)
+        return message[len(f"{path}: "):]
+
+    def test_the_schema_is_draft_2020_12_and_the_real_matrix_meets_it(self):
+        jsonschema.Draft202012Validator.check_schema(self.SCHEMA)
+        self.assertEqual(self.SCHEMA["$schema"], "https://json-schema.org/draft/2020-12/schema")
+        jsonschema.validate(MATRIX, self.SCHEMA, cls=jsonschema.Draft202012Validator)
+        self.assertIsNone(matrix_file.validator().first_problem(MATRIX))
+        # The harness embeds every file of reports/schema/ between these delimiters.
+        self.assertNotIn(')pitfall_schema"', (ROOT / "reports" / "schema" / "matrix.schema.json").read_text())
+
+    def test_a_wrong_type_names_the_field(self):
+        for where, change, said in (
+                (("cells", 0, "cudnn", "build"), 5, "cell 'cuda11.8-gcc11'.cudnn.build: expected a non-empty string"),
+                (("cells", 3, "stub_driver_on_path"), "yes", "cell 'cuda12.4-no-driver-library'.stub_driver_on_path: expected true or false"),
+                (("cells", 0, "expect", "outcome"), "passed", "cell 'cuda11.8-gcc11'.expect.outcome: expected one of ran, "),
+                (("cells", 0, "cuda_architectures", 1), 75, "cell 'cuda11.8-gcc11'.cuda_architectures[1]: expected a string"),
+                (("images", "bookworm-cuda11.8", "apt_packages"), "g++-11", "images.bookworm-cuda11.8.apt_packages: expected a list"),
+                (("images", "bookworm-cuda11.8", "cudnn_mix"), 7, "images.bookworm-cuda11.8.cudnn_mix: expected NAME=BASE:OTHER"),
+                (("cells",), {}, "cells: expected a list of cells")):
+            with self.subTest(where=where):
+                doc = copy.deepcopy(MATRIX)
+                parent = doc
+                for step in where[:-1]:
+                    parent = parent[step]
+                parent[where[-1]] = change
+                self.assertIn(said, self.refused(doc))
+        # A cell without a usable id is named by its place in the list.
+        doc = copy.deepcopy(MATRIX)
+        doc["cells"][2]["id"] = 7
+        self.assertTrue(self.refused(doc).startswith("cells[2].id: expected a cell id"))
+
+    def test_what_a_schema_cannot_say_is_still_checked(self):
+        doc = copy.deepcopy(MATRIX)
+        doc["images"]["bookworm-cuda13.2-wheels"]["wheel_toolkit"] = "toolkit"
+        self.assertEqual(self.refused(doc), "images.bookworm-cuda13.2-wheels.wheel_toolkit: "
+                                            "'toolkit' is not one of its wheels' prefixes")
+        doc = copy.deepcopy(MATRIX)
+        doc["cells"][1]["id"] = doc["cells"][0]["id"]
+        self.assertEqual(self.refused(doc), "cell 'cuda11.8-gcc11'.id: defined twice")
+
+    def test_unknown_fields_are_allowed_as_before(self):
+        # The reader never refused a field it does not know (doc, note: words for people), and
+        # the schema keeps it so.
+        doc = copy.deepcopy(MATRIX)
+        doc["zz_unknown"] = 1
+        doc["images"]["bookworm-cuda11.8"]["zz_unknown"] = [1]
+        doc["cells"][0]["zz_unknown"] = {"a": None}
+        doc["cells"][0]["expect"]["zz_unknown"] = "x"
+        path = Path(write_matrix(doc))
+        try:
+            self.assertEqual(matrix_file.load_matrix(path)["zz_unknown"], 1)
+        finally:
+            path.unlink()
+
+    def test_the_drivers_reader_judges_as_jsonschema_does(self):
+        # Every field replaced by each wrong value, removed, or given an unknown field. No string
+        # ends in a line break: Python's jsonschema lets `$` match before one, ECMA-262 (what
+        # JSON Schema's patterns are, and the harness's validator) does not, nor does the driver.
+        reference = jsonschema.Draft202012Validator(self.SCHEMA)
+        ours = matrix_file.validator()
+        judged = refused = 0
+        for at in list(field_paths(MATRIX)):
+            for wrong in MatrixFileMutations.WRONG_VALUES + ["../x", "a==1", 2.0, "delete", "unknown"]:
+                doc = mutated(MATRIX, at, wrong)
+                if doc is None:
+                    continue
+                judged += 1
+                expected = reference.is_valid(doc)
+                refused += not expected
+                self.assertEqual(ours.first_problem(doc) is None, expected, f"{at} = {wrong!r}")
+        print(f"matrix schema: {judged} copies, {refused} refused, the driver's reader agreeing on each")
+        self.assertGreater(refused, judged // 2)
+
+
+def field_paths(node, at=()):
+    """The place of every value in a document, the root first, as tuples of keys and indices."""
+    yield at
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from field_paths(value, at + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from field_paths(value, at + (i,))
+
+
+def mutated(doc, at: tuple, wrong):
+    """A copy of doc with the value at `at` replaced by `wrong`, removed ("delete") or given a
+    field it does not know ("unknown"); None where that change makes no sense."""
+    doc = copy.deepcopy(doc)
+    if not at:
+        return None if wrong == "delete" else dict(doc, zz_unknown=1) if wrong == "unknown" else wrong
+    parent = doc
+    for step in at[:-1]:
+        parent = parent[step]
+    if wrong == "delete":
+        del parent[at[-1]]
+    elif wrong == "unknown":
+        if not isinstance(parent[at[-1]], dict):
+            return None
+        parent[at[-1]]["zz_unknown"] = 1
+    else:
+        parent[at[-1]] = copy.deepcopy(wrong)
+    return doc
+
+
 class Driver(unittest.TestCase):
     def test_dry_run_prints_the_isolated_run_and_writes_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -310,8 +430,8 @@ class Driver(unittest.TestCase):
     def test_image_tags_follow_their_inputs(self):
         image = MATRIX["images"]["trixie-cuda12.4"]
         changed = dict(image, apt_packages=image["apt_packages"] + ["g++-12"])
-        self.assertEqual(matrix.image_ref("trixie-cuda12.4", image), matrix.image_ref("trixie-cuda12.4", dict(image)))
-        self.assertNotEqual(matrix.image_ref("trixie-cuda12.4", image), matrix.image_ref("trixie-cuda12.4", changed))
+        self.assertEqual(containers.image_ref("trixie-cuda12.4", image), containers.image_ref("trixie-cuda12.4", dict(image)))
+        self.assertNotEqual(containers.image_ref("trixie-cuda12.4", image), containers.image_ref("trixie-cuda12.4", changed))
 
     def test_a_cell_is_judged_against_its_expectation(self):
         cell = {"expect": {"outcome": "compile_failed", "stage": "host_compiler", "message_contains": "unsupported GNU"}}
@@ -372,8 +492,8 @@ class Driver(unittest.TestCase):
 
 
 class RunnerJudgement(unittest.TestCase):
-    """GPU-runner cell folders (ci/tests/fixtures/gpu-runner/: cell-spec.json as `matrix.py spec
-    --gpu-runner --gpu` writes it, cell.json as containers/cell_entry.py writes it, run/summary.json
+    """GPU-runner cell folders (ci/tests/fixtures/gpu-runner/: cell-spec.json as `pitfall matrix
+    spec --gpu-runner --gpu` writes it, cell.json as containers/cell_entry.py writes it, run/summary.json
     as `pitfall run` writes it) judged through the real command line. broken-driver is a real
     cell run on a machine without a driver; the others carry the fingerprint of the H100 run the
     hopper-cuda13 notes describe, changed where the case needs it."""
@@ -613,7 +733,7 @@ class CiFiles(unittest.TestCase):
 
     def test_github_runs_one_job_per_cell_and_gpu(self):
         text = (ROOT / ".github" / "workflows" / "gpu-matrix.yml").read_text()
-        self.assertIn("ci/matrix.py runner-cells", text)
+        self.assertIn("tools/pitfall-matrix runner-cells", text)
         self.assertIn("include: ${{ fromJSON(needs.cells.outputs.cells) }}", text)
         self.assertIn('judge --cells "$CELL" --gpu "$GPU"', text)
         self.assertIn('--gpu-runner --gpu "$GPU"', text)

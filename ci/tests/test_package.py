@@ -135,7 +135,7 @@ class Package(unittest.TestCase):
             self.assertIn(entry["name"], listing.stdout)
         # The fleet driver is installed (a cluster runs pitfall from a shared prefix): the
         # installed index names it, and both its Slurm and Kubernetes halves answer.
-        self.assertEqual(doc["paths"]["fleet_driver"], "fleet/fleet.py")
+        self.assertEqual(doc["paths"]["fleet_driver"], "fleet/pitfall-fleet")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALL_")}
         fleet = run([self.pitfall, "fleet", "--help"], cwd="/", env=env)
         self.assertEqual(fleet.returncode, 0, fleet.stderr)

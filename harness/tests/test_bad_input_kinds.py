@@ -562,7 +562,7 @@ class MatrixFileKinds(Kinds):
             path = self.fresh_path("matrix.json")
             make(path)
             try:
-                r = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "matrix.py"), "list",
+                r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "pitfall-matrix"), "list",
                                     "--matrix", path], capture_output=True, text=True, timeout=30)
             except subprocess.TimeoutExpired:
                 self.fail(f"matrix file / {kind}: a hang")

@@ -1937,7 +1937,7 @@ class Locate(FixtureTest):
         seen = json.loads(p.stdout)
         self.assertEqual(seen["argv"], args)
         self.assertEqual(os.path.realpath(seen["binary"]), os.path.realpath(BIN))
-        # Without the variable: the build's index names ci/matrix.py, whose help this is.
+        # Without the variable: the build's index names tools/pitfall-matrix, whose help this is.
         p = subprocess.run([BIN, "matrix", "--help"], capture_output=True, text=True, env=self.env(),
                            timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)

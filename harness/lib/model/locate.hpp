@@ -18,8 +18,8 @@ struct installation {
     std::string index;         ///< the scenario index (pitfall-index.json)
     std::string expected;      ///< the baselines folder (expected/)
     std::string probe;         ///< the environment probe program (pitfall-probe)
-    std::string matrix_driver; ///< the container matrix driver (ci/matrix.py)
-    std::string fleet_driver;  ///< the cluster fleet driver (ci/fleet.py)
+    std::string matrix_driver; ///< the container matrix driver (tools/pitfall-matrix)
+    std::string fleet_driver;  ///< the cluster fleet driver (tools/pitfall-fleet)
     /// Where a run without --out makes its folder: the index's, else reports/runs under the
     /// working directory (an installed index names none: its prefix is no place for runs).
     std::string runs;

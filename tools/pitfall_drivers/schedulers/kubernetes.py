@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`pitfall fleet manifest --engine kubernetes`: a Kubernetes Indexed Job that runs pitfall once
 on each of N GPU nodes and leaves, on a volume every node mounts, the same folders a Slurm fleet
 run leaves on its shared file system:
@@ -16,7 +15,8 @@ usage: pitfall fleet manifest --engine kubernetes --image IMAGE (--nodes N | --n
          [--scenario S] [--backend B] [--variant V] [--label L]
 
 Exit status: 0 the manifest was printed (or written to --out); 2 a bad flag (the message names
-it) or --out could not be written (the message names the file and the reason).
+it) or --out could not be written (the message names the file and the reason). The pitfall
+binary reaches it as `pitfall fleet manifest` (fleet.py hands it the flags).
 
 Standard library only: the YAML is written by hand, every string as a JSON string (a JSON string
 is a valid YAML double-quoted scalar) but the node script, which is a literal block ("|") so a
@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import sys
-import tempfile
-from pathlib import Path
+
+from ..cli import BadInput, Parser, guarded, parse
+from ..files import write_atomically
+from ..fleet_folder import NODE_SCHEMA
+from .base import Scheduler
 
 PROG = "pitfall fleet manifest"
-NODE_SCHEMA = "pitfall.fleet-node/1"
 CONTAINER_NAME = "pitfall"
 VOLUME_NAME = "results"
 # The resource the NVIDIA device plugin advertises, and the taint GPU node pools commonly carry
@@ -55,18 +56,8 @@ FILTER_FLAGS = ("scenario", "backend", "variant", "label")
 BACKENDS = ("cpu", "cuda")
 
 
-class UsageError(Exception):
-    """A bad flag: the message names it. main() prints it and returns 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse would print and sys.exit(2) itself; main() must return its status instead.
-    def error(self, message):
-        raise UsageError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(prog=PROG, add_help=True, allow_abbrev=False,
+def _parser() -> Parser:
+    p = Parser(prog=PROG, add_help=True, allow_abbrev=False,
                 description="Print a Kubernetes Indexed Job that runs `pitfall doctor --json` and "
                             "`pitfall run` once on each of N GPU nodes (docs/kubernetes.md).")
     p.add_argument("--engine", required=True, choices=["kubernetes"],
@@ -98,17 +89,17 @@ def _check_text(flag: str, value: str) -> str:
     # that is not printable (a newline would start a new shell command in an unquoted context,
     # and a control character is not allowed in a YAML stream).
     if value == "":
-        raise UsageError(f"--{flag}: empty value")
+        raise BadInput(f"--{flag}: empty value")
     bad = next((c for c in value if not c.isprintable()), None)
     if bad is not None:
-        raise UsageError(f"--{flag} {value!r}: contains the unprintable character {bad!r}")
+        raise BadInput(f"--{flag} {value!r}: contains the unprintable character {bad!r}")
     return value
 
 
 def _check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str) -> str:
     _check_text(flag, value)
     if len(value) > limit or not pattern.fullmatch(value):
-        raise UsageError(f"--{flag} {value!r}: not {what} (lower case letters, digits and '-'"
+        raise BadInput(f"--{flag} {value!r}: not {what} (lower case letters, digits and '-'"
                          f"{', dots between parts' if pattern is DNS_SUBDOMAIN else ''}; starting "
                          f"and ending with a letter or digit; at most {limit} characters)")
     return value
@@ -116,7 +107,7 @@ def _check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str
 
 def _check_count(flag: str, value: str, limit: int) -> int:
     if not re.fullmatch(r"[0-9]+", value or "") or not 1 <= int(value) <= limit:
-        raise UsageError(f"--{flag} {value!r}: expected a whole number in [1, {limit}]")
+        raise BadInput(f"--{flag} {value!r}: expected a whole number in [1, {limit}]")
     return int(value)
 
 
@@ -124,9 +115,9 @@ def _check_abs_path(flag: str, value: str) -> str:
     _check_text(flag, value)
     parts = value.split("/")
     if not value.startswith("/") or ".." in parts:
-        raise UsageError(f"--{flag} {value!r}: expected an absolute path with no '..'")
+        raise BadInput(f"--{flag} {value!r}: expected an absolute path with no '..'")
     if value.rstrip("/") == "":
-        raise UsageError(f"--{flag} {value!r}: the root folder cannot be the results folder")
+        raise BadInput(f"--{flag} {value!r}: the root folder cannot be the results folder")
     return value
 
 
@@ -146,18 +137,18 @@ def parse_time(value: str) -> int:
         if m:
             break
     else:
-        raise UsageError(f"--time {value!r}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+        raise BadInput(f"--time {value!r}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
                          "D-HH:MM:SS")
     fields = dict(zip(names, (int(g) for g in m.groups())))
     # The first field may be as large as it likes (Slurm reads "90" as 90 minutes); the ones
     # after it are on a clock.
     for unit, limit in (("hours", 24), ("minutes", 60), ("seconds", 60)):
         if unit in fields and unit != names[0] and fields[unit] >= limit:
-            raise UsageError(f"--time {value!r}: {unit} after the first field must be below {limit}")
+            raise BadInput(f"--time {value!r}: {unit} after the first field must be below {limit}")
     scale = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
     total = sum(scale[unit] * n for unit, n in fields.items())
     if total <= 0:
-        raise UsageError(f"--time {value!r}: must be longer than 0 (leave --time out for no limit)")
+        raise BadInput(f"--time {value!r}: must be longer than 0 (leave --time out for no limit)")
     return total
 
 
@@ -165,21 +156,21 @@ def _check_filter(flag: str, value: str) -> str:
     _check_text(flag, value)
     items = value.split(",")
     if any(item == "" for item in items):
-        raise UsageError(f"--{flag} {value!r}: an empty item in the list")
+        raise BadInput(f"--{flag} {value!r}: an empty item in the list")
     if flag == "backend":
         unknown = [item for item in items if item not in BACKENDS]
         if unknown:
-            raise UsageError(f"--backend {value!r}: unknown backend {unknown[0]!r} "
+            raise BadInput(f"--backend {value!r}: unknown backend {unknown[0]!r} "
                              f"(expected {' or '.join(BACKENDS)})")
     return value
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The flags, checked: raises UsageError naming the flag that is wrong."""
-    opts = _parser().parse_args(argv)
+    """The flags, checked: raises BadInput naming the flag that is wrong."""
+    opts = parse(_parser(), argv)
     _check_text("image", opts.image)
     if any(c.isspace() for c in opts.image):
-        raise UsageError(f"--image {opts.image!r}: an image reference has no spaces")
+        raise BadInput(f"--image {opts.image!r}: an image reference has no spaces")
     _check_dns("name", opts.name, DNS_LABEL, 63, "a DNS-1123 label")
     _check_dns("namespace", opts.namespace, DNS_LABEL, 63, "a DNS-1123 label")
     if opts.nodelist is not None:
@@ -187,15 +178,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         nodes = opts.nodelist.split(",")
         for node in nodes:
             if node == "":
-                raise UsageError(f"--nodelist {opts.nodelist!r}: an empty node name in the list")
+                raise BadInput(f"--nodelist {opts.nodelist!r}: an empty node name in the list")
             _check_dns("nodelist", node, DNS_SUBDOMAIN, 253, "a Kubernetes node name")
         seen = set()
         for node in nodes:
             if node in seen:
-                raise UsageError(f"--nodelist: {node!r} is named twice (one pod runs per node)")
+                raise BadInput(f"--nodelist: {node!r} is named twice (one pod runs per node)")
             seen.add(node)
         if len(nodes) > MAX_NODES:
-            raise UsageError(f"--nodelist: {len(nodes)} nodes, more than an Indexed Job "
+            raise BadInput(f"--nodelist: {len(nodes)} nodes, more than an Indexed Job "
                              f"runs at once ({MAX_NODES})")
         opts.nodelist = nodes
         opts.node_count = len(nodes)
@@ -414,33 +405,16 @@ def render(manifest: dict, fmt: str) -> str:
     return header + "\n".join(_yaml_lines(manifest, 0)) + "\n"
 
 
-def write_atomically(path: str, text: str) -> None:
-    """text into path through a temporary file in the same folder, renamed over it: a reader
-    sees the old file or the whole new one."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def main(argv: list[str]) -> int:
+    """`pitfall fleet manifest ARGS`: the exit status; a bad flag is said on stderr, exit 2."""
     try:
-        opts = parse_args(argv)
+        return guarded(PROG, _manifest, argv)
     except SystemExit as e:  # --help: argparse printed it
         return int(e.code or 0)
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+
+
+def _manifest(argv: list[str]) -> int:
+    opts = parse_args(argv)
     text = render(build_manifest(opts), opts.format)
     if opts.out is None:
         sys.stdout.write(text)
@@ -448,10 +422,20 @@ def main(argv: list[str]) -> int:
     try:
         write_atomically(opts.out, text)
     except OSError as e:
-        print(f"{PROG}: error: --out {opts.out!r}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+        raise BadInput(f"--out {opts.out!r}: cannot write: {e.strerror or e}") from e
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+class KubernetesScheduler(Scheduler):
+    """`pitfall fleet manifest --engine kubernetes`; kubectl applies and follows the Job."""
+
+    name = "kubernetes"
+    instead = {
+        "run": "drives Slurm; for Kubernetes, `pitfall fleet manifest --engine kubernetes`",
+        **{command: "follows no Kubernetes Job: `kubectl get pods -l app.kubernetes.io/name=pitfall-fleet` "
+                    "says each pod's state; `pitfall report --merge <results>/nodes/*` merges"
+           for command in ("status", "collect", "cancel")},
+    }
+
+    def manifest(self, argv: list[str]) -> int:
+        return main(argv)

@@ -1,46 +1,34 @@
-#!/usr/bin/env python3
-"""pitfall fleet: the suite on every GPU node of a cluster, and which node differs.
-
-`pitfall fleet` runs this file. On Slurm, `fleet run` submits ONE array job with one task per
-node: the job is submitted held, each task is pinned to its own node (`scontrol update
-JobId=<job>_<i> ReqNodeList=<node>`, which splits the task out of the array's pending record),
-then released; every task asks for its node whole (--exclusive). Each task runs
-`pitfall doctor --json` and `pitfall run` into DIR/nodes/<node>/ on a shared file system. The
-driver follows the tasks with squeue (pending, running) and sacct, or scontrol where the cluster
-keeps no accounting (done), writes each node's outcome into DIR/nodes/<node>/node.json (ran, or
-why not: run_failed, job_failed, node_down, timed_out, cancelled) and ends with the merged report
-(`pitfall report --merge DIR/nodes/*`): nodes grouped by fingerprint, and first the cases whose
-verdict or outcome differs between nodes of one group. A node that fails is a result, never an
-abort. `fleet manifest --engine kubernetes` writes an Indexed Job instead (ci/fleet_k8s.py).
-
-Exit status: 0 every node ran and met its baselines, and no case differs within a fingerprint
-group; 1 not; 2 bad usage or bad input (no Slurm client, unknown node, malformed fleet folder);
-130 interrupted (the job is cancelled, what finished is kept and merged).
+"""Slurm: `pitfall fleet run --engine slurm` submits ONE array job with one task per node. The job
+is submitted held, each task is pinned to its own node (`scontrol update JobId=<job>_<i>
+ReqNodeList=<node>`, which splits the task out of the array's pending record), then released;
+every task asks for its node whole (--exclusive). Each task runs `pitfall doctor --json` and
+`pitfall run` into DIR/nodes/<node>/ on a shared file system. The driver follows the tasks with
+squeue (pending, running) and sacct, or scontrol where the cluster keeps no accounting (done),
+writes each node's outcome into DIR/nodes/<node>/node.json (ran, or why not: run_failed,
+job_failed, node_down, timed_out, cancelled) and ends with the merged report (fleet_folder.py).
+A node that fails is a result, never an abort. docs/fleet.md says which Slurm behaviour this
+relies on.
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from safe_json import BadInput, read_json, write_atomically  # noqa: E402
+from .. import TREE
+from ..cli import EXIT_INTERRUPTED, EXIT_OK, BadInput
+from ..fleet_folder import (FLEET_SCHEMA, NODE_NAME, NODE_SCHEMA, call, counts, describe, eta_text, human_seconds,
+                            merge, utc_now, write_records)
+from ..files import read_json, write_atomically
+from .base import Scheduler
 
-EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FLEET_SCHEMA, NODE_SCHEMA, TASK_SCHEMA = "pitfall.fleet/1", "pitfall.fleet-node/1", "pitfall.fleet-task/1"
-# Slurm node names as slurm.conf allows them in practice; anything else is refused before it
-# reaches a command line or a folder name.
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+TASK_SCHEMA = "pitfall.fleet-task/1"
 # A node in one of these states takes no new job: its task would pend for ever.
 # ("idle*", a node that missed a ping, is not one: Slurm marks it DOWN only after SlurmdTimeout.)
 UNUSABLE_STATES = ("down", "drain", "fail", "maint", "inval", "unknown", "future", "power", "reboot")
@@ -51,72 +39,7 @@ LIVE_STATES = {"PENDING": "pending", "CONFIGURING": "running", "RUNNING": "runni
 FINAL_STATES = {"COMPLETED": "ran", "FAILED": "job_failed", "OUT_OF_MEMORY": "job_failed", "BOOT_FAIL": "job_failed",
                 "DEADLINE": "timed_out", "TIMEOUT": "timed_out", "NODE_FAIL": "node_down", "CANCELLED": "cancelled",
                 "PREEMPTED": "job_failed", "REVOKED": "cancelled", "SPECIAL_EXIT": "job_failed"}
-NODE_OUTCOMES = ("ran", "run_failed", "job_failed", "node_down", "timed_out", "cancelled", "pending", "running", "lost")
 FILTER_FLAGS = ("scenario", "backend", "variant", "label")
-REPORT_JSON = "fleet-report.json"  # reports/schema/fleet-report.schema.json
-
-USAGE = """\
-usage: pitfall fleet <command> [options]
-
-The suite on every GPU node of a cluster, one Slurm array job with one task per node, and the
-merged report that says which node differs.
-
-commands:
-  run --engine slurm [--out DIR] [options] [filters]
-                      submit the array job, follow it, collect, merge (see run options)
-  status DIR [--json] each node's state now (from squeue, sacct or scontrol); changes nothing
-  collect DIR         write each node's node.json from Slurm's states and merge the report
-                      (DIR/fleet.md, DIR/fleet.html, DIR/fleet-report.json); safe to repeat
-  cancel DIR          scancel the fleet's job, then collect
-  manifest --engine kubernetes ...
-                      a Kubernetes Indexed Job doing the same, one pod per GPU node
-                      (`pitfall fleet manifest --help`; docs/kubernetes.md)
-
-run options:
-  --engine slurm      the scheduler (Slurm is the one there is; Kubernetes: `fleet manifest`)
-  --out DIR           the fleet folder, on a file system every node mounts at the same path
-                      (default: reports/fleet/<UTC time>): fleet.json, fleet.sbatch,
-                      nodes/<node>/{node.json,task.json,doctor.json,slurm.out,run/}, fleet.md,
-                      fleet.html, fleet-report.json (the report as data)
-  --partition P       the partition (default: the cluster's default partition)
-  --nodes N           N nodes of the partition that are up (the first N by name)
-  --nodelist LIST     these nodes (Slurm's form: gpu[01-04],gpu07); default: every node of the
-                      partition (the GPU nodes, where some have a gpu GRES)
-  --gres G            each task's generic resources (gpu:1); auto (default): gpu:<count> when
-                      the chosen nodes have a gpu GRES, none otherwise; none: ask for none
-  --time T            each task's time limit (Slurm's forms: MM, HH:MM:SS, D-HH:MM:SS)
-  --container IMAGE   run doctor and run inside IMAGE through the cluster's container plugin:
-                      pyxis (srun --container-image) where srun offers it, else Slurm's own OCI
-                      support (srun --container, IMAGE an OCI bundle folder)
-  --pitfall PATH      the pitfall binary every node runs (default: this one; in a container:
-                      `pitfall` on the image's PATH)
-  --profile P, --samples N, --timeout-scale X
-                      passed to `pitfall run` on every node
-  --poll S            seconds between looks at the queue (default 5)
-  --no-wait           submit and return: follow with `fleet status`, end with `fleet collect`
-  --dry-run           print the batch script and the sbatch and scontrol commands; submit nothing
-
-filters (passed to `pitfall run`): --scenario S, --backend B, --variant V, --label L (repeatable,
-or comma-separated)
-
-node outcomes: ran (pitfall run judged its cases), run_failed (the job ran, pitfall could not:
-its exit status and the reason), job_failed (Slurm's state and reason), node_down (down or drained
-when submitted, failed while running), timed_out, cancelled, pending or running (not over yet),
-lost (Slurm no longer knows the task and it left no record).
-
-exit status: 0 every node ran and met its baselines, and no case differs between nodes of one
-fingerprint group; 1 not (or not over yet); 2 bad usage or bad input; 130 interrupted (the job is
-cancelled, finished nodes are kept and merged).
-"""
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def human_seconds(s: float) -> str:
-    s = int(round(max(s, 0)))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 # ---- Slurm's notations -------------------------------------------------------------------------
@@ -231,15 +154,8 @@ class Slurm:
                            f"or run on a login node)")
         self.accounting: bool | None = None  # found out on first use of sacct
 
-    @staticmethod
-    def call(argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
-        except FileNotFoundError:
-            return 127, "", f"{argv[0]}: not found"
-        except subprocess.TimeoutExpired:
-            return 124, "", f"{argv[0]} did not answer in {timeout:.0f} s"
-        return p.returncode, p.stdout, p.stderr.strip()
+    # Every Slurm command goes through fleet_folder.call: no shell, a timeout, (rc, out, err).
+    call = staticmethod(call)
 
     def nodes(self, partition: str | None, names: list[str] | None) -> dict[str, dict]:
         """Node -> {state, gres, reason, partitions} from sinfo (one line per node and partition)."""
@@ -422,12 +338,8 @@ def node_record(fleet: dict, node: str, task: int | None, slurm: dict | None, no
         return rec
     rec.update(job_id=f"{fleet['job_id']}_{task}", array_task=task)
     own = read_task(node_dir) or {}
-    for key in ("started_at", "ended_at"):
-        if isinstance(own.get(key), str):
-            rec[key] = own[key]
-    for key in ("run_exit", "doctor_exit"):
-        if isinstance(own.get(key), int) and not isinstance(own.get(key), bool):
-            rec[key] = own[key]
+    rec.update({k: own[k] for k in ("started_at", "ended_at") if isinstance(own.get(k), str)})
+    rec.update({k: own[k] for k in ("run_exit", "doctor_exit") if _is_int(own.get(k))})
     if fleet.get("node_down", {}).get(node):  # cancelled by the driver: its node went down
         info = fleet["node_down"][node]
         rec.update(outcome="node_down", slurm_state=info.get("state", ""), reason=info.get("reason", ""),
@@ -440,6 +352,16 @@ def node_record(fleet: dict, node: str, task: int | None, slurm: dict | None, no
         else:
             rec.update(outcome="lost", message="Slurm no longer knows the task and it left no record")
         return rec
+    return _judged(rec, slurm, own)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _judged(rec: dict, slurm: dict, own: dict) -> dict:
+    """The outcome from Slurm's state of the task, and from the task's record of what pitfall
+    run did: a job that COMPLETED without running pitfall is run_failed, not ran."""
     state = slurm.get("state", "?").split()[0].rstrip("+")
     rec.update(slurm_state=state, reason=slurm.get("reason", ""))
     if slurm.get("exit_code"):
@@ -451,41 +373,14 @@ def node_record(fleet: dict, node: str, task: int | None, slurm: dict | None, no
         return rec
     outcome = FINAL_STATES.get(state, "job_failed")
     if outcome == "ran" or (outcome == "job_failed" and "run_exit" in rec):
-        if rec.get("run_exit") in (0, 1):
-            outcome = "ran"
-        else:
-            outcome = "run_failed"
+        outcome = "ran" if rec.get("run_exit") in (0, 1) else "run_failed"
+        if outcome == "run_failed":
             rec["message"] = str(own.get("message") or "the task ended without running pitfall run (see slurm.out)")
     if outcome != "ran" and "message" not in rec:
         rec["message"] = f"Slurm: {state}" + (f" ({rec['reason']})" if rec["reason"] not in ("", "None") else "") + \
                          (f", exit code {rec['exit_code']}" if rec.get("exit_code") else "")
     rec["outcome"] = outcome
     return rec
-
-
-def load_fleet(out: Path) -> dict:
-    path = out / "fleet.json"
-    if not path.exists():
-        raise BadInput(f"{out}: no fleet.json: not a fleet folder (made by `pitfall fleet run`)")
-    doc = read_json(path)
-    if not isinstance(doc, dict) or doc.get("schema") != FLEET_SCHEMA:
-        raise BadInput(f"{path}: not a fleet record (schema {FLEET_SCHEMA})")
-    nodes = doc.get("nodes")
-    if not isinstance(nodes, list) or not all(isinstance(n, str) and NODE_NAME.fullmatch(n) for n in nodes):
-        raise BadInput(f"{path}: field 'nodes': expected a list of node names")
-    if not isinstance(doc.get("job_id"), str) or not re.fullmatch(r"\d*", doc["job_id"]):
-        raise BadInput(f"{path}: field 'job_id': expected the job id as a string of digits")
-    for key in ("skipped", "node_down"):
-        value = doc.setdefault(key, {})
-        if not isinstance(value, dict) or not all(
-                NODE_NAME.fullmatch(n) and isinstance(v, dict) and
-                all(isinstance(v.get(f, ""), str) for f in ("state", "reason")) for n, v in value.items()):
-            raise BadInput(f"{path}: field '{key}': expected an object of node name -> {{state, reason}}")
-    all_nodes = doc.get("all_nodes", nodes)
-    if not isinstance(all_nodes, list) or not all(isinstance(n, str) and NODE_NAME.fullmatch(n) for n in all_nodes):
-        raise BadInput(f"{path}: field 'all_nodes': expected a list of node names")
-    doc["all_nodes"] = all_nodes
-    return doc
 
 
 def gather(fleet: dict, out: Path, slurm: Slurm) -> dict[str, dict]:
@@ -503,49 +398,7 @@ def gather(fleet: dict, out: Path, slurm: Slurm) -> dict[str, dict]:
     return records
 
 
-def write_records(out: Path, records: dict[str, dict]) -> None:
-    for node, rec in records.items():
-        (out / "nodes" / node).mkdir(parents=True, exist_ok=True)
-        write_atomically(out / "nodes" / node / "node.json", json.dumps(rec, indent=2) + "\n")
-
-
-# ---- progress ----------------------------------------------------------------------------------
-
-
-def counts(records: dict[str, dict]) -> dict[str, int]:
-    c = {"pending": 0, "running": 0, "done": 0, "failed": 0}
-    for rec in records.values():
-        o = rec["outcome"]
-        key = o if o in ("pending", "running") else "done" if o == "ran" else "failed"
-        c[key] += 1
-    return c
-
-
-def eta_text(records: dict[str, dict]) -> str:
-    """Each pinned task waits only for its own node, so the fleet ends when its slowest node
-    does: the mean time of the nodes done so far, less what each running node has had."""
-    active = [r for r in records.values() if r["outcome"] in ("pending", "running")]
-    done = [r["elapsed_s"] for r in records.values() if r["outcome"] == "ran" and r.get("elapsed_s") is not None]
-    if not active:
-        return ""
-    if not done:
-        return "ETA unknown until a node finishes"
-    mean = sum(done) / len(done)
-    left = max(mean - (r.get("elapsed_s") or 0.0) for r in active)
-    return f"ETA {human_seconds(left)}" if left > 0 else "ETA any moment (slower than the nodes done)"
-
-
-def describe(rec: dict) -> str:
-    o = rec["outcome"]
-    if o == "ran":
-        text = f"ran (pitfall run exit {rec.get('run_exit', '?')}"
-        if rec.get("elapsed_s") is not None:
-            text += f", {human_seconds(rec['elapsed_s'])}"
-        return text + ")"
-    if o in ("pending", "running"):
-        reason = rec.get("reason", "")
-        return o + (f" ({reason})" if reason and reason != "None" else "")
-    return f"{o}: {rec.get('message', '')}".rstrip(": ")
+# ---- following the job -------------------------------------------------------------------------
 
 
 def cancel_down_nodes(fleet: dict, out: Path, slurm: Slurm, records: dict[str, dict]) -> bool:
@@ -607,54 +460,7 @@ def follow(fleet: dict, out: Path, slurm: Slurm, poll: float) -> dict[str, dict]
         time.sleep(poll)
 
 
-# ---- the merged report -------------------------------------------------------------------------
-
-
-def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int:
-    """fleet.md, fleet.html and fleet-report.json from `pitfall report --merge` over the node
-    folders; the exit status the fleet's outcome deserves (from the JSON report: how many cases
-    differ within a fingerprint group)."""
-    dirs = [str(out / "nodes" / n) for n in fleet["all_nodes"]]
-    problems = []
-    for fmt, name in (("markdown", "fleet.md"), ("html", "fleet.html"), ("json", REPORT_JSON)):
-        (out / name).unlink(missing_ok=True)  # a report of an earlier collect is not this one's
-        rc, _, err = Slurm.call([pitfall, "report", "--merge", *dirs, "--format", fmt, "--out", str(out / name)],
-                                timeout=600)
-        if rc != 0:
-            problems.append(f"the merged report ({name}) failed: {err.splitlines()[-1] if err else rc}")
-    differing = None
-    if (out / REPORT_JSON).exists():
-        try:
-            doc = read_json(out / REPORT_JSON)
-            count = doc.get("differing_within_groups") if isinstance(doc, dict) else None
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise BadInput(f"{out / REPORT_JSON}: differing_within_groups is not a count")
-            differing = count
-        except BadInput as e:
-            problems.append(str(e))
-    if (out / "fleet.md").exists():
-        text = (out / "fleet.md").read_text(errors="replace")
-        section = re.search(r"^### Which node differs\n.*?(?=^### |\Z)", text, re.S | re.M)
-        if section:
-            print("\n" + section.group(0).rstrip())
-        print(f"\nmerged report: {out / 'fleet.md'}, {out / 'fleet.html'}")
-    not_ran = [n for n, r in records.items() if r["outcome"] != "ran"]
-    failing = [n for n, r in records.items() if r["outcome"] == "ran" and r.get("run_exit") != 0]
-    if not_ran:
-        problems.append(f"{len(not_ran)} node(s) did not run the suite: " +
-                        ", ".join(f"{n} ({records[n]['outcome']})" for n in not_ran))
-    if failing:
-        problems.append(f"{len(failing)} node(s) missed their baselines (pitfall run exit 1): {', '.join(failing)}")
-    if differing:
-        problems.append(f"{differing} case(s) differ between nodes of one fingerprint group")
-    for p in problems:
-        print(f"pitfall fleet: {p}", file=sys.stderr)
-    if not problems:
-        print(f"pitfall fleet: all {len(records)} nodes ran, met their baselines and agree within their groups")
-    return EXIT_DIFFERS if problems else EXIT_OK
-
-
-# ---- commands ----------------------------------------------------------------------------------
+# ---- submitting --------------------------------------------------------------------------------
 
 
 def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict], dict[str, dict]]:
@@ -665,23 +471,8 @@ def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict],
             raise BadInput("--dry-run without a Slurm client here needs --nodelist")
         return wanted, {}, {}
     info = slurm.nodes(args.partition, wanted)
-    if wanted:
-        unknown = [n for n in wanted if n not in info]
-        if unknown:
-            where = f" in partition {args.partition}" if args.partition else ""
-            raise BadInput(f"--nodelist: Slurm knows no node {', '.join(unknown)}{where}")
-        names = wanted
-    else:
-        names = sorted(info)
-        if any(parse_gpu_gres(v["gres"]) for v in info.values()):
-            names = [n for n in names if parse_gpu_gres(info[n]["gres"])]
-    if not names:
-        raise BadInput(f"no nodes in {'partition ' + args.partition if args.partition else 'the cluster'}")
-
-    def down(n: str) -> bool:
-        return any(word in info[n]["state"].lower() for word in UNUSABLE_STATES)
-
-    skipped = {n: {"state": info[n]["state"], "reason": info[n]["reason"]} for n in names if down(n)}
+    names = _named_nodes(args, wanted, info)
+    skipped = {n: {"state": info[n]["state"], "reason": info[n]["reason"]} for n in names if _is_down(info[n])}
     usable = [n for n in names if n not in skipped]
     if args.nodes is not None:
         if args.nodes > len(usable):
@@ -689,6 +480,27 @@ def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict],
                            f"{' in partition ' + args.partition if args.partition else ''}")
         usable, skipped = usable[:args.nodes], {}
     return usable, skipped, info
+
+
+def _named_nodes(args, wanted: list[str] | None, info: dict[str, dict]) -> list[str]:
+    """--nodelist's nodes, each known to Slurm; else the partition's (its GPU nodes, where some
+    have a gpu GRES)."""
+    if wanted:
+        unknown = [n for n in wanted if n not in info]
+        if unknown:
+            where = f" in partition {args.partition}" if args.partition else ""
+            raise BadInput(f"--nodelist: Slurm knows no node {', '.join(unknown)}{where}")
+        return wanted
+    names = sorted(info)
+    if any(parse_gpu_gres(v["gres"]) for v in info.values()):
+        names = [n for n in names if parse_gpu_gres(info[n]["gres"])]
+    if not names:
+        raise BadInput(f"no nodes in {'partition ' + args.partition if args.partition else 'the cluster'}")
+    return names
+
+
+def _is_down(node: dict) -> bool:
+    return any(word in node["state"].lower() for word in UNUSABLE_STATES)
 
 
 def resolve_gres(args, nodes: list[str], info: dict[str, dict]) -> str:
@@ -723,10 +535,8 @@ def run_args(args) -> list[str]:
     return out
 
 
-def command_run(args) -> int:
-    if args.engine != "slurm":
-        raise BadInput(f"--engine {args.engine}: `fleet run` drives Slurm; for Kubernetes, "
-                       f"`pitfall fleet manifest --engine kubernetes`")
+def check_run_flags(args) -> None:
+    """The flags of `fleet run`, checked before anything is asked of Slurm."""
     if args.nodes is not None and args.nodelist:
         raise BadInput("--nodes and --nodelist: give one of them")
     if args.nodes is not None and args.nodes < 1:
@@ -739,12 +549,18 @@ def command_run(args) -> int:
         raise BadInput(f"--gres {args.gres!r}: expected Slurm's form, e.g. gpu:1 (or auto, none)")
     if args.partition and not NODE_NAME.fullmatch(args.partition):
         raise BadInput(f"--partition {args.partition!r}: not a partition name")
-    out = Path(args.out or Path(__file__).resolve().parent.parent / "reports" / "fleet" /
-               time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime())).absolute()
+
+
+def new_fleet_folder(out_flag: str | None) -> Path:
+    """--out, else reports/fleet/<UTC time>; refused when it holds a fleet run already."""
+    out = Path(out_flag or TREE / "reports" / "fleet" / time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime())).absolute()
     if (out / "fleet.json").exists():
         raise BadInput(f"--out {out}: already holds a fleet run (fleet.json); give another folder")
-    have_slurm = all(shutil.which(t) for t in Slurm.TOOLS)
-    slurm = Slurm() if (have_slurm or not args.dry_run) else None
+    return out
+
+
+def make_plan(args, out: Path, slurm: Slurm | None) -> tuple[Plan, str]:
+    """The nodes, the pitfall each runs, its arguments and the sbatch command; and the GRES."""
     nodes, skipped, info = choose_nodes(args, slurm)
     if not nodes:
         raise BadInput("every node asked for is down or drained: " +
@@ -758,54 +574,63 @@ def command_run(args) -> int:
     if args.container:
         plan.container_kind = container_kind(args.container)
     plan.sbatch = sbatch_argv(args, plan, gres)
-    script = batch_script(plan)
-    if args.dry_run:
-        print(f"# fleet.sbatch (would be written to {out / 'fleet.sbatch'})")
-        print(script)
-        print("# submitted held, each task pinned to its node, then released:")
-        print(shlex.join(plan.sbatch))
-        for i, node in enumerate(nodes):
-            print(shlex.join(["scontrol", "update", f"JobId=<job>_{i}", f"ReqNodeList={node}"]))
-        print(shlex.join(["scontrol", "release", "<job>"]))
-        for node, why in skipped.items():
-            print(f"# not submitted: {node} is {why['state']} ({why['reason'] or 'no reason given'})")
-        return EXIT_OK
+    return plan, gres
 
+
+def print_dry_run(plan: Plan) -> None:
+    print(f"# fleet.sbatch (would be written to {plan.out / 'fleet.sbatch'})")
+    print(batch_script(plan))
+    print("# submitted held, each task pinned to its node, then released:")
+    print(shlex.join(plan.sbatch))
+    for i, node in enumerate(plan.nodes):
+        print(shlex.join(["scontrol", "update", f"JobId=<job>_{i}", f"ReqNodeList={node}"]))
+    print(shlex.join(["scontrol", "release", "<job>"]))
+    for node, why in plan.skipped.items():
+        print(f"# not submitted: {node} is {why['state']} ({why['reason'] or 'no reason given'})")
+
+
+def start_fleet(plan: Plan, gres: str, slurm: Slurm) -> dict:
+    """The fleet folder written (fleet.sbatch, fleet.json, a folder per node), the job submitted;
+    fleet.json, with the job's id."""
+    out, nodes, skipped = plan.out, plan.nodes, plan.skipped
     (out / "slurm").mkdir(parents=True, exist_ok=True)
     for node in nodes + list(skipped):
         (out / "nodes" / node).mkdir(parents=True, exist_ok=True)
-    write_atomically(out / "fleet.sbatch", script)
+    write_atomically(out / "fleet.sbatch", batch_script(plan))
     fleet = {"schema": FLEET_SCHEMA, "engine": "slurm", "job_id": "", "nodes": nodes,
              "all_nodes": nodes + sorted(skipped), "skipped": skipped, "node_down": {},
-             "submitted_at": utc_now(), "sbatch": plan.sbatch, "pitfall": pitfall,
+             "submitted_at": utc_now(), "sbatch": plan.sbatch, "pitfall": plan.pitfall,
              "run_args": plan.run_args, "gres": gres, "container": plan.container,
              "container_kind": plan.container_kind}
     write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
     print(f"pitfall fleet: {len(nodes)} node(s): {', '.join(nodes)}" +
           (f"; gres {gres}" if gres else "; no GRES asked for") +
           (f"; left out (down): {', '.join(skipped)}" if skipped else ""), flush=True)
-    job = submit(plan, slurm)
-    fleet["job_id"] = job
+    fleet["job_id"] = submit(plan, slurm)
     write_atomically(out / "fleet.json", json.dumps(fleet, indent=2) + "\n")
-    print(f"pitfall fleet: submitted array job {job} ({len(nodes)} task{'s' if len(nodes) != 1 else ''}, one per node); "
-          f"folder {out}", flush=True)
-    if args.no_wait:
-        print(f"follow it: pitfall fleet status {out}; end it: pitfall fleet collect {out}")
-        return EXIT_OK
+    print(f"pitfall fleet: submitted array job {fleet['job_id']} ({len(nodes)} task{'s' if len(nodes) != 1 else ''}, "
+          f"one per node); folder {out}", flush=True)
+    return fleet
+
+
+def follow_to_the_end(fleet: dict, out: Path, slurm: Slurm, poll: float) -> int:
+    """Follows the job until every task is over, then merges; interrupted, cancels the job and
+    merges what finished."""
+    pitfall = os.environ.get("PITFALL_BINARY", "pitfall")
     try:
-        records = follow(fleet, out, slurm, args.poll)
+        records = follow(fleet, out, slurm, poll)
     except KeyboardInterrupt:
-        slurm.call(["scancel", job])
-        print(f"pitfall fleet: interrupted: job {job} cancelled; finished nodes are kept", file=sys.stderr)
+        slurm.call(["scancel", fleet["job_id"]])
+        print(f"pitfall fleet: interrupted: job {fleet['job_id']} cancelled; finished nodes are kept", file=sys.stderr)
         time.sleep(1)
         try:
             records = gather(fleet, out, slurm)
         except SlurmUnavailable:
             return EXIT_INTERRUPTED  # `pitfall fleet collect` later records what Slurm says
         write_records(out, records)
-        merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+        merge(out, fleet, pitfall, records)
         return EXIT_INTERRUPTED
-    return merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+    return merge(out, fleet, pitfall, records)
 
 
 def submit(plan: Plan, slurm: Slurm) -> str:
@@ -834,120 +659,57 @@ def gather_or_refuse(fleet: dict, out: Path, slurm: Slurm) -> dict[str, dict]:
         raise BadInput(f"Slurm is not answering, so nothing about the fleet's job can be said now: {e}") from e
 
 
-def command_status(out: Path, as_json: bool) -> int:
-    fleet = load_fleet(out)
-    records = gather_or_refuse(fleet, out, Slurm())
-    if as_json:
-        print(json.dumps({"job_id": fleet["job_id"], "counts": counts(records), "nodes": records}, indent=2))
+class SlurmScheduler(Scheduler):
+    """`pitfall fleet run|status|collect|cancel` on Slurm."""
+
+    name = "slurm"
+    instead = {"manifest": "writes a Kubernetes Job; on Slurm, `pitfall fleet run --engine slurm` submits the fleet"}
+
+    def run(self, args) -> int:
+        check_run_flags(args)
+        out = new_fleet_folder(args.out)
+        have_slurm = all(shutil.which(t) for t in Slurm.TOOLS)
+        slurm = Slurm() if (have_slurm or not args.dry_run) else None
+        plan, gres = make_plan(args, out, slurm)
+        if args.dry_run:
+            print_dry_run(plan)
+            return EXIT_OK
+        fleet = start_fleet(plan, gres, slurm)
+        if args.no_wait:
+            print(f"follow it: pitfall fleet status {out}; end it: pitfall fleet collect {out}")
+            return EXIT_OK
+        return follow_to_the_end(fleet, out, slurm, args.poll)
+
+    def status(self, out: Path, fleet: dict, as_json: bool) -> int:
+        records = gather_or_refuse(fleet, out, Slurm())
+        if as_json:
+            print(json.dumps({"job_id": fleet["job_id"], "counts": counts(records), "nodes": records}, indent=2))
+            return EXIT_OK
+        c = counts(records)
+        print(f"fleet {fleet['job_id']} ({out}): {len(records)} nodes: {c['pending']} pending, {c['running']} running, "
+              f"{c['done']} done, {c['failed']} failed")
+        for node, rec in records.items():
+            print(f"  {node}: {describe(rec)}")
         return EXIT_OK
-    c = counts(records)
-    print(f"fleet {fleet['job_id']} ({out}): {len(records)} nodes: {c['pending']} pending, {c['running']} running, "
-          f"{c['done']} done, {c['failed']} failed")
-    for node, rec in records.items():
-        print(f"  {node}: {describe(rec)}")
-    return EXIT_OK
 
+    def collect(self, out: Path, fleet: dict) -> int:
+        records = gather_or_refuse(fleet, out, Slurm())
+        write_records(out, records)
+        for node, rec in records.items():
+            print(f"  {node}: {describe(rec)}")
+        code = merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
+        active = [n for n, r in records.items() if r["outcome"] in ("pending", "running")]
+        if active:
+            print(f"pitfall fleet: not over: {', '.join(active)} still pending or running", file=sys.stderr)
+        return code
 
-def command_collect(out: Path) -> int:
-    fleet = load_fleet(out)
-    slurm = Slurm()
-    records = gather_or_refuse(fleet, out, slurm)
-    write_records(out, records)
-    for node, rec in records.items():
-        print(f"  {node}: {describe(rec)}")
-    code = merge(out, fleet, os.environ.get("PITFALL_BINARY", "pitfall"), records)
-    active = [n for n, r in records.items() if r["outcome"] in ("pending", "running")]
-    if active:
-        print(f"pitfall fleet: not over: {', '.join(active)} still pending or running", file=sys.stderr)
-    return code
-
-
-def command_cancel(out: Path) -> int:
-    fleet = load_fleet(out)
-    slurm = Slurm()
-    if fleet["job_id"]:
-        rc, _, err = slurm.call(["scancel", fleet["job_id"]])
-        if rc != 0:
-            print(f"pitfall fleet: scancel {fleet['job_id']}: {err or rc}", file=sys.stderr)
-        else:
-            print(f"pitfall fleet: job {fleet['job_id']} cancelled")
-        time.sleep(1)
-    return command_collect(out)
-
-
-def parser_for(command: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"pitfall fleet {command}", add_help=False)
-    p.add_argument("-h", "--help", action="store_true")
-    if command == "run":
-        p.add_argument("--engine", default="slurm")
-        p.add_argument("--out")
-        p.add_argument("--partition")
-        p.add_argument("--nodes", type=int)
-        p.add_argument("--nodelist")
-        p.add_argument("--gres", default="auto")
-        p.add_argument("--time")
-        p.add_argument("--container")
-        p.add_argument("--pitfall")
-        p.add_argument("--profile")
-        p.add_argument("--samples", type=int)
-        p.add_argument("--timeout-scale", type=float)
-        p.add_argument("--poll", type=float, default=5.0)
-        p.add_argument("--no-wait", action="store_true")
-        p.add_argument("--dry-run", action="store_true")
-        for flag in FILTER_FLAGS:
-            p.add_argument(f"--{flag}", action="append", type=lambda v: [x for x in v.split(",") if x])
-    else:
-        p.add_argument("dir", nargs="?")
-        if command == "status":
-            p.add_argument("--json", action="store_true")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        (sys.stdout if argv else sys.stderr).write(USAGE)
-        return EXIT_OK if argv else EXIT_BAD_INPUT
-    command, rest = argv[0], argv[1:]
-    if command == "manifest":
-        import fleet_k8s  # noqa: PLC0415 (only this command needs it)
-        return fleet_k8s.main(rest)
-    if command not in ("run", "status", "collect", "cancel"):
-        raise BadInput(f"unknown fleet command '{command}' (run, status, collect, cancel, manifest)")
-    p = parser_for(command)
-
-    def refuse(message: str):
-        raise BadInput(f"`pitfall fleet {command}`: {message}")
-
-    p.error = refuse  # one line naming the flag, not argparse's usage block
-    args, unknown = p.parse_known_args(rest)
-    if unknown:
-        raise BadInput(f"unknown option '{unknown[0]}' for `pitfall fleet {command}`")
-    if args.help:
-        sys.stdout.write(USAGE)
-        return EXIT_OK
-    if command == "run":
-        for flag in FILTER_FLAGS:  # --scenario a,b --scenario c -> [a, b, c]
-            setattr(args, flag, [v for group in getattr(args, flag) or [] for v in group])
-        return command_run(args)
-    if not args.dir:
-        raise BadInput(f"`pitfall fleet {command}` needs the fleet folder (DIR)")
-    out = Path(args.dir).absolute()
-    if command == "status":
-        return command_status(out, args.json)
-    if command == "collect":
-        return command_collect(out)
-    return command_cancel(out)
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BadInput as e:
-        print(f"pitfall fleet: error: {e} (see `pitfall fleet --help`)", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        print("pitfall fleet: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    def cancel(self, out: Path, fleet: dict) -> int:
+        slurm = Slurm()
+        if fleet["job_id"]:
+            rc, _, err = slurm.call(["scancel", fleet["job_id"]])
+            if rc != 0:
+                print(f"pitfall fleet: scancel {fleet['job_id']}: {err or rc}", file=sys.stderr)
+            else:
+                print(f"pitfall fleet: job {fleet['job_id']} cancelled")
+            time.sleep(1)
+        return self.collect(out, fleet)
