@@ -207,37 +207,35 @@ std::string throttle_words(unsigned long long reasons) {
             words += (words.empty() ? "" : ", ") + std::string(name);
     return words;
 }
-} // namespace
 
-std::string disturbed(const json& d) {
-    if (!d.is_object())
-        return "";
-    std::ostringstream why;
-    const json cpu = d.value("cpu", json::object());
-    if (cpu.is_object()) {
-        const double steal = cpu.value("steal_fraction", 0.0);
-        const double queue = cpu.value("run_queue_mean", 0.0);
-        const double cpus = cpu.value("cpus", 0.0);
-        if (steal > 0.05)
-            why << "CPU steal was " << std::lround(steal * 100) << "% of the series' time";
-        if (cpus > 0 && queue > cpus)
-            why << (why.tellp() > 0 ? "; " : "") << queue << " runnable tasks on " << cpus
-                << " CPUs on average";
-        const double threads = cpu.value("threads", 1.0);
-        const double others = cpu.value("others_busy_cores", 0.0);
-        const double quota = cpu.value("quota_cores", 0.0);
-        double left = cpus - others;
-        if (quota > 0)
-            left = std::min(left, std::ceil(quota));
-        if (cpus > 0 && left < threads - 0.5) {
-            why << (why.tellp() > 0 ? "; " : "") << "the case runs " << threads << " threads and ";
-            if (quota > 0 && std::ceil(quota) <= cpus - others)
-                why << "its CPU quota allows " << quota << " cores";
-            else
-                why << "other processes kept " << others << " of " << cpus << " CPUs busy";
-        }
+/// What disturbed the series on the CPU side: steal, a run queue longer than the CPUs, or too
+/// few cores left for the case's threads.
+void describe_cpu(const json& cpu, std::ostringstream& why) {
+    const double steal = cpu.value("steal_fraction", 0.0);
+    const double queue = cpu.value("run_queue_mean", 0.0);
+    const double cpus = cpu.value("cpus", 0.0);
+    if (steal > 0.05)
+        why << "CPU steal was " << std::lround(steal * 100) << "% of the series' time";
+    if (cpus > 0 && queue > cpus)
+        why << (why.tellp() > 0 ? "; " : "") << queue << " runnable tasks on " << cpus
+            << " CPUs on average";
+    const double threads = cpu.value("threads", 1.0);
+    const double others = cpu.value("others_busy_cores", 0.0);
+    const double quota = cpu.value("quota_cores", 0.0);
+    double left = cpus - others;
+    if (quota > 0)
+        left = std::min(left, std::ceil(quota));
+    if (cpus > 0 && left < threads - 0.5) {
+        why << (why.tellp() > 0 ? "; " : "") << "the case runs " << threads << " threads and ";
+        if (quota > 0 && std::ceil(quota) <= cpus - others)
+            why << "its CPU quota allows " << quota << " cores";
+        else
+            why << "other processes kept " << others << " of " << cpus << " CPUs busy";
     }
-    const json gpu = d.value("gpu", json::object());
+}
+
+/// A GPU that throttled before or after the series, and why.
+void describe_gpu(const json& gpu, std::ostringstream& why) {
     for (const char* when : {"before", "after"}) {
         const json state = gpu.is_object() ? gpu.value(when, json::object()) : json::object();
         const json reasons = state.is_object() ? state.value("throttle_reasons", json()) : json();
@@ -249,6 +247,17 @@ std::string disturbed(const json& d) {
             why << (why.tellp() > 0 ? "; " : "") << "the GPU throttled " << when << " the series ("
                 << throttle_words(bits) << ")";
     }
+}
+} // namespace
+
+std::string disturbed(const json& d) {
+    if (!d.is_object())
+        return "";
+    std::ostringstream why;
+    const json cpu = d.value("cpu", json::object());
+    if (cpu.is_object())
+        describe_cpu(cpu, why);
+    describe_gpu(d.value("gpu", json::object()), why);
     return why.str();
 }
 

@@ -53,6 +53,12 @@ const std::set<std::string> schema_keywords{
     "pattern",       "propertyNames", "allOf",      "anyOf",
     "oneOf",         "not",           "if",         "then",
     "else"};
+/// The keywords whose value is an array of schemas, one schema, or a count.
+const std::set<std::string> schema_list_keywords{"allOf", "anyOf", "oneOf"};
+const std::set<std::string> subschema_keywords{
+    "additionalProperties", "items", "propertyNames", "not", "if", "then", "else"};
+const std::set<std::string> count_keywords{"minItems",      "maxItems",  "minProperties",
+                                           "maxProperties", "minLength", "maxLength"};
 
 /// ECMA-262's \d is [0-9]; POSIX has no \d.
 std::string posix_pattern(const std::string& ecma) {
@@ -113,26 +119,21 @@ private:
                                              const std::string& at) {
         if (key == "$defs" || key == "properties")
             return schemas_in(v, at, false);
-        if (key == "allOf" || key == "anyOf" || key == "oneOf")
+        if (schema_list_keywords.count(key) != 0)
             return schemas_in(v, at, true);
-        if (key == "additionalProperties" || key == "items" || key == "propertyNames" ||
-            key == "not" || key == "if" || key == "then" || key == "else")
+        if (subschema_keywords.count(key) != 0)
             return check(v, at);
-        if (key == "type") {
-            const json names = v.is_array() ? v : json::array({v});
-            for (const auto& n : names)
-                if (!n.is_string() || type_names.count(n.get<std::string>()) == 0)
-                    return at + ": expected a type name or an array of them";
-            return std::nullopt;
-        }
-        if (key == "required") {
-            if (!v.is_array() ||
-                !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
-                return at + ": expected an array of property names";
-            return std::nullopt;
-        }
-        if (key == "minItems" || key == "maxItems" || key == "minProperties" ||
-            key == "maxProperties" || key == "minLength" || key == "maxLength")
+        return check_value_keyword(key, v, at);
+    }
+
+    /// A keyword whose value is not a schema: names, counts, numbers, a pattern, a reference.
+    std::optional<std::string> check_value_keyword(const std::string& key, const json& v,
+                                                   const std::string& at) {
+        if (key == "type")
+            return check_type_names(v, at);
+        if (key == "required")
+            return check_required(v, at);
+        if (count_keywords.count(key) != 0)
             return v.is_number_unsigned() ? std::nullopt
                                           : std::optional<std::string>(at + ": expected a count");
         if (key == "minimum" || key == "maximum")
@@ -146,6 +147,21 @@ private:
         if (key == "$ref")
             return check_ref(v, at);
         return std::nullopt; // const: any value
+    }
+
+    static std::optional<std::string> check_type_names(const json& v, const std::string& at) {
+        const json names = v.is_array() ? v : json::array({v});
+        for (const auto& n : names)
+            if (!n.is_string() || type_names.count(n.get<std::string>()) == 0)
+                return at + ": expected a type name or an array of them";
+        return std::nullopt;
+    }
+
+    static std::optional<std::string> check_required(const json& v, const std::string& at) {
+        if (!v.is_array() ||
+            !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
+            return at + ": expected an array of property names";
+        return std::nullopt;
     }
 
     std::optional<std::string> compile_pattern(const json& v, const std::string& at) {
@@ -317,6 +333,13 @@ private:
     result object_rules(const json& s, const json& v, const std::string& at, int depth) const {
         if (!v.is_object())
             return std::nullopt;
+        if (auto why = object_size_rules(s, v, at))
+            return why;
+        return property_rules(s, v, at, depth);
+    }
+
+    /// required, minProperties and maxProperties: which properties and how many.
+    static result object_size_rules(const json& s, const json& v, const std::string& at) {
         if (const auto r = s.find("required"); r != s.end())
             for (const auto& name : *r)
                 if (!v.contains(name.get<std::string>()))
@@ -328,6 +351,11 @@ private:
         if (const auto m = s.find("maxProperties");
             m != s.end() && v.size() > m->get<std::size_t>())
             return place(at) + ": expected at most " + dump_safe(*m) + " properties";
+        return std::nullopt;
+    }
+
+    /// propertyNames, properties and additionalProperties: each property's name and value.
+    result property_rules(const json& s, const json& v, const std::string& at, int depth) const {
         const auto props = s.find("properties");
         const auto extra = s.find("additionalProperties");
         const auto names = s.find("propertyNames");

@@ -18,6 +18,27 @@ std::optional<backend_kind> backend_from_string(std::string_view text) {
     return std::nullopt;
 }
 
+namespace {
+/// The shift of a size's unit, "" or B to T (KiB and KB alike: powers of 1024), any case;
+/// nullopt for any other suffix.
+std::optional<unsigned> suffix_shift(std::string_view text) {
+    std::string suffix(text);
+    for (auto& c : suffix)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (suffix.empty() || suffix == "B")
+        return 0;
+    if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+        return 10;
+    if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+        return 20;
+    if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+        return 30;
+    if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+        return 40;
+    return std::nullopt;
+}
+} // namespace
+
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
     std::size_t i = 0;
     std::uint64_t value = 0;
@@ -30,25 +51,12 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
     }
     if (i == 0)
         return std::nullopt;
-    std::string suffix(text.substr(i));
-    for (auto& c : suffix)
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    unsigned shift = 0;
-    if (suffix.empty() || suffix == "B")
-        shift = 0;
-    else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
-        shift = 10;
-    else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
-        shift = 20;
-    else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
-        shift = 30;
-    else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
-        shift = 40;
-    else
+    const std::optional<unsigned> shift = suffix_shift(text.substr(i));
+    if (!shift)
         return std::nullopt;
-    if (shift > 0 && value > (std::numeric_limits<std::uint64_t>::max() >> shift))
+    if (*shift > 0 && value > (std::numeric_limits<std::uint64_t>::max() >> *shift))
         return std::nullopt;
-    return value << shift;
+    return value << *shift;
 }
 
 status_or<std::optional<std::uint64_t>> device_memory_limit_from_env() {

@@ -18,6 +18,48 @@ status bad(const std::string& item, const std::string& what) {
 const char* const kinds_in_words =
     "force_pass, drop_check, drop_measurement, scale_measurement, drop_event";
 
+/// scale_measurement's argument, "<measurement>=<factor>", into `one`.
+status read_scale(const std::string& item, const std::string& arg, plan& one) {
+    const auto eq = arg.rfind('=');
+    const std::string name = eq == std::string::npos ? "" : arg.substr(0, eq);
+    const std::string factor = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    char* end = nullptr;
+    const double f = std::strtod(factor.c_str(), &end);
+    if (name.empty() || factor.empty() || end == factor.c_str() || *end != '\0' ||
+        !std::isfinite(f) || f <= 0 || f > 1e6)
+        return bad(item, "expected <measurement>=<factor>, a factor in (0, 1e6]");
+    one.scaled_measurements[name] = f;
+    return status::ok();
+}
+
+/// The mutation one item asks for, of its kind and with its argument, into `one`.
+status read_mutation(const std::string& item, const std::string& kind, const std::string& arg,
+                     plan& one) {
+    if (kind == "force_pass")
+        one.forced_checks.insert(arg);
+    else if (kind == "drop_check")
+        one.dropped_checks.insert(arg);
+    else if (kind == "drop_measurement")
+        one.dropped_measurements.insert(arg);
+    else if (kind == "drop_event")
+        one.dropped_events.insert(arg);
+    else if (kind == "scale_measurement")
+        return read_scale(item, arg, one);
+    else
+        return bad(item, "unknown kind '" + kind + "' (" + kinds_in_words + ")");
+    return status::ok();
+}
+
+void add_to(plan& into, const plan& one) {
+    into.forced_checks.insert(one.forced_checks.begin(), one.forced_checks.end());
+    into.dropped_checks.insert(one.dropped_checks.begin(), one.dropped_checks.end());
+    into.dropped_measurements.insert(one.dropped_measurements.begin(),
+                                     one.dropped_measurements.end());
+    into.dropped_events.insert(one.dropped_events.begin(), one.dropped_events.end());
+    for (const auto& [name, f] : one.scaled_measurements)
+        into.scaled_measurements[name] = f;
+}
+
 /// One item read and checked into `into` (when it names `case_key`, or always when that is
 /// empty); the case it is aimed at in `target`.
 status parse_item(const std::string& item, const std::string& case_key, plan& into,
@@ -32,36 +74,10 @@ status parse_item(const std::string& item, const std::string& case_key, plan& in
     if (target.empty() || arg.empty())
         return bad(item, "expected kind:case:argument");
     plan one;
-    if (kind == "force_pass") {
-        one.forced_checks.insert(arg);
-    } else if (kind == "drop_check") {
-        one.dropped_checks.insert(arg);
-    } else if (kind == "drop_measurement") {
-        one.dropped_measurements.insert(arg);
-    } else if (kind == "drop_event") {
-        one.dropped_events.insert(arg);
-    } else if (kind == "scale_measurement") {
-        const auto eq = arg.rfind('=');
-        const std::string name = eq == std::string::npos ? "" : arg.substr(0, eq);
-        const std::string factor = eq == std::string::npos ? "" : arg.substr(eq + 1);
-        char* end = nullptr;
-        const double f = std::strtod(factor.c_str(), &end);
-        if (name.empty() || factor.empty() || end == factor.c_str() || *end != '\0' ||
-            !std::isfinite(f) || f <= 0 || f > 1e6)
-            return bad(item, "expected <measurement>=<factor>, a factor in (0, 1e6]");
-        one.scaled_measurements[name] = f;
-    } else {
-        return bad(item, "unknown kind '" + kind + "' (" + kinds_in_words + ")");
-    }
+    PITFALL_TRY(read_mutation(item, kind, arg, one));
     if (!case_key.empty() && target != "*" && target != case_key)
         return status::ok();
-    into.forced_checks.insert(one.forced_checks.begin(), one.forced_checks.end());
-    into.dropped_checks.insert(one.dropped_checks.begin(), one.dropped_checks.end());
-    into.dropped_measurements.insert(one.dropped_measurements.begin(),
-                                     one.dropped_measurements.end());
-    into.dropped_events.insert(one.dropped_events.begin(), one.dropped_events.end());
-    for (const auto& [name, f] : one.scaled_measurements)
-        into.scaled_measurements[name] = f;
+    add_to(into, one);
     into.items.push_back(kind + " " + arg);
     return status::ok();
 }

@@ -1,23 +1,17 @@
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/text.hpp"
 
+#include "process_parts.hpp"
+
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <poll.h>
-#include <random>
-#include <set>
-#include <sstream>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -27,6 +21,8 @@
 #include <unistd.h>
 
 namespace pitfall {
+
+using namespace process_parts;
 
 volatile std::sig_atomic_t interrupt_requested = 0;
 namespace {
@@ -42,7 +38,6 @@ void on_interrupt(int sig) {
         (void)!::write(g_interrupt_pipe[1], &byte, 1);
     }
 }
-using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point start) {
     return std::chrono::duration<double>(clock_type::now() - start).count();
@@ -123,290 +118,6 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     text.resize(got);
     // A child's output is bytes; what is kept of it is text (records are JSON).
     return detail::utf8_tail(text, max_bytes);
-}
-
-// ---- containment ---------------------------------------------------------------------------
-
-namespace {
-// Set once by contain_cases(): then this process is a subreaper, g_guardian watches over the
-// run, and (where one could be made) each case runs in a cgroup under g_run_cgroup.
-struct containment_state {
-    bool active = false;
-    pid_t guardian = -1;
-    int guardian_fd = -1; ///< our end of the guardian's pipe (close-on-exec: no case holds it)
-    std::string run_cgroup;
-    std::string run_token;
-    std::atomic<unsigned> case_count{0};
-};
-containment_state g_contained;
-
-// The case processes running now, each watched by its own run_process call (`pitfall run
-// --jobs N` runs several at once from threads): one case's clean-up must neither kill another
-// case's processes nor reap another's exit status.
-std::mutex g_running_mutex;
-std::set<pid_t> g_running_cases;
-
-/// Tells the guardian a case's process group, to end should the harness die ("+<pgid>"), or
-/// that the case is over ("-<pgid>"). One write of a short line each: atomic on a pipe.
-void tell_guardian(char what, pid_t pgid) {
-    if (!g_contained.active || g_contained.guardian_fd < 0)
-        return;
-    const std::string line = what + std::to_string(pgid) + "\n";
-    (void)!::write(g_contained.guardian_fd, line.data(), line.size());
-}
-
-std::set<pid_t> running_cases() {
-    const std::lock_guard<std::mutex> lock(g_running_mutex);
-    return g_running_cases;
-}
-
-bool read_file(const std::string& path, std::string& text) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return false;
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
-    return true;
-}
-
-bool write_text(const std::string& path, const char* text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    const bool ok = ::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text));
-    ::close(fd);
-    return ok;
-}
-
-/// Every process's parent and whether it has exited but is not reaped ("Z").
-struct proc_entry {
-    pid_t ppid = 0;
-    bool zombie = false;
-};
-std::map<pid_t, proc_entry> process_table() {
-    std::map<pid_t, proc_entry> table;
-    DIR* proc = ::opendir("/proc");
-    if (proc == nullptr)
-        return table;
-    while (const dirent* e = ::readdir(proc)) {
-        const char* name = e->d_name;
-        if (*name < '1' || *name > '9')
-            continue;
-        std::string stat;
-        if (!read_file(std::string("/proc/") + name + "/stat", stat))
-            continue;
-        // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so from the last ')'.
-        const auto close = stat.rfind(')');
-        if (close == std::string::npos)
-            continue;
-        std::istringstream rest(stat.substr(close + 1));
-        char state = '?';
-        long ppid = 0;
-        rest >> state >> ppid;
-        table[static_cast<pid_t>(std::atol(name))] = {static_cast<pid_t>(ppid), state == 'Z'};
-    }
-    ::closedir(proc);
-    return table;
-}
-
-/// Whether pid's environment holds `entry_prefix` ("PITFALL_CASE_TOKEN=<token>") as the start
-/// of one of its entries; `whole` asks for the entry to be exactly that.
-bool environment_holds(pid_t pid, const std::string& entry_prefix, bool whole) {
-    std::string environ_text;
-    if (!read_file("/proc/" + std::to_string(pid) + "/environ", environ_text))
-        return false;
-    std::size_t at = 0;
-    while (at < environ_text.size()) {
-        std::size_t end = environ_text.find('\0', at);
-        if (end == std::string::npos)
-            end = environ_text.size();
-        const std::size_t length = end - at;
-        if (length >= entry_prefix.size() &&
-            environ_text.compare(at, entry_prefix.size(), entry_prefix) == 0 &&
-            (!whole || length == entry_prefix.size()))
-            return true;
-        at = end + 1;
-    }
-    return false;
-}
-
-std::vector<pid_t> processes_marked(const std::map<pid_t, proc_entry>& table,
-                                    const std::string& entry_prefix, bool whole) {
-    std::vector<pid_t> found;
-    const pid_t self = ::getpid();
-    for (const auto& [pid, entry] : table)
-        if (pid != self && !entry.zombie && environment_holds(pid, entry_prefix, whole))
-            found.push_back(pid);
-    return found;
-}
-
-/// Our live descendants but the guardian (and its own, none), `spare`, and the other running
-/// cases and theirs.
-std::vector<pid_t> descendants(const std::map<pid_t, proc_entry>& table, pid_t spare) {
-    std::vector<pid_t> found;
-    const pid_t self = ::getpid();
-    const std::set<pid_t> running = running_cases();
-    const auto another_case = [&](pid_t pid) { return pid != spare && running.count(pid) != 0; };
-    for (const auto& [pid, entry] : table) {
-        if (entry.zombie || pid == spare || pid == g_contained.guardian || another_case(pid))
-            continue;
-        pid_t up = entry.ppid;
-        for (int depth = 0; depth < 4096 && up > 1 && up != self; ++depth) {
-            const auto it = table.find(up);
-            if (it == table.end() || up == g_contained.guardian || another_case(up))
-                break;
-            up = it->second.ppid;
-        }
-        if (up == self)
-            found.push_back(pid);
-    }
-    return found;
-}
-
-/// Our children, from the kernel's per-thread lists (a few small reads, where a scan of /proc
-/// reads every process on the machine); nullopt where the kernel has no such lists.
-std::optional<std::vector<pid_t>> own_children() {
-    DIR* tasks = ::opendir("/proc/self/task");
-    if (tasks == nullptr)
-        return std::nullopt;
-    std::vector<pid_t> children;
-    bool listed = false;
-    while (const dirent* e = ::readdir(tasks)) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        std::string text;
-        if (!read_file(std::string("/proc/self/task/") + e->d_name + "/children", text))
-            continue;
-        listed = true;
-        std::istringstream in(text);
-        for (long pid = 0; in >> pid;)
-            children.push_back(static_cast<pid_t>(pid));
-    }
-    ::closedir(tasks);
-    if (!listed)
-        return std::nullopt;
-    return children;
-}
-
-/// Our children that exited and wait to be reaped, but the guardian, `spare` and the running
-/// cases (each reaped by its own watcher, which reads its exit status).
-void reap_zombie_children(pid_t spare) {
-    // The children first: a case forked after the list was read is not in it.
-    const std::optional<std::vector<pid_t>> children = own_children();
-    std::vector<pid_t> exited;
-    if (children) {
-        exited = *children; // waitpid(WNOHANG) leaves a live one alone
-    } else {
-        for (const auto& [pid, entry] : process_table())
-            if (entry.ppid == ::getpid() && entry.zombie)
-                exited.push_back(pid);
-    }
-    const std::set<pid_t> running = running_cases();
-    for (const pid_t pid : exited)
-        if (pid != spare && pid != g_contained.guardian && running.count(pid) == 0) {
-            int status = 0;
-            ::waitpid(pid, &status, WNOHANG);
-        }
-}
-
-/// Whether a cgroup still holds a live process (its cgroup.events; a zombie does not count).
-bool cgroup_populated(const std::string& dir) {
-    std::string events;
-    return read_file(dir + "/cgroup.events", events) &&
-           events.find("populated 0") == std::string::npos;
-}
-
-/// Ends (KILL) every process of a case that has finished. In the case's cgroup (`cgroup_dir`
-/// not empty), everything in it, however it left the process group: cgroup.kill until it is
-/// empty. Then, in either mode, what carries its token and, under containment, every
-/// descendant but `child` (still unreaped, so that its pid and group id are not reused
-/// meanwhile), found by scanning /proc. Either until none is left or 5 s have passed (a
-/// process stuck in a driver call). What became our child is reaped.
-void end_case_processes(const std::string& token, pid_t child, const std::string& cgroup_dir) {
-    const auto until = clock_type::now() + std::chrono::seconds(5);
-    if (!cgroup_dir.empty()) {
-        while (cgroup_populated(cgroup_dir) && clock_type::now() < until) {
-            (void)write_text(cgroup_dir + "/cgroup.kill", "1");
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        reap_zombie_children(child);
-    }
-    // Then the sweep, whatever the mode: a process that moved itself out of the case's cgroup
-    // (into another it may write to) is no longer in what cgroup.kill ends, but it still
-    // carries the token, or descends from us (the subreaper) by its parents.
-    const std::string entry = std::string(case_token_env) + "=" + token;
-    for (;;) {
-        const auto table = process_table();
-        std::vector<pid_t> left = processes_marked(table, entry, true);
-        if (g_contained.active)
-            for (const pid_t pid : descendants(table, child))
-                left.push_back(pid);
-        left.erase(std::remove(left.begin(), left.end(), child), left.end());
-        for (const pid_t pid : left)
-            ::kill(pid, SIGKILL);
-        reap_zombie_children(child);
-        if (left.empty() || clock_type::now() > until)
-            return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-}
-
-/// A case's own cgroup: made before the fork, the child moves itself in, cgroup.kill ends
-/// whatever is in it however it left the process group.
-struct case_cgroup {
-    std::string dir;
-    int procs_fd = -1; ///< <dir>/cgroup.procs, written "0" by a forked child
-    int dir_fd = -1;   ///< <dir> itself, for a child cloned straight into it
-
-    void make() {
-        if (g_contained.run_cgroup.empty())
-            return;
-        dir = g_contained.run_cgroup + "/case-" + std::to_string(++g_contained.case_count);
-        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-            dir.clear();
-            return;
-        }
-        procs_fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-        dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    }
-    /// Whether `pid` is in it (/proc/<pid>/cgroup ends with its folder's name).
-    bool holds(pid_t pid) const {
-        std::string text;
-        if (dir.empty() || !read_file("/proc/" + std::to_string(pid) + "/cgroup", text))
-            return false;
-        const std::string leaf = dir.substr(dir.rfind('/')) + "\n";
-        return text.size() >= leaf.size() &&
-               text.compare(text.size() - leaf.size(), leaf.size(), leaf) == 0;
-    }
-    void kill() const {
-        if (!dir.empty())
-            (void)write_text(dir + "/cgroup.kill", "1");
-    }
-    /// Once what was in it is gone and reaped: waits (up to 5 s) for it to empty, removes it.
-    void remove() {
-        if (procs_fd >= 0)
-            ::close(procs_fd);
-        procs_fd = -1;
-        if (dir_fd >= 0)
-            ::close(dir_fd);
-        dir_fd = -1;
-        if (dir.empty())
-            return;
-        const auto until = clock_type::now() + std::chrono::seconds(5);
-        while (::rmdir(dir.c_str()) != 0 && errno == EBUSY && clock_type::now() < until) {
-            kill();
-            reap_zombie_children(-1);
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        dir.clear();
-    }
-};
-} // namespace
-
-std::vector<int> marked_processes(const std::string& token_prefix) {
-    return processes_marked(process_table(), std::string(case_token_env) + "=" + token_prefix,
-                            false);
 }
 
 // ---- one process ---------------------------------------------------------------------------
@@ -514,27 +225,6 @@ void apply_limits(const resource_limits& limits) {
     (void)!::write(error_pipe, &err, sizeof err);
     ::_exit(127);
 }
-/// A child started straight in the cgroup `cgroup_dir_fd` (clone3 with CLONE_INTO_CGROUP,
-/// Linux 5.7): like fork, but the kernel places it at creation, where a forked child writing
-/// its own pid into cgroup.procs waits for the cgroup migration (~10 ms a case here). -1 with
-/// errno where the kernel or the cgroup refuses; the caller forks instead.
-pid_t clone_into_cgroup(int cgroup_dir_fd) {
-#if defined(SYS_clone3)
-    struct { // struct clone_args of <linux/sched.h>, up to its `cgroup` field (version 2)
-        std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-            set_tid, set_tid_size, cgroup;
-    } args{};
-    constexpr std::uint64_t clone_into_cgroup_flag = 0x200000000ULL; // CLONE_INTO_CGROUP
-    args.flags = clone_into_cgroup_flag;
-    args.exit_signal = SIGCHLD;
-    args.cgroup = static_cast<std::uint64_t>(cgroup_dir_fd);
-    return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-#else
-    (void)cgroup_dir_fd;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
 
 // Forks and execs; the pid, or -1 with out.start_error set.
 pid_t spawn(const process_request& request, const exec_plan& plan, process_outcome& out) {
@@ -580,10 +270,7 @@ pid_t spawn(const process_request& request, const exec_plan& plan, process_outco
         int st = 0;
         tell_guardian('-', pid);
         ::waitpid(pid, &st, 0);
-        {
-            const std::lock_guard<std::mutex> lock(g_running_mutex);
-            g_running_cases.erase(pid);
-        }
+        forget_running_case(pid);
         out.start_error =
             exec_errno < 0
                 ? "cannot open its log " + request.output_path + ": " + std::strerror(-exec_errno)
@@ -710,244 +397,9 @@ process_outcome run_process(const process_request& request) {
     // so a guardian that outlives us never kills a stranger's group of the same number.
     tell_guardian('-', pid);
     reap(pid, started, out);
-    {
-        const std::lock_guard<std::mutex> lock(g_running_mutex);
-        g_running_cases.erase(pid);
-    }
+    forget_running_case(pid);
     cgroup.remove();
     return out;
-}
-
-// ---- the run's containment -----------------------------------------------------------------
-
-namespace {
-std::string random_token() {
-    std::random_device device;
-    std::ostringstream out;
-    out << std::hex << device() << device();
-    return out.str();
-}
-
-/// Our cgroup v2 folder: the cgroup2 mount (/proc/self/mountinfo) joined with our path in it
-/// (/proc/self/cgroup, "0::<path>"); "" with the reason where there is none.
-std::string own_cgroup_dir(std::string& why) {
-    std::string cgroup_text;
-    std::string mounts;
-    if (!read_file("/proc/self/cgroup", cgroup_text) ||
-        !read_file("/proc/self/mountinfo", mounts)) {
-        why = "cannot read /proc/self/cgroup or /proc/self/mountinfo";
-        return {};
-    }
-    std::string path;
-    std::istringstream lines(cgroup_text);
-    for (std::string line; std::getline(lines, line);)
-        if (line.rfind("0::", 0) == 0)
-            path = line.substr(3);
-    std::istringstream mount_lines(mounts);
-    for (std::string line; std::getline(mount_lines, line);) {
-        // "id parent major:minor root mount-point options ... - fstype source super-options"
-        const auto dash = line.find(" - ");
-        if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0)
-            continue;
-        std::istringstream fields(line.substr(0, dash));
-        std::string id, parent, device, root, point;
-        fields >> id >> parent >> device >> root >> point;
-        if (path.empty()) {
-            why = "no cgroup v2 line in /proc/self/cgroup";
-            return {};
-        }
-        if (root != "/" && path.rfind(root, 0) != 0) {
-            why = "our cgroup " + path;
-            why += " is outside the cgroup2 mount at " + point;
-            return {};
-        }
-        const std::string inside = root == "/" ? path : path.substr(root.size());
-        return inside == "/" ? point : point + inside;
-    }
-    why = "no cgroup v2 hierarchy mounted (cgroup v1 only)";
-    return {};
-}
-
-/// Where the run's cgroup goes: a folder under ours; "" with the reason where there is none.
-std::string planned_run_cgroup(const std::string& token, std::string& why) {
-    const std::string own = own_cgroup_dir(why);
-    return own.empty() ? own : own + "/pitfall-" + std::to_string(::getpid()) + "-" + token;
-}
-
-/// Makes the run's cgroup, proved by moving a process into it; false with the reason where
-/// that cannot be done.
-bool make_run_cgroup(const std::string& dir, std::string& why) {
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-        why = "cannot make the cgroup " + dir + ": " + std::strerror(errno);
-        return false;
-    }
-    const auto give_up = [&](const std::string& reason) {
-        ::rmdir(dir.c_str());
-        why = reason;
-        return false;
-    };
-    if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0)
-        return give_up("no writable cgroup.kill in " + dir + " (Linux 5.14 or later)");
-    const int procs = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (procs < 0)
-        return give_up("cannot write " + dir + "/cgroup.procs: " + std::strerror(errno));
-    // Cloned straight into it where the kernel can (no migration to wait for), else a forked
-    // child moves itself in.
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    pid_t probe = dir_fd >= 0 ? clone_into_cgroup(dir_fd) : -1;
-    const bool cloned = probe >= 0;
-    if (!cloned)
-        probe = ::fork();
-    if (probe == 0)
-        ::_exit(cloned || ::write(procs, "0", 1) == 1 ? 0 : 1);
-    if (dir_fd >= 0)
-        ::close(dir_fd);
-    ::close(procs);
-    int status = 1;
-    if (probe < 0 || ::waitpid(probe, &status, 0) != probe || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0)
-        return give_up("cannot move a process into " + dir + " (not delegated to us)");
-    return true;
-}
-
-/// Removes a run's cgroup and its cases' (empty by now, or soon: up to 1 s).
-void remove_cgroup_tree(const std::string& dir) {
-    std::vector<std::string> cases;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (const dirent* e = ::readdir(d))
-            if (std::strncmp(e->d_name, "case-", 5) == 0)
-                cases.push_back(dir + "/" + e->d_name);
-        ::closedir(d);
-    }
-    cases.push_back(dir);
-    for (const auto& folder : cases)
-        for (int tries = 0; tries < 100 && ::rmdir(folder.c_str()) != 0 && errno == EBUSY; ++tries)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-}
-
-/// The guardian's whole life: wait on the pipe; at a goodbye, leave; at its end without one
-/// (the harness died), kill every process carrying the run's token, and the run's cgroup.
-[[noreturn]] void guard(int pipe_fd, const std::string& token, const std::string& cgroup) {
-    ::setsid(); // a kill of the harness's process group must not take us with it
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE})
-        ::sigaction(sig, &ignore, nullptr);
-    ::prctl(PR_SET_NAME, "pitfall-guard");
-    // Nothing of the harness's held open here (its run folder's lock above all): only the pipe.
-    for (int fd = 0; fd < 1024; ++fd)
-        if (fd != pipe_fd)
-            ::close(fd);
-    // The harness's lines: "+<pgid>" a case started in its own process group, "-<pgid>" it
-    // ended, "q" goodbye. End of file without a goodbye: the harness died.
-    std::set<pid_t> groups;
-    std::string pending;
-    char chunk[512];
-    for (;;) {
-        const ssize_t got = ::read(pipe_fd, chunk, sizeof chunk);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        pending.append(chunk, static_cast<std::size_t>(got));
-        for (std::size_t nl = pending.find('\n'); nl != std::string::npos;
-             nl = pending.find('\n')) {
-            const std::string line = pending.substr(0, nl);
-            pending.erase(0, nl + 1);
-            if (line == "q")
-                ::_exit(0);
-            const long pgid = line.size() > 1 ? std::strtol(line.c_str() + 1, nullptr, 10) : 0;
-            if (pgid > 1 && line[0] == '+')
-                groups.insert(static_cast<pid_t>(pgid));
-            else if (pgid > 1 && line[0] == '-')
-                groups.erase(static_cast<pid_t>(pgid));
-        }
-    }
-    // Every running case's process group too: a descendant that cleared its environment (no
-    // token) but stayed in the group is ended with it; one that also left the group with
-    // setsid is found only by the cgroup, where there is one.
-    const std::string entry = std::string(case_token_env) + "=" + token + "/";
-    for (int round = 0; round < 200; ++round) { // up to ~2 s for what forks while we kill
-        if (!cgroup.empty())
-            (void)write_text(cgroup + "/cgroup.kill", "1");
-        bool any_group = false;
-        for (const pid_t group : groups)
-            any_group = ::kill(-group, SIGKILL) == 0 || any_group;
-        const std::vector<pid_t> left = processes_marked(process_table(), entry, false);
-        for (const pid_t pid : left)
-            ::kill(pid, SIGKILL);
-        if (left.empty() && !any_group && round > 0)
-            break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!cgroup.empty())
-        remove_cgroup_tree(cgroup);
-    ::_exit(0);
-}
-} // namespace
-
-status_or<containment> contain_cases(const std::string& mode) {
-    if (mode != "auto" && mode != "cgroup" && mode != "subreaper")
-        return status::error(
-            pitfall_error::bad_environment,
-            "PITFALL_CONTAINMENT='" + mode + "': expected auto, cgroup or subreaper", stage::init);
-    if (g_contained.active)
-        return containment{g_contained.run_cgroup.empty() ? "subreaper" : "cgroup",
-                           g_contained.run_cgroup, g_contained.run_token};
-    containment held{"subreaper", "PITFALL_CONTAINMENT=subreaper", random_token()};
-    std::string planned;
-    if (mode != "subreaper")
-        planned = planned_run_cgroup(held.run_token, held.detail);
-    // Orphaned descendants of a case (a setsid grandchild whose parent exited) come back to us,
-    // not to init: each case's sweep finds them by their parents.
-    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        return status::from_errno(errno, "prctl(PR_SET_CHILD_SUBREAPER)", stage::init);
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0)
-        return status::from_errno(errno, "pipe for the guardian", stage::init);
-    std::cout.flush();
-    // The guardian first, the cgroup after: a kill from here on leaves no cgroup behind.
-    const pid_t guardian = ::fork();
-    if (guardian < 0)
-        return status::from_errno(errno, "fork of the guardian", stage::init);
-    if (guardian == 0) {
-        ::close(fds[1]);
-        guard(fds[0], held.run_token, planned);
-    }
-    ::close(fds[0]);
-    g_contained.active = true;
-    g_contained.guardian = guardian;
-    g_contained.guardian_fd = fds[1];
-    g_contained.run_token = held.run_token;
-    if (!planned.empty() && make_run_cgroup(planned, held.detail)) {
-        g_contained.run_cgroup = planned;
-        held.method = "cgroup";
-        held.detail = planned;
-    }
-    if (mode == "cgroup" && held.method != "cgroup") {
-        end_containment();
-        return status::error(pitfall_error::bad_environment,
-                             "PITFALL_CONTAINMENT=cgroup: " + held.detail, stage::init);
-    }
-    return held;
-}
-
-void end_containment() {
-    if (!g_contained.active)
-        return;
-    (void)!::write(g_contained.guardian_fd, "q\n", 2);
-    ::close(g_contained.guardian_fd);
-    int status = 0;
-    while (::waitpid(g_contained.guardian, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!g_contained.run_cgroup.empty())
-        ::rmdir(g_contained.run_cgroup.c_str());
-    g_contained.active = false;
-    g_contained.guardian = -1;
-    g_contained.guardian_fd = -1;
-    g_contained.run_cgroup.clear();
-    g_contained.run_token.clear();
-    g_contained.case_count = 0;
 }
 
 } // namespace pitfall
