@@ -172,6 +172,36 @@ class ProbeAnswerKept(FixtureTest):
         self.assertFalse(off["probe"]["reused"])
         self.assertEqual(off["probe"]["not_kept"], "PITFALL_PROBE_CACHE=off")
 
+    def test_the_build_images_are_kept_while_the_programs_are_unchanged(self):
+        """The build's SASS and PTX (every program read whole) are read once per build: the kept
+        copy is what the next run records, until a program's stamp changes."""
+        first = self.run_probe_case("a")
+        folder = os.path.join(self.tmp, "cache")
+        (kept,) = [os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("build-images-")]
+        with open(kept) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["schema"], "pitfall.build-images/1")
+        self.assertEqual(doc["images"], first["build_images"])
+        self.assertIn("harness_fixture", doc["stamps"])
+        # A planted answer with the right stamps is what the next run records: it is read.
+        planted = {"harness_fixture": {"error": "planted: the kept answer was used"}}
+        with open(kept, "w") as f:
+            json.dump(dict(doc, images=planted), f)
+        self.assertEqual(self.run_probe_case("b")["build_images"], planted)
+        # A program rebuilt (its stamp changed) is read again.
+        st = os.stat(PROGRAM)
+        try:
+            os.utime(PROGRAM, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            self.assertEqual(self.run_probe_case("c")["build_images"], first["build_images"])
+        finally:
+            os.utime(PROGRAM, ns=(st.st_atime_ns, st.st_mtime_ns))
+        # Unreadable or foreign content is never used, and never stops the run.
+        for i, text in enumerate([b"\xff\xfe", b"[" * 100000, b"{}", json.dumps(dict(doc, images=[])).encode()]):
+            with open(kept, "wb") as f:
+                f.write(text)
+            self.assertEqual(self.run_probe_case(f"d{i}")["build_images"], first["build_images"])
+        self.assertEqual(self.run_probe_case("off", cache="off")["build_images"], first["build_images"])
+
     def test_a_damaged_or_stale_answer_is_not_used(self):
         self.run_probe_case("a")
         (kept,) = self.kept_files()

@@ -249,6 +249,36 @@ std::string probe_cache_file(const std::string& probe_program, std::string& why)
     return dir + "/probe-" + hex16(fnv1a(key)) + ".json";
 }
 
+json kept_build_images(const std::vector<std::pair<std::string, std::string>>& programs) {
+    std::string why;
+    const char* keep = std::getenv("PITFALL_PROBE_CACHE");
+    const std::string dir =
+        keep != nullptr && std::string(keep) == "off" ? std::string() : shared_folder(why);
+    if (dir.empty())
+        return build_images(programs);
+    // One file per set of programs (a build), holding the stamps it was read under.
+    std::string key = std::to_string(::geteuid()) + '\n';
+    json stamps = json::object();
+    for (const auto& [name, path] : programs) {
+        key += name + '\t' + path + '\n';
+        stamps[name] = file_stamp(path);
+    }
+    const std::string cache = dir + "/build-images-" + hex16(fnv1a(key)) + ".json";
+    if (auto text = detail::read_regular_file(cache, std::size_t{16} << 20); text.is_ok())
+        if (auto doc = detail::parse_json(text.value(), cache); doc.is_ok()) {
+            const json& d = doc.value();
+            if (d.is_object() && d.value("schema", "") == "pitfall.build-images/1" &&
+                d.contains("stamps") && d["stamps"] == stamps && d.contains("images") &&
+                d["images"].is_object())
+                return d["images"];
+        }
+    json images = build_images(programs);
+    (void)write_file_atomically(
+        cache, detail::dump_safe(
+                   {{"schema", "pitfall.build-images/1"}, {"stamps", stamps}, {"images", images}}));
+    return images;
+}
+
 json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
                       bool reuse_probe) {
     json fp = {{"schema", "pitfall.fingerprint/1"}};

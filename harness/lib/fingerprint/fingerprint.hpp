@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pitfall::runner {
 
@@ -28,6 +30,12 @@ std::string shared_folder(std::string& why);
 /// the user and the values of the variables that change what the probe sees.
 /// PITFALL_PROBE_CACHE=off keeps nothing. "" with `why` set when there is none.
 std::string probe_cache_file(const std::string& probe_program, std::string& why);
+
+/// build_images() of `programs` (scenario name -> program path), kept in shared_folder beside
+/// the probe's answer: every run records the build's SASS and PTX, and a CUDA build's programs
+/// carry megabytes of fatbins each, so they are read again only when one of them changed (its
+/// size, modification time or inode). PITFALL_PROBE_CACHE=off reads them every time.
+nlohmann::json kept_build_images(const std::vector<std::pair<std::string, std::string>>& programs);
 
 /// Seconds a kept probe answer stays valid. It is also dropped after a reboot (the kernel's
 /// boot id) and when a library file it names changed (size or modification time).

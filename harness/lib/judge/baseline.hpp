@@ -21,6 +21,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,13 @@ struct profile {
 };
 
 /// Reads every profile under `expected_dir`, validating each file against the index: an unknown
-/// case, outcome status or bound is an error naming the file and field.
+/// case, outcome status or bound is an error naming the file and field. With `only`, a profile's
+/// baselines are read for those scenarios alone (every profile.json still is): a run of one case
+/// reads what can judge it, not the ~190 files of every scenario (`pitfall bless` and `compare`
+/// read them all, and so check them all).
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
-                                              const scenario_index& index);
+                                              const scenario_index& index,
+                                              const std::set<std::string>* only = nullptr);
 
 /// Checks one expected/<profile>/<scenario>.json document (what load_profiles checks), naming
 /// file and field.

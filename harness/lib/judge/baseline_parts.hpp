@@ -43,6 +43,9 @@ status check_range_order(const std::string& file, const std::string& pointer,
 /// An expected file against the schema and the scenario it names (its variants, ratios).
 status check_expected_file(const std::string& file, const nlohmann::json& doc,
                            const scenario_entry& scenario);
+/// The same, for a document already validated against the schema.
+status check_validated_expected_file(const std::string& file, const nlohmann::json& doc,
+                                     const scenario_entry& scenario);
 /// A profile's match value: a value (equal), an array (any of), or {"min", "max"} (a range).
 bool value_matches(const nlohmann::json& want, const nlohmann::json& have);
 /// The names of one kind a result recorded: "checks", "measurements" or "samples".

@@ -485,6 +485,11 @@ status check_expected_file(const std::string& file, const json& doc,
     // The schema first (reports/schema/expected.schema.json: the one definition of the
     // format), then what it cannot say; the checks below stay for the index-dependent rules.
     PITFALL_TRY(detail::validate_document("expected", doc, file));
+    return check_validated_expected_file(file, doc, scenario);
+}
+
+status check_validated_expected_file(const std::string& file, const json& doc,
+                                     const scenario_entry& scenario) {
     PITFALL_TRY(check_expected_semantics(file, doc));
     if (!doc.is_object())
         return bad_input(file, "", "expected an object");

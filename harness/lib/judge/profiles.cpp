@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 using namespace baseline_parts;
 
 status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
-                                              const scenario_index& index) {
+                                              const scenario_index& index,
+                                              const std::set<std::string>* only) {
     std::vector<profile> profiles;
     std::error_code ec;
     // No folder yet is no baselines yet (a new project before its first bless, which makes
@@ -77,6 +78,8 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
                 files.push_back(entry);
         for (const auto& file : files) {
             const std::string scenario_name = file.stem().string();
+            if (only != nullptr && only->count(scenario_name) == 0)
+                continue;
             const auto it = std::find_if(
                 index.scenarios.begin(), index.scenarios.end(),
                 [&](const scenario_entry& s) { return s.description.name == scenario_name; });
@@ -87,7 +90,7 @@ status_or<std::vector<profile>> load_profiles(const std::string& expected_dir,
             if (expected["scenario"].get<std::string>() != scenario_name)
                 return bad_input(file.string(), "scenario",
                                  "must equal the file name '" + scenario_name + "'");
-            PITFALL_TRY(check_expected_file(file.string(), expected, *it));
+            PITFALL_TRY(check_validated_expected_file(file.string(), expected, *it));
             p.cases[scenario_name] = expected["cases"];
             if (expected.contains("ratios"))
                 p.ratios[scenario_name] = expected["ratios"];

@@ -154,8 +154,12 @@ status plan_run(const run_options& requested, run_plan& plan) {
         PITFALL_ASSIGN_OR_RETURN(resumed, plan_resume(plan));
     }
     PITFALL_TRY(plan_cases(plan, resumed));
-    PITFALL_ASSIGN_OR_RETURN(plan.profiles,
-                             load_profiles(plan.options.common.expected_dir, plan.index));
+    // The baselines of the scenarios this run selects, in every profile: what can judge it.
+    std::set<std::string> selected;
+    for (const auto& c : plan.cases)
+        selected.insert(c.scenario->description.name);
+    PITFALL_ASSIGN_OR_RETURN(
+        plan.profiles, load_profiles(plan.options.common.expected_dir, plan.index, &selected));
     if (!plan.resuming) {
         PITFALL_ASSIGN_OR_RETURN(
             run_folder folder, run_folder::create(new_run_dir(plan.options), plan.options.replace));
@@ -177,7 +181,7 @@ status start_session(run_plan& plan) {
     std::vector<std::pair<std::string, std::string>> programs;
     for (const auto& s : plan.index.scenarios)
         programs.emplace_back(s.description.name, s.program);
-    h.fingerprint["build_images"] = build_images(programs);
+    h.fingerprint["build_images"] = kept_build_images(programs);
     // How each case's threads are set (the counts themselves are per case, in its record).
     json variables = json::array();
     for (const char* name : case_thread_variables)
