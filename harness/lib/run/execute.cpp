@@ -393,90 +393,124 @@ status settle_first(run_plan& plan, running_case& rc, progress& out,
     return status::ok();
 }
 
-/// Each case not finished yet, up to --jobs at once (case_claim says which may share the
-/// machine), each record appended as its case ends. Returns the cases whose timing came out
-/// uncertain, for the end of the run; `interrupted` set on Ctrl-C (or TERM).
-status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out, bool& interrupted) {
-    std::vector<deferred_case> deferred;
-    std::deque<std::size_t> pending;
-    for (std::size_t i = 0; i < plan.cases.size(); ++i)
-        if (plan.finished.count(plan.cases[i].key()) == 0)
-            pending.push_back(i);
-    std::mutex mutex;
-    std::condition_variable finished_one;
-    std::list<running_case> running;
-    holdings held;
-    status failure = status::ok();
-    while (true) {
-        // Start what fits, in order; a case that must run alone holds back every case after it
-        // until the machine is free (else a stream of small cases would starve it).
-        while (failure.is_ok() && interrupt_requested == 0 && !pending.empty()) {
-            const std::size_t i = pending.front();
-            case_context ctx = prepare_case(plan, plan.cases[i]);
-            const case_claim claim = claim_of(plan, ctx);
+/// The first pass's bookkeeping: the cases waiting, the ones running (each on a worker thread),
+/// what they hold of the machine, and the first failure to record anything.
+class first_pass_scheduler {
+public:
+    first_pass_scheduler(run_plan& plan, progress& out) : m_plan(plan), m_out(out) {
+        for (std::size_t i = 0; i < plan.cases.size(); ++i)
+            if (plan.finished.count(plan.cases[i].key()) == 0)
+                m_pending.push_back(i);
+    }
+
+    status_or<std::vector<deferred_case>> run(bool& interrupted) {
+        while (true) {
+            start_what_fits();
+            if (m_running.empty())
+                break;
+            settle_what_finished(interrupted);
+        }
+        interrupted = interrupted || interrupt_requested != 0;
+        if (!m_failure.is_ok())
+            return m_failure;
+        return std::move(m_deferred);
+    }
+
+private:
+    /// Starts what fits, in order; a case that must run alone holds back every case after it
+    /// until the machine is free (else a stream of small cases would starve it).
+    void start_what_fits() {
+        while (m_failure.is_ok() && interrupt_requested == 0 && !m_pending.empty()) {
+            const std::size_t i = m_pending.front();
+            case_context ctx = prepare_case(m_plan, m_plan.cases[i]);
+            const case_claim claim = claim_of(m_plan, ctx);
             {
-                const std::lock_guard<std::mutex> lock(mutex);
-                if (!held.admits(claim, plan.options.jobs))
+                const std::lock_guard<std::mutex> lock(m_mutex);
+                if (!m_held.admits(claim, m_plan.options.jobs))
                     break;
-                held.take(claim);
+                m_held.take(claim);
             }
-            pending.pop_front();
-            if (auto s = plan.folder->append_event("started", ctx.key, now_iso8601()); !s.is_ok()) {
-                out.not_recorded(i, ctx.key);
-                failure = not_recorded(plan, ctx.key, s);
-                const std::lock_guard<std::mutex> lock(mutex);
-                held.give_back(claim);
+            m_pending.pop_front();
+            if (auto s = m_plan.folder->append_event("started", ctx.key, now_iso8601());
+                !s.is_ok()) {
+                m_out.not_recorded(i, ctx.key);
+                m_failure = not_recorded(m_plan, ctx.key, s);
+                const std::lock_guard<std::mutex> lock(m_mutex);
+                m_held.give_back(claim);
                 break;
             }
-            out.begin(i, ctx.key);
-            running.emplace_back();
-            running_case& rc = running.back();
-            rc.index = i;
-            rc.claim = claim;
-            rc.ctx.emplace(std::move(ctx));
-            rc.worker = std::thread([&rc, &mutex, &finished_one] {
-                const auto started = std::chrono::steady_clock::now();
-                attempt a = measure(*rc.ctx, rc.ctx->request);
-                const std::lock_guard<std::mutex> lock(mutex);
-                rc.first = std::move(a);
-                rc.took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-                              .count();
-                rc.done = true;
-                finished_one.notify_all();
-            });
+            m_out.begin(i, ctx.key);
+            start(i, claim, std::move(ctx));
         }
-        if (running.empty())
-            break;
-        std::unique_lock<std::mutex> lock(mutex);
-        finished_one.wait(lock, [&] {
-            return std::any_of(running.begin(), running.end(),
+    }
+
+    /// The case's first process, measured on a worker thread that says when it is done.
+    void start(std::size_t index, const case_claim& claim, case_context ctx) {
+        m_running.emplace_back();
+        running_case& rc = m_running.back();
+        rc.index = index;
+        rc.claim = claim;
+        rc.ctx.emplace(std::move(ctx));
+        rc.worker = std::thread([&rc, this] {
+            const auto started = std::chrono::steady_clock::now();
+            attempt a = measure(*rc.ctx, rc.ctx->request);
+            const std::lock_guard<std::mutex> lock(m_mutex);
+            rc.first = std::move(a);
+            rc.took =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            rc.done = true;
+            m_finished_one.notify_all();
+        });
+    }
+
+    /// Waits for a case to finish, then records every finished one (an interrupted one as
+    /// interrupted) and gives its claim on the machine back.
+    void settle_what_finished(bool& interrupted) {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_finished_one.wait(lock, [&] {
+            return std::any_of(m_running.begin(), m_running.end(),
                                [](const running_case& rc) { return rc.done; });
         });
-        for (auto it = running.begin(); it != running.end();) {
+        for (auto it = m_running.begin(); it != m_running.end();) {
             if (!it->done) {
                 ++it;
                 continue;
             }
-            held.give_back(it->claim);
+            m_held.give_back(it->claim);
             lock.unlock();
             it->worker.join();
             if (it->first.p.interrupted) {
                 interrupted = true;
-                out.interrupted(it->index, it->ctx->key);
-                if (auto s = plan.folder->append_event("interrupted", it->ctx->key, now_iso8601());
-                    !s.is_ok() && failure.is_ok())
-                    failure = not_recorded(plan, it->ctx->key, s);
-            } else if (failure.is_ok()) {
-                failure = settle_first(plan, *it, out, deferred);
+                m_out.interrupted(it->index, it->ctx->key);
+                if (auto s =
+                        m_plan.folder->append_event("interrupted", it->ctx->key, now_iso8601());
+                    !s.is_ok() && m_failure.is_ok())
+                    m_failure = not_recorded(m_plan, it->ctx->key, s);
+            } else if (m_failure.is_ok()) {
+                m_failure = settle_first(m_plan, *it, m_out, m_deferred);
             }
             lock.lock();
-            it = running.erase(it);
+            it = m_running.erase(it);
         }
     }
-    interrupted = interrupted || interrupt_requested != 0;
-    if (!failure.is_ok())
-        return failure;
-    return deferred;
+
+    run_plan& m_plan;
+    progress& m_out;
+    std::deque<std::size_t> m_pending;
+    std::mutex m_mutex;
+    std::condition_variable m_finished_one;
+    std::list<running_case> m_running;
+    holdings m_held;
+    status m_failure = status::ok();
+    std::vector<deferred_case> m_deferred;
+};
+
+/// Each case not finished yet, up to --jobs at once (case_claim says which may share the
+/// machine), each record appended as its case ends. Returns the cases whose timing came out
+/// uncertain, for the end of the run; `interrupted` set on Ctrl-C (or TERM).
+status_or<std::vector<deferred_case>> first_pass(run_plan& plan, progress& out, bool& interrupted) {
+    first_pass_scheduler scheduler(plan, out);
+    return scheduler.run(interrupted);
 }
 
 /// The second processes of the deferred cases, one at a time after one pause (see

@@ -170,12 +170,12 @@ status plan_run(const run_options& requested, run_plan& plan) {
     return status::ok();
 }
 
-/// Fingerprints the environment, chooses the profiles, appends the header and says so.
-status start_session(run_plan& plan) {
-    run_folder& folder = *plan.folder;
+/// The environment's fingerprint for the header: the probe's facts (its answer kept while it
+/// holds), the build's SASS and PTX, and how each case's threads are set.
+void fingerprint_session(run_plan& plan) {
     run_header& h = plan.header;
-    h.fingerprint =
-        take_fingerprint(plan.options.probe_program, folder.logs_dir(), !plan.options.fresh_probe);
+    h.fingerprint = take_fingerprint(plan.options.probe_program, plan.folder->logs_dir(),
+                                     !plan.options.fresh_probe);
     // The build's SASS and PTX beside the machine's facts: the doctor's rules judge them
     // against the devices, here and in every report rendered from this record.
     std::vector<std::pair<std::string, std::string>> programs;
@@ -189,8 +189,12 @@ status start_session(run_plan& plan) {
     h.fingerprint["case_threads"] = {{"default", 1}, {"variables", variables}};
     h.fingerprint_summary = fingerprint_summary(h.fingerprint);
     h.fingerprint_id = fingerprint_id(h.fingerprint_summary);
-    PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,
-                                                         plan.options.profile_override));
+}
+
+/// The header's account of this run: when, by which pitfall, from which command line and index,
+/// judged by which profile, selecting which cases, with which options.
+void describe_session(run_plan& plan) {
+    run_header& h = plan.header;
     h.resumed = plan.resuming;
     h.at = now_iso8601();
     h.pitfall_version = PITFALL_VERSION;
@@ -214,8 +218,13 @@ status start_session(run_plan& plan) {
                  plan.options.judge_times,
                  to_string(plan.options.correction),
                  plan.options.timing_level};
-    // Every process a case starts is ended with it, even past a SIGKILL of this one. How is
-    // recorded beside the fingerprint (not in its summary: profiles do not match on it).
+}
+
+/// Every process a case starts is ended with it, even past a SIGKILL of this one; the case
+/// lock every run of this user shares. How is recorded beside the fingerprint.
+status contain_session(run_plan& plan) {
+    run_header& h = plan.header;
+    // Not in the fingerprint's summary: profiles do not match on it.
     const char* mode = std::getenv("PITFALL_CONTAINMENT");
     PITFALL_ASSIGN_OR_RETURN(const containment held,
                              contain_cases(mode == nullptr || *mode == '\0' ? "auto" : mode));
@@ -226,6 +235,13 @@ status start_session(run_plan& plan) {
     h.fingerprint["case_lock"] = shared.empty() ? json{{"none", no_lock}} : json(plan.case_lock);
     h.fingerprint["containment"] = {
         {"method", held.method}, {"detail", held.detail}, {"token", held.run_token}};
+    return status::ok();
+}
+
+/// What each case is judged with: the fingerprint and host it runs under, the build type, the
+/// machine's findings (an environment fault explains a failing case) and the timing options.
+void prepare_judging(run_plan& plan) {
+    const run_header& h = plan.header;
     plan.judging.fingerprint_id = h.fingerprint_id;
     plan.judging.host_id = host_id_of(h.fingerprint);
     plan.judging.build_type = plan.index.build.value("build_type", "");
@@ -240,13 +256,13 @@ status start_session(run_plan& plan) {
         gpus != h.fingerprint_summary.end() && gpus->is_number_integer())
         plan.judging.gpu_count = gpus->get<int>();
     plan.judging.timing.floor = plan.options.timing_floor;
-    PITFALL_TRY(folder.append(h));
-    // A copy for people and tools; the header line above is the record, so a copy that
-    // cannot be written costs nothing.
-    warn(write_file_atomically(folder.fingerprint_path(),
-                               h.fingerprint.dump(2, ' ', false, json::error_handler_t::replace) +
-                                   "\n"));
+}
 
+/// The terminal's first lines: the machine, the run folder, the profile, and what is set that
+/// makes this run report other than its own behaviour.
+void say_session(const run_plan& plan) {
+    const run_header& h = plan.header;
+    const run_folder& folder = *plan.folder;
     // The machine first: what `pitfall doctor` would say decides how to read every line after.
     std::cout << "machine: "
               << (plan.machine.cuda_usable()
@@ -265,6 +281,26 @@ status start_session(run_plan& plan) {
         mutating != nullptr && *mutating != '\0')
         std::cout << "warning: " << mutate::env_name << "=" << mutating
                   << " is set: the cases it names report mutated records, not their own\n";
+}
+
+/// Fingerprints the environment, chooses the profiles, appends the header and says so.
+status start_session(run_plan& plan) {
+    run_folder& folder = *plan.folder;
+    run_header& h = plan.header;
+    fingerprint_session(plan);
+    PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,
+                                                         plan.options.profile_override));
+    describe_session(plan);
+    PITFALL_TRY(contain_session(plan));
+    prepare_judging(plan);
+    PITFALL_TRY(folder.append(h));
+    // A copy for people and tools; the header line above is the record, so a copy that
+    // cannot be written costs nothing.
+    warn(write_file_atomically(folder.fingerprint_path(),
+                               h.fingerprint.dump(2, ' ', false, json::error_handler_t::replace) +
+                                   "\n"));
+
+    say_session(plan);
     return status::ok();
 }
 
