@@ -412,11 +412,31 @@ chart ratio_chart(const run_data& run) {
         if (r.contains("bound"))
             title += cat("; bound ", r["bound"].dump(), " (", str(r, "profile"),
                          "): ", str(r, "verdict"));
+        // A bar past its bound marks that did not fail says why it was not judged (a bound
+        // blessed on another host or fingerprint, full sizes).
+        const std::string not_judged =
+            str(r, "verdict") == "NOT_COMPARED" ? cat(" (not judged: ", str(r, "reason"), ")") : "";
         c.bars.push_back({cat(key, " [", b, "]"), r.value("failing", false) ? "out" : series_of(b),
-                          x, cat(fmt("%.3g", x), "x = ", pair), title,
+                          x, cat(fmt("%.3g", x), "x = ", pair, not_judged), title + not_judged,
                           bound_marks(r.value("bound", json()))});
     }
     return c;
+}
+
+/// Why a peak-RSS bound is drawn but was not judged, as the judge decides it (judge_memory): a
+/// bound observed under another fingerprint or build type is a fact of that machine and build.
+/// Empty where it was judged.
+std::string rss_bound_not_judged(const run_data& run, const json& entry) {
+    const json prov = obj(entry, "provenance");
+    if (str(prov, "kind") != "observed")
+        return "";
+    const std::string blessed_build = str(prov, "build_type"),
+                      build = str(obj(run.header, "build"), "build_type");
+    if (str(prov, "fingerprint_id") != str(run.header, "fingerprint_id"))
+        return " (bound not judged: blessed under fingerprint " + str(prov, "fingerprint_id") + ")";
+    if (!blessed_build.empty() && !build.empty() && blessed_build != build)
+        return " (bound not judged: blessed from a " + blessed_build + " build)";
+    return "";
 }
 
 /// Memory peaks against their baseline bounds: the backend's tracked allocations and the
@@ -452,10 +472,13 @@ chart memory_chart(const run_data& run) {
                               "tracked peak " + key + ": " + human_bytes(tracked), marks});
         }
         const double rss = num(obj(r, "process"), "peak_rss_bytes");
-        if (std::isfinite(rss) && rss > 0)
-            c.bars.push_back({key, "rss", rss, human_bytes(rss),
-                              "peak RSS " + key + ": " + human_bytes(rss),
-                              bound_marks(expected.value("peak_rss_bytes", json()))});
+        if (std::isfinite(rss) && rss > 0) {
+            const std::vector<double> marks = bound_marks(expected.value("peak_rss_bytes", json()));
+            const std::string not_judged =
+                marks.empty() ? "" : rss_bound_not_judged(run, obj(r["baseline"], "entry"));
+            c.bars.push_back({key, "rss", rss, human_bytes(rss) + not_judged,
+                              "peak RSS " + key + ": " + human_bytes(rss) + not_judged, marks});
+        }
     }
     return c;
 }

@@ -455,6 +455,22 @@ TEST(ReportHtml, RatiosAreTheDeclaredOnes) {
     EXPECT_NE(empty.find("nothing to draw in this run"), std::string::npos);
 }
 
+// A bar drawn past its bound marks that did not fail says why it was not judged.
+TEST(ReportHtml, ABarNotJudgedSaysWhy) {
+    run_data unjudged = synthetic_run();
+    unjudged.ratios[0]["ratio"] = 1.5;
+    unjudged.ratios[0]["verdict"] = "NOT_COMPARED";
+    unjudged.ratios[0]["reason"] = "observed bound of fingerprint 0ea745cb00664714";
+    const std::string out = chart_block(render_html(unjudged), "chart-ratios");
+    EXPECT_NE(out.find("1.5x = reproduce / remedy (not judged: observed bound of fingerprint "
+                       "0ea745cb00664714)"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(count(out, "b-out"), 0u);
+    const std::string judged = chart_block(render_html(synthetic_run()), "chart-ratios");
+    EXPECT_EQ(judged.find("not judged"), std::string::npos);
+}
+
 TEST(ReportHtml, CaseDetailsShowSamplesInfoAndMeasurements) {
     const std::string html = render_html(synthetic_run());
     const std::string demo = case_block(html, "case-cpu-demo-reproduce");
