@@ -233,6 +233,33 @@ class BadFleetInput(unittest.TestCase):
                 self.assertIn(word, p.stderr)
                 self.assertNotIn("Traceback", p.stderr)
 
+    def test_a_dry_run_with_its_nodes_named_needs_no_controller(self):
+        # A Slurm client installed, its controller down: sinfo fails as it does then. The dry run
+        # of named nodes still shows the script, says the nodes were not checked, and submits
+        # nothing; a dry run that must ask Slurm for its nodes, or a real run, is refused.
+        with tempfile.TemporaryDirectory() as d:
+            bin_dir = Path(d, "bin")
+            bin_dir.mkdir()
+            for tool in ("sbatch", "squeue", "sinfo", "scontrol", "scancel"):
+                (bin_dir / tool).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact "
+                                            "slurm controller (connect failure)' >&2\nexit 1\n")
+                (bin_dir / tool).chmod(0o755)
+            env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+            out = Path(d, "dry")
+            p = pitfall_fleet("run", "--out", str(out), "--nodelist", "gpu[1-2]", "--dry-run", env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("#!/bin/bash", p.stdout)
+            self.assertIn("ReqNodeList=gpu2", p.stdout)
+            self.assertIn("Unable to contact slurm controller", p.stderr)
+            self.assertIn("unchecked", p.stderr)
+            self.assertFalse(out.exists())
+            for args in (["run", "--dry-run"], ["run", "--out", str(out), "--nodelist", "gpu1"]):
+                with self.subTest(args=args):
+                    p = pitfall_fleet(*args, env=env)
+                    self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                    self.assertIn("is slurmctld up", p.stderr)
+                    self.assertNotIn("Traceback", p.stderr)
+
     def test_a_hostile_fleet_folder_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
             p = pitfall_fleet("status", d)

@@ -142,6 +142,10 @@ def _answered(rc: int, err: str, what: str) -> bool:
     raise SlurmUnavailable(f"{what}: {err or f'exit {rc}'}")
 
 
+class SlurmUnanswered(BadInput):
+    """sinfo could not say which nodes there are: no controller answered, or it refused."""
+
+
 class Slurm:
     """The Slurm commands, run as child processes (never a shell), with what they said."""
 
@@ -167,7 +171,7 @@ class Slurm:
         rc, out, err = self.call(argv)
         if rc != 0:
             last = err.splitlines()[-1] if err else f"exit {rc}"  # its last line says why
-            raise BadInput(f"sinfo failed ({last}): is slurmctld up, SLURM_CONF right, and the partition right?")
+            raise SlurmUnanswered(f"sinfo failed ({last}): is slurmctld up, SLURM_CONF right, and the partition right?")
         found: dict[str, dict] = {}
         for line in out.splitlines():
             parts = line.split("|")
@@ -466,11 +470,21 @@ def follow(fleet: dict, out: Path, slurm: Slurm, poll: float) -> dict[str, dict]
 def choose_nodes(args, slurm: Slurm | None) -> tuple[list[str], dict[str, dict], dict[str, dict]]:
     """(nodes to submit, nodes left out as down, sinfo's facts) for --nodes/--nodelist/partition."""
     wanted = expand_hostlist(args.nodelist) if args.nodelist else None
-    if slurm is None:  # --dry-run without Slurm: only a --nodelist can say which nodes
+    info = None
+    if slurm is not None:
+        try:
+            info = slurm.nodes(args.partition, wanted)
+        except SlurmUnanswered as unanswered:
+            # A dry run whose nodes are named needs no controller: it shows what would be
+            # submitted, with the nodes unchecked, and says so.
+            if not (args.dry_run and wanted):
+                raise
+            print(f"pitfall fleet: warning: {unanswered}; --dry-run shows the --nodelist nodes unchecked",
+                  file=sys.stderr)
+    if info is None:  # --dry-run without an answer from Slurm: only a --nodelist can say which nodes
         if not wanted:
             raise BadInput("--dry-run without a Slurm client here needs --nodelist")
         return wanted, {}, {}
-    info = slurm.nodes(args.partition, wanted)
     names = _named_nodes(args, wanted, info)
     skipped = {n: {"state": info[n]["state"], "reason": info[n]["reason"]} for n in names if _is_down(info[n])}
     usable = [n for n in names if n not in skipped]
