@@ -66,7 +66,7 @@ def observed_entry(key, entry):
     return out
 
 
-SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "reports", "schema")
 
 
 def schema_validator(name):

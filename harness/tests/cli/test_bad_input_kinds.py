@@ -15,7 +15,7 @@ import unittest
 
 from test_cli import BIN, FixtureTest, INDEX, MANIFEST, OBSERVED, PROGRAM, by_case
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CRASH_MARKS = ("terminate called", "Traceback", "AddressSanitizer", "runtime error:",
                "Segmentation fault", "core dumped", "what():")
 DEPTH = 100000  # levels of nesting in the deep-nesting kinds

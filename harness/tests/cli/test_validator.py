@@ -19,8 +19,8 @@ import unittest
 import jsonschema
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCHEMA_DIR = os.path.join(HERE, "..", "..", "reports", "schema")
-REAL_EXPECTED = os.path.join(HERE, "..", "..", "expected")
+SCHEMA_DIR = os.path.join(HERE, "..", "..", "..", "reports", "schema")
+REAL_EXPECTED = os.path.join(HERE, "..", "..", "..", "expected")
 VALIDATE = os.environ.get("PITFALL_VALIDATE", "")
 BIN = os.environ.get("PITFALL_BIN", "")
 INDEX = os.environ.get("PITFALL_FIXTURE_INDEX", "")

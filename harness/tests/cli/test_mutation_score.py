@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "mutation_score.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "mutation_score.py")
 BIN = os.environ.get("PITFALL_BIN", "")
 INDEX = os.environ.get("PITFALL_REAL_INDEX", "")
 EXPECTED = os.environ.get("PITFALL_REAL_EXPECTED", "")

@@ -16,7 +16,7 @@ import unittest
 from test_cli import BIN, FixtureTest, alive, by_case, observed_entry, records
 
 HOSTILE_INDEX = os.environ.get("PITFALL_HOSTILE_INDEX", "")
-SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "schema")
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "reports", "schema")
 TOKEN_VAR = b"PITFALL_CASE_TOKEN="
 
 

@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JUDGED = {"SAME", "FASTER", "AMBIGUOUS", "PERF_REGRESSION"}
 
 

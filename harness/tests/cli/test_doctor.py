@@ -19,7 +19,7 @@ import jsonschema
 
 from test_cli import BIN, records
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCHEMA = os.path.join(ROOT, "reports", "schema", "doctor.schema.json")
 REAL_INDEX = os.environ.get("PITFALL_REAL_INDEX", "")
 REAL_EXPECTED = os.environ.get("PITFALL_REAL_EXPECTED", "")
