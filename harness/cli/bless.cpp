@@ -1,8 +1,8 @@
 // `pitfall bless`: write a run's observations into expected/.
 #include "commands.hpp"
 
+#include "judge/bless.hpp"
 #include "model/locate.hpp"
-#include "run/runner.hpp"
 
 #include <string>
 #include <utility>

@@ -3,6 +3,8 @@
 // commands declare alike (--index/--expected, the case filters).
 #pragma once
 
+#include "judge/bless.hpp"
+#include "judge/compare.hpp"
 #include "report/report.hpp"
 #include "run/runner.hpp"
 

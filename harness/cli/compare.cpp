@@ -1,7 +1,7 @@
 // `pitfall compare`: case by case, what changed from one run to another.
 #include "commands.hpp"
 
-#include "run/runner.hpp"
+#include "judge/compare.hpp"
 
 namespace pitfall::cli {
 namespace {

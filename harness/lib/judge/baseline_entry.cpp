@@ -144,9 +144,9 @@ void set_or_erase(ordered_json& entry, const char* key, const ordered_json& valu
 }
 } // namespace baseline_parts
 
-ordered_json entry_from_record(const case_record& record, const ordered_json& previous,
-                               const observation_origin& origin) {
-    ordered_json entry = previous.is_object() ? previous : ordered_json::object();
+namespace {
+/// The outcome a baseline entry expects: the record's.
+ordered_json expected_outcome(const case_record& record) {
     ordered_json outcome = ordered_json::object();
     for (const char* field :
          {"status", "library", "error", "stage", "sticky", "signal", "exit_code"})
@@ -154,20 +154,12 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
             outcome[field] = record.observed[field];
     if (outcome.value("status", "") == "unsupported") // the cause, not the wording of the reason
         outcome.erase("stage");
-    entry["outcome"] = outcome;
-    const bool have_result = record.result.is_object();
-    set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
-    set_or_erase(entry, "memory", have_result ? expected_memory(record, origin) : ordered_json());
-    set_or_erase(entry, "records", have_result ? expected_records(record.result) : ordered_json());
-    set_or_erase(entry, "timings",
-                 have_result && origin.with_timings ? expected_timings(record.result, origin)
-                                                    : ordered_json());
-    const std::string previous_ran_on =
-        previous.is_object() && previous.contains("ran_on") && previous["ran_on"].is_string()
-            ? previous["ran_on"].get<std::string>()
-            : "";
-    set_or_erase(entry, "ran_on",
-                 have_result ? expected_ran_on(record.result, previous_ran_on) : ordered_json());
+    return outcome;
+}
+
+/// An observed entry's provenance: the evidence of `origin`, and the source `previous` named.
+ordered_json observed_provenance(const case_record& record, const ordered_json& previous,
+                                 const observation_origin& origin) {
     ordered_json run = {{"case", record.key.str()}};
     if (!origin.run_folder.empty())
         run["folder"] = origin.run_folder;
@@ -190,7 +182,28 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     if (previous.is_object() && previous.contains("provenance") &&
         previous["provenance"].contains("source"))
         provenance["source"] = previous["provenance"]["source"];
-    entry["provenance"] = provenance;
+    return provenance;
+}
+} // namespace
+
+ordered_json entry_from_record(const case_record& record, const ordered_json& previous,
+                               const observation_origin& origin) {
+    ordered_json entry = previous.is_object() ? previous : ordered_json::object();
+    entry["outcome"] = expected_outcome(record);
+    const bool have_result = record.result.is_object();
+    set_or_erase(entry, "events", have_result ? expected_events(record.result) : ordered_json());
+    set_or_erase(entry, "memory", have_result ? expected_memory(record, origin) : ordered_json());
+    set_or_erase(entry, "records", have_result ? expected_records(record.result) : ordered_json());
+    set_or_erase(entry, "timings",
+                 have_result && origin.with_timings ? expected_timings(record.result, origin)
+                                                    : ordered_json());
+    const std::string previous_ran_on =
+        previous.is_object() && previous.contains("ran_on") && previous["ran_on"].is_string()
+            ? previous["ran_on"].get<std::string>()
+            : "";
+    set_or_erase(entry, "ran_on",
+                 have_result ? expected_ran_on(record.result, previous_ran_on) : ordered_json());
+    entry["provenance"] = observed_provenance(record, previous, origin);
     return keep_key_order(previous, entry);
 }
 

@@ -97,39 +97,35 @@ status check_expected_semantics(const std::string& file, const json& doc) {
 const std::set<std::string> outcome_statuses{"ok",     "error", "unsupported",
                                              "signal", "exit",  "load_error"};
 
-// A bound: {"min", "max"} (either or both), {"equals": x}, or {"value": x, "rel_tol": r} /
-// {"value": x, "abs_tol": a}. A memory bound (`allow_per`) may hold "per": the name of a
-// measurement of the case, the bound then being on the bytes divided by it (a range or a value,
-// never equals: a fraction of a device's memory is not an exact number).
-status check_bound(const std::string& file, const std::string& field, const json& b,
-                   bool allow_per = false) {
+/// One key of a bound: a number, or "why" (and, where `allow_per`, "per").
+status check_bound_key(const std::string& file, const std::string& field, const std::string& k,
+                       const json& v, bool allow_per) {
     static const std::set<std::string> keys{"min", "max", "equals", "value", "rel_tol", "abs_tol"};
-    if (!b.is_object() || b.empty())
-        return bad_input(file, field,
-                         "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
-    for (const auto& [k, v] : b.items()) {
-        if (k == "why") { // a bound set by hand says why it is what it is
-            // 1000 characters (the schema's maxLength) of up to 4 bytes each.
-            if (!v.is_string() || v.get<std::string>().empty() ||
-                v.get<std::string>().size() > 4000)
-                return bad_input(file, dotted(field, k),
-                                 "expected why the bound is what it is (1 to 1000 characters)");
-            continue;
-        }
-        if (allow_per && k == "per") {
-            if (!v.is_string() || v.get<std::string>().empty())
-                return bad_input(file, dotted(field, k), "expected the name of a measurement");
-            continue;
-        }
-        if (keys.count(k) == 0)
+    if (k == "why") { // a bound set by hand says why it is what it is
+        // 1000 characters (the schema's maxLength) of up to 4 bytes each.
+        if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 4000)
             return bad_input(file, dotted(field, k),
-                             allow_per ? "unknown key (min, max, equals, value, rel_tol, abs_tol, "
-                                         "per, why)"
-                                       : "unknown key (min, max, equals, value, rel_tol, abs_tol, "
-                                         "why)");
-        if (!v.is_number())
-            return bad_input(file, dotted(field, k), "expected a number");
+                             "expected why the bound is what it is (1 to 1000 characters)");
+        return status::ok();
     }
+    if (allow_per && k == "per") {
+        if (!v.is_string() || v.get<std::string>().empty())
+            return bad_input(file, dotted(field, k), "expected the name of a measurement");
+        return status::ok();
+    }
+    if (keys.count(k) == 0)
+        return bad_input(file, dotted(field, k),
+                         allow_per ? "unknown key (min, max, equals, value, rel_tol, abs_tol, "
+                                     "per, why)"
+                                   : "unknown key (min, max, equals, value, rel_tol, abs_tol, "
+                                     "why)");
+    if (!v.is_number())
+        return bad_input(file, dotted(field, k), "expected a number");
+    return status::ok();
+}
+
+/// A bound's form, its keys checked: one of {min, max}, {equals} and {value, rel_tol | abs_tol}.
+status check_bound_form(const std::string& file, const std::string& field, const json& b) {
     if (b.contains("per") && b.contains("equals"))
         return bad_input(file, field,
                          "a bound per a measurement is {min, max} or {value, rel_tol | abs_tol}");
@@ -145,6 +141,20 @@ status check_bound(const std::string& file, const std::string& field, const json
         if (b.contains(tol) && b[tol].get<double>() < 0)
             return bad_input(file, field + "." + tol, "a tolerance is >= 0");
     return status::ok();
+}
+
+// A bound: {"min", "max"} (either or both), {"equals": x}, or {"value": x, "rel_tol": r} /
+// {"value": x, "abs_tol": a}. A memory bound (`allow_per`) may hold "per": the name of a
+// measurement of the case, the bound then being on the bytes divided by it (a range or a value,
+// never equals: a fraction of a device's memory is not an exact number).
+status check_bound(const std::string& file, const std::string& field, const json& b,
+                   bool allow_per = false) {
+    if (!b.is_object() || b.empty())
+        return bad_input(file, field,
+                         "expected {min, max}, {equals} or {value, rel_tol | abs_tol}");
+    for (const auto& [k, v] : b.items())
+        PITFALL_TRY(check_bound_key(file, field, k, v, allow_per));
+    return check_bound_form(file, field, b);
 }
 
 status check_bounds(const std::string& file, const std::string& field, const json& bounds,

@@ -205,6 +205,154 @@ void settle_case(verdict& v) {
 std::string or_none(const std::string& s) {
     return s.empty() ? std::string("none recorded") : s;
 }
+
+/// Why none of a case's timed series is judged in this run ("" when they are).
+std::string why_times_not_judged(const json& prov, std::optional<int> threads,
+                                 const judge_context& context) {
+    const std::string blessed_build = prov.value("build_type", "");
+    if (!context.judge_times)
+        return "timings are recorded, not judged, in this run (--timings record)";
+    if (std::string t = thread_mismatch(prov, threads); !t.empty())
+        return t;
+    if (!blessed_build.empty() && !context.build_type.empty() &&
+        blessed_build != context.build_type)
+        return "blessed from a " + blessed_build + " build, this run's is " + context.build_type +
+               ": its times say nothing of these";
+    return "";
+}
+
+/// A series as this run timed it.
+struct timed_candidate {
+    json series;                               ///< the result's samples.<name> (null: none)
+    std::optional<std::vector<double>> values; ///< its samples, when they are valid
+    std::string disturbed;                     ///< what disturbed it ("": nothing recorded)
+};
+
+timed_candidate candidate_of(const json& observed, const std::string& name) {
+    timed_candidate c;
+    c.series = observed.is_object() && observed.contains(name) ? observed[name] : json();
+    c.values = c.series.is_object() ? numbers(c.series.value("values", json())) : std::nullopt;
+    c.disturbed =
+        c.series.is_object() ? controls::disturbed(c.series.value("disturbance", json())) : "";
+    return c;
+}
+
+/// The verdict of a series' absolute times against its baseline entry `t` (`skip`: why none
+/// is judged, "" when they are).
+json judge_absolute(const std::string& name, const json& t, const timed_candidate& candidate,
+                    const std::string& skip, const json& prov, const judge_context& context) {
+    const std::string blessed_host = prov.value("host_id", "");
+    const std::string blessed_id = prov.value("fingerprint_id", "");
+    const bool same_host = !blessed_host.empty() && blessed_host == context.host_id &&
+                           blessed_id == context.fingerprint_id;
+    const bool twin = t.contains("normalised") && t["normalised"].is_object();
+    if (!skip.empty())
+        return not_compared(skip);
+    if (!same_host)
+        return not_compared(
+            "absolute times are compared only on the host that blessed them (host " +
+            or_none(blessed_host) + ", fingerprint " + or_none(blessed_id) +
+            "; this run: " + or_none(context.host_id) + ", " + or_none(context.fingerprint_id) +
+            ")" + (twin ? ": its normalised twin is judged" : ""));
+    if (!candidate.values)
+        return {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
+    std::string note;
+    json absolute = compare_series(
+        numbers(t.value("samples", json())).value_or(std::vector<double>{}), *candidate.values,
+        with_process_spread(context, t, note), candidate.disturbed);
+    if (!note.empty() && absolute.contains("reason"))
+        absolute["reason"] = absolute["reason"].get<std::string>() + note;
+    confirm_against_control(absolute, t, candidate.series);
+    return absolute;
+}
+
+/// The verdict of a series normalised by its control, against its baseline's twin `n`.
+json judge_normalised(const std::string& name, const json& n, const timed_candidate& candidate,
+                      const std::string& skip, const json& prov, const judge_context& context) {
+    const std::string by = n.value("by", "");
+    json judged;
+    std::string why;
+    const std::string blessed_blas = blas_kernels(prov.value("fingerprint", json::object()));
+    if (!skip.empty()) {
+        judged = not_compared(skip);
+    } else if (by == "host_blas" && !blessed_blas.empty() && !context.blas.empty() &&
+               blessed_blas != context.blas) {
+        judged =
+            not_compared("blessed with " + blessed_blas + ", this run's BLAS is " + context.blas +
+                         ": another kernel type runs other code, not at another speed");
+    } else if (!candidate.values) {
+        judged = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
+    } else if (const auto seen = normalise(candidate.series, by, why); !seen) {
+        judged = {
+            {"verdict", "PERF_REGRESSION"},
+            {"reason", std::string(name).append(" cannot be judged normalised: ").append(why)}};
+    } else {
+        std::string note;
+        judged = compare_series(numbers(n.value("samples", json())).value_or(std::vector<double>{}),
+                                seen->samples, with_process_spread(context, n, note),
+                                candidate.disturbed);
+        if (!note.empty() && judged.contains("reason"))
+            judged["reason"] = judged["reason"].get<std::string>() + note;
+    }
+    judged["normalised_by"] = by;
+    return judged;
+}
+
+/// Why series `name`, `count` samples long, is not blessed ("" when it is).
+std::string why_not_blessed(const std::string& name, std::size_t count,
+                            const observation_origin& origin) {
+    if (const auto no = origin.not_timed.find(name); no != origin.not_timed.end())
+        return name + ": scenario.json names no control for it here (" + no->second + ")";
+    if (count < origin.min_samples)
+        return name + ": " + std::to_string(count) + " sample(s), the judge needs " +
+               std::to_string(origin.min_samples);
+    return "";
+}
+
+/// The samples of a result blessed together ({} when it has none).
+json pooled_samples(const json* result) {
+    return result != nullptr && result->is_object() ? result->value("samples", json::object())
+                                                    : json::object();
+}
+
+/// The median of series `name` in each result blessed together that timed it.
+std::vector<double> pooled_medians(const std::string& name, const observation_origin& origin) {
+    std::vector<double> medians;
+    for (const json* other : origin.pooled_results) {
+        const json s = pooled_samples(other);
+        if (!s.is_object() || !s.contains(name) || !s[name].is_object())
+            continue;
+        if (const auto v = numbers(s[name].value("values", json())); v && !v->empty())
+            medians.push_back(stats::median(*v));
+    }
+    return medians;
+}
+
+/// A baseline's "normalised" twin of series `name`: the samples normalised by control `by`,
+/// pooled over the results blessed together (`own`: the blessed record's, where none has them).
+ordered_json normalised_entry(const std::string& name, const std::string& by,
+                              const normalised_series& own, const observation_origin& origin) {
+    std::vector<double> pooled, normalised_medians;
+    for (const json* other : origin.pooled_results) {
+        const json s = pooled_samples(other);
+        std::string ignored;
+        if (s.is_object() && s.contains(name))
+            if (const auto n = normalise(s[name], by, ignored)) {
+                pooled.insert(pooled.end(), n->samples.begin(), n->samples.end());
+                normalised_medians.push_back(stats::median(n->samples));
+            }
+    }
+    if (pooled.empty())
+        pooled = own.samples;
+    // Six significant digits: far below any tolerance, and a blessed file stays readable.
+    for (double& x : pooled)
+        x = significant(x, 6);
+    ordered_json normalised = {
+        {"by", by}, {"samples", pooled}, {"control_median", significant(own.control_median, 6)}};
+    if (const auto spread = spread_of(normalised_medians))
+        normalised["process_spread"] = significant(*spread, 3);
+    return normalised;
+}
 } // namespace
 
 void judge_timings(const json& expected, const json& result, std::optional<int> threads,
@@ -212,81 +360,16 @@ void judge_timings(const json& expected, const json& result, std::optional<int> 
     if (!expected.contains("timings") || !expected["timings"].is_object() || !result.is_object())
         return;
     const json prov = expected.value("provenance", json::object());
-    const std::string blessed_host = prov.value("host_id", "");
-    const std::string blessed_id = prov.value("fingerprint_id", "");
-    const std::string blessed_build = prov.value("build_type", "");
-    std::string skip;
-    if (!context.judge_times)
-        skip = "timings are recorded, not judged, in this run (--timings record)";
-    else if (std::string t = thread_mismatch(prov, threads); !t.empty())
-        skip = t;
-    else if (!blessed_build.empty() && !context.build_type.empty() &&
-             blessed_build != context.build_type)
-        skip = "blessed from a " + blessed_build + " build, this run's is " + context.build_type +
-               ": its times say nothing of these";
-    const bool same_host = !blessed_host.empty() && blessed_host == context.host_id &&
-                           blessed_id == context.fingerprint_id;
+    const std::string skip = why_times_not_judged(prov, threads, context);
     const json observed = result.value("samples", json::object());
     for (const auto& [name, t] : expected["timings"].items()) {
-        const json candidate =
-            observed.is_object() && observed.contains(name) ? observed[name] : json();
-        const auto have =
-            candidate.is_object() ? numbers(candidate.value("values", json())) : std::nullopt;
-        const std::string disturbed =
-            candidate.is_object() ? controls::disturbed(candidate.value("disturbance", json()))
-                                  : "";
-        const bool twin = t.contains("normalised") && t["normalised"].is_object();
-        json absolute;
-        if (!skip.empty()) {
-            absolute = not_compared(skip);
-        } else if (!same_host) {
-            absolute = not_compared(
-                "absolute times are compared only on the host that blessed them (host " +
-                or_none(blessed_host) + ", fingerprint " + or_none(blessed_id) +
-                "; this run: " + or_none(context.host_id) + ", " + or_none(context.fingerprint_id) +
-                ")" + (twin ? ": its normalised twin is judged" : ""));
-        } else if (!have) {
-            absolute = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
-        } else {
-            std::string note;
-            absolute =
-                compare_series(numbers(t.value("samples", json())).value_or(std::vector<double>{}),
-                               *have, with_process_spread(context, t, note), disturbed);
-            if (!note.empty() && absolute.contains("reason"))
-                absolute["reason"] = absolute["reason"].get<std::string>() + note;
-            confirm_against_control(absolute, t, candidate);
-        }
-        v.timings[name] = absolute;
-        if (!twin)
+        const timed_candidate candidate = candidate_of(observed, name);
+        v.timings[name] = judge_absolute(name, t, candidate, skip, prov, context);
+        if (!t.contains("normalised") || !t["normalised"].is_object())
             continue;
         const json& n = t["normalised"];
-        const std::string by = n.value("by", "");
-        json judged;
-        std::string why;
-        const std::string blessed_blas = blas_kernels(prov.value("fingerprint", json::object()));
-        if (!skip.empty()) {
-            judged = not_compared(skip);
-        } else if (by == "host_blas" && !blessed_blas.empty() && !context.blas.empty() &&
-                   blessed_blas != context.blas) {
-            judged = not_compared("blessed with " + blessed_blas + ", this run's BLAS is " +
-                                  context.blas +
-                                  ": another kernel type runs other code, not at another speed");
-        } else if (!have) {
-            judged = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
-        } else if (const auto seen = normalise(candidate, by, why); !seen) {
-            judged = {
-                {"verdict", "PERF_REGRESSION"},
-                {"reason", std::string(name).append(" cannot be judged normalised: ").append(why)}};
-        } else {
-            std::string note;
-            judged =
-                compare_series(numbers(n.value("samples", json())).value_or(std::vector<double>{}),
-                               seen->samples, with_process_spread(context, n, note), disturbed);
-            if (!note.empty() && judged.contains("reason"))
-                judged["reason"] = judged["reason"].get<std::string>() + note;
-        }
-        judged["normalised_by"] = by;
-        v.timings[std::string(name).append("/").append(by)] = judged;
+        v.timings[std::string(name).append("/").append(n.value("by", ""))] =
+            judge_normalised(name, n, candidate, skip, prov, context);
     }
     settle_case(v);
 }
@@ -305,17 +388,10 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
         const auto values = numbers(series.value("values", json()));
         if (!values)
             continue;
-        if (const auto no = origin.not_timed.find(name); no != origin.not_timed.end()) {
+        if (const std::string why_not = why_not_blessed(name, values->size(), origin);
+            !why_not.empty()) {
             if (refused != nullptr)
-                refused->push_back(name + ": scenario.json names no control for it here (" +
-                                   no->second + ")");
-            continue;
-        }
-        if (values->size() < origin.min_samples) {
-            if (refused != nullptr)
-                refused->push_back(name + ": " + std::to_string(values->size()) +
-                                   " sample(s), the judge needs " +
-                                   std::to_string(origin.min_samples));
+                refused->push_back(why_not);
             continue;
         }
         ordered_json entry = {{"unit", "s"}, {"samples", series["values"]}};
@@ -325,41 +401,10 @@ ordered_json expected_timings(const json& result, const observation_origin& orig
             bound == origin.bound_by.end() ? std::nullopt : normalise(series, bound->second, why);
         // The medians of every process blessed, absolute and normalised: how far apart
         // processes of unchanged code lie is the least tolerance the series can be judged with.
-        std::vector<double> absolute_medians, normalised_medians;
-        for (const json* other : origin.pooled_results) {
-            const json s = other != nullptr && other->is_object()
-                               ? other->value("samples", json::object())
-                               : json::object();
-            if (!s.is_object() || !s.contains(name) || !s[name].is_object())
-                continue;
-            if (const auto v = numbers(s[name].value("values", json())); v && !v->empty())
-                absolute_medians.push_back(stats::median(*v));
-        }
-        if (const auto spread = spread_of(absolute_medians))
+        if (const auto spread = spread_of(pooled_medians(name, origin)))
             entry["process_spread"] = significant(*spread, 3);
         if (own) {
-            std::vector<double> pooled;
-            for (const json* other : origin.pooled_results) {
-                const json s = other != nullptr && other->is_object()
-                                   ? other->value("samples", json::object())
-                                   : json::object();
-                std::string ignored;
-                if (s.is_object() && s.contains(name))
-                    if (const auto n = normalise(s[name], bound->second, ignored)) {
-                        pooled.insert(pooled.end(), n->samples.begin(), n->samples.end());
-                        normalised_medians.push_back(stats::median(n->samples));
-                    }
-            }
-            if (pooled.empty())
-                pooled = own->samples;
-            // Six significant digits: far below any tolerance, and a blessed file stays readable.
-            for (double& x : pooled)
-                x = significant(x, 6);
-            entry["normalised"] = {{"by", bound->second},
-                                   {"samples", pooled},
-                                   {"control_median", significant(own->control_median, 6)}};
-            if (const auto spread = spread_of(normalised_medians))
-                entry["normalised"]["process_spread"] = significant(*spread, 3);
+            entry["normalised"] = normalised_entry(name, bound->second, *own, origin);
         } else if (bound != origin.bound_by.end() && refused != nullptr) {
             refused->push_back(
                 std::string(name).append(": not normalised (").append(why).append(")"));

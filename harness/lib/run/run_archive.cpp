@@ -64,6 +64,39 @@ status real_folder(const fs::path& path) {
     return status::ok();
 }
 
+/// The kept run an expected/ entry names ("runs/<id>"); nullptr where it names none.
+const nlohmann::json* archive_named_by(const nlohmann::json& entry) {
+    if (entry.is_object() && entry.contains("provenance") && entry["provenance"].is_object() &&
+        entry["provenance"].contains("run") && entry["provenance"]["run"].is_object() &&
+        entry["provenance"]["run"].contains("archive"))
+        return &entry["provenance"]["run"]["archive"];
+    return nullptr;
+}
+
+/// What the profile's entries name: every scenario file of it, as bless reads them.
+status_or<std::set<std::string>> archives_named(const std::string& profile_dir) {
+    std::set<std::string> named;
+    std::error_code ec;
+    for (const auto& file : fs::directory_iterator(profile_dir, ec)) {
+        const fs::path& path = file.path();
+        if (path.extension() != ".json" || path.filename() == "profile.json" ||
+            !fs::is_regular_file(fs::symlink_status(path, ec)))
+            continue;
+        auto doc = detail::read_json_file(path.string());
+        if (!doc.is_ok())
+            return doc.error(); // a broken baseline is not a reason to delete evidence
+        const nlohmann::json cases = doc.value().value("cases", nlohmann::json::object());
+        if (!cases.is_object())
+            continue;
+        for (const auto& [key, entry] : cases.items()) {
+            const nlohmann::json* archive = archive_named_by(entry);
+            if (archive != nullptr && archive->is_string())
+                named.insert(archive->get<std::string>());
+        }
+    }
+    return named;
+}
+
 } // namespace
 
 std::string run_id(const std::string& started_at, const std::string& fingerprint_id,
@@ -111,30 +144,7 @@ status_or<int> prune(const std::string& profile_dir) {
     std::error_code ec;
     if (!fs::is_directory(fs::symlink_status(runs, ec)))
         return 0;
-    // What the profile's entries name: every scenario file of it, as bless reads them.
-    std::set<std::string> named;
-    for (const auto& file : fs::directory_iterator(profile_dir, ec)) {
-        const fs::path& path = file.path();
-        if (path.extension() != ".json" || path.filename() == "profile.json" ||
-            !fs::is_regular_file(fs::symlink_status(path, ec)))
-            continue;
-        auto doc = detail::read_json_file(path.string());
-        if (!doc.is_ok())
-            return doc.error(); // a broken baseline is not a reason to delete evidence
-        const nlohmann::json cases = doc.value().value("cases", nlohmann::json::object());
-        if (!cases.is_object())
-            continue;
-        for (const auto& [key, entry] : cases.items()) {
-            const nlohmann::json* archive = nullptr;
-            if (entry.is_object() && entry.contains("provenance") &&
-                entry["provenance"].is_object() && entry["provenance"].contains("run") &&
-                entry["provenance"]["run"].is_object() &&
-                entry["provenance"]["run"].contains("archive"))
-                archive = &entry["provenance"]["run"]["archive"];
-            if (archive != nullptr && archive->is_string())
-                named.insert(archive->get<std::string>());
-        }
-    }
+    PITFALL_ASSIGN_OR_RETURN(const std::set<std::string> named, archives_named(profile_dir));
     int removed = 0;
     for (const auto& child : fs::directory_iterator(runs, ec)) {
         const std::string name = child.path().filename().string();

@@ -1,101 +1,47 @@
-// `pitfall compare` and `pitfall bless`: two runs case by case, and a run written into expected/.
+// `pitfall bless`: a run written into expected/ (bless.hpp).
+#include "judge/bless.hpp"
+
 #include "fingerprint/host_identity.hpp"
 #include "judge/baseline.hpp"
 #include "judge/stats.hpp"
 #include "judge/timing.hpp"
+#include "judge/tool_parts.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
-#include "pitfall/detail/text.hpp"
 #include "run/run_archive.hpp"
-#include "run/run_folder.hpp"
 #include "run/runner.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace pitfall::runner {
 using nlohmann::json;
 using nlohmann::ordered_json;
 namespace fs = std::filesystem;
+using tool_parts::fixed;
+using tool_parts::load_run_folder;
+using tool_parts::loaded_run;
+using tool_parts::report_error;
 
 namespace {
-
-int report_error(const std::string& what) {
-    std::cerr << "pitfall: error: " << what << '\n';
-    return exit_bad_input;
-}
-
-/// One run folder as compare and bless need it.
-struct loaded_run {
-    std::string dir;
-    run_log log;
-
-    /// The last session's: a resumed run was fingerprinted again.
-    const std::string& fingerprint_id() const { return log.latest.fingerprint_id; }
-    const json& fingerprint_summary() const { return log.latest.fingerprint_summary; }
-
-    /// The evidence an entry blessed from this run carries (`date`: the day it is blessed).
-    observation_origin origin(const std::string& date) const {
-        observation_origin o;
-        o.fingerprint_summary = fingerprint_summary();
-        o.fingerprint_id = fingerprint_id();
-        o.date = date;
-        o.pitfall_version = log.latest.pitfall_version;
-        // The folder's own name ("20261125-173408" under reports/runs/), not the path
-        // to it, which says nothing on another machine.
-        std::error_code ec;
-        fs::path folder = fs::absolute(dir, ec).lexically_normal();
-        if (folder.filename().empty()) // "/x/runs/a/" (and "." made absolute): its name is "a"
-            folder = folder.parent_path();
-        o.run_folder = ec ? std::string() : folder.filename().string();
-        o.run_started = log.header.at;
-        o.host_id = host_id_of(log.latest.fingerprint);
-        const json& build = log.latest.build;
-        o.build_type =
-            build.is_object() && build.contains("build_type") && build["build_type"].is_string()
-                ? build["build_type"].get<std::string>()
-                : "";
-        return o;
-    }
-};
-
-status_or<loaded_run> load_run_folder(const std::string& dir) {
-    PITFALL_ASSIGN_OR_RETURN(const run_folder folder, run_folder::open(dir));
-    PITFALL_ASSIGN_OR_RETURN(run_log log, folder.read());
-    return loaded_run{dir, std::move(log)};
-}
-
-std::string outcome_words(const json& o) {
-    std::string st = o.value("status", "?");
-    if (st == "error")
-        return o.value("error", "?") + "@" + o.value("stage", "?");
-    if (st == "signal")
-        return o.value("signal", "signal");
-    if (st == "exit")
-        return "exit " + std::to_string(o.value("exit_code", -1));
-    return st;
-}
-
-std::string fixed(double x, int digits) {
-    std::ostringstream out;
-    out << std::fixed << std::setprecision(digits) << x;
-    return out.str();
-}
 
 std::string find_in_path(const std::string& program) {
     const char* path = std::getenv("PATH");
@@ -112,180 +58,6 @@ std::string find_in_path(const std::string& program) {
     }
     return program;
 }
-
-json samples_of(const json& result) {
-    return result.is_object() ? result.value("samples", json::object()) : json::object();
-}
-
-// ---- compare -------------------------------------------------------------------------------
-
-/// A's observation as the baseline B is judged against, with A's own hand-written bounds
-/// (measurements) carried over from the entry that judged A.
-json entry_from_a(const case_record& ra, const loaded_run& a) {
-    const ordered_json previous =
-        ra.baseline_entry.is_object() ? ordered_json(ra.baseline_entry) : ordered_json();
-    // Where A ran is part of what B must match ("cpu" for a reproduced silent fallback):
-    // entry_from_record writes it from A's proof.
-    return json(entry_from_record(ra, previous, a.origin(utc_now("%Y-%m-%d"))));
-}
-
-/// The row of a case both runs finished.
-json compare_case(const case_record& ra, const case_record& rb, const loaded_run& a,
-                  const judge_context& judging) {
-    observation o;
-    o.outcome = rb.observed;
-    o.result = rb.result;
-    if (rb.process.peak_rss_bytes)
-        o.peak_rss_bytes = static_cast<double>(*rb.process.peak_rss_bytes);
-    o.threads = rb.process.threads;
-    const bool unsupported_both = ra.observed.value("status", "") == "unsupported" &&
-                                  o.outcome.value("status", "") == "unsupported";
-    const verdict v = unsupported_both ? verdict{verdict_kind::unsupported, "unsupported in both"}
-                                       : judge(o, entry_from_a(ra, a), rb.key.backend, judging);
-    // Medians for the eye, whatever the verdict could judge.
-    const json sa = samples_of(ra.result), sb = samples_of(rb.result);
-    json medians = json::object();
-    for (const auto& [name, series] : sa.items())
-        if (series.value("unit", "s") == "s" && sb.contains(name) && series.contains("values") &&
-            sb[name].contains("values") && !series["values"].empty() && !sb[name]["values"].empty())
-            medians[name] = {
-                {"a", stats::median_or_nan(series["values"].get<std::vector<double>>())},
-                {"b", stats::median_or_nan(sb[name]["values"].get<std::vector<double>>())}};
-    const auto tracked = [](const case_record& r) {
-        return r.result.is_object()
-                   ? r.result.value("memory", json::object()).value("tracked_peak_bytes", json())
-                   : json();
-    };
-    const auto rss = [](const case_record& r) {
-        return r.process.peak_rss_bytes ? json(*r.process.peak_rss_bytes) : json();
-    };
-    return {{"case", rb.key.str()},
-            {"verdict", to_string(v.kind)},
-            {"failing", is_failing(v.kind)},
-            {"reason", v.reason},
-            {"outcome", {{"a", outcome_words(ra.observed)}, {"b", outcome_words(rb.observed)}}},
-            {"timings", v.timings},
-            {"medians", medians},
-            {"tracked_peak_bytes", {{"a", tracked(ra)}, {"b", tracked(rb)}}},
-            {"peak_rss_bytes", {{"a", rss(ra)}, {"b", rss(rb)}}}};
-}
-
-/// Every case of either run, A's order first: each one's row.
-json compare_rows(const loaded_run& a, const loaded_run& b, const judge_context& judging) {
-    std::vector<std::string> keys;
-    for (const auto& c : a.log.cases)
-        keys.push_back(c.key.str());
-    for (const auto& c : b.log.cases)
-        if (a.log.find(c.key.str()) == nullptr)
-            keys.push_back(c.key.str());
-    json rows = json::array();
-    for (const auto& key : keys) {
-        const case_record* ra = a.log.find(key);
-        const case_record* rb = b.log.find(key);
-        if (ra != nullptr && rb != nullptr)
-            rows.push_back(compare_case(*ra, *rb, a, judging));
-        else
-            rows.push_back({{"case", key},
-                            {"verdict", ra == nullptr ? "NEW" : "NOT_RUN"},
-                            {"reason", ra == nullptr ? "only in " + b.dir : "only in " + a.dir},
-                            {"failing", false}});
-    }
-    return rows;
-}
-
-std::string compare_time_text(const json& row) {
-    if (!row.contains("medians") || row["medians"].empty())
-        return "-";
-    const json& m = row["medians"].begin().value();
-    const double ma = m["a"].get<double>(), mb = m["b"].get<double>();
-    std::string time = fixed(ma * 1e3, 2) + " -> " + fixed(mb * 1e3, 2) + " ms";
-    if (ma > 0)
-        time += " (" + fixed(mb / ma, 2) + "x)";
-    return time;
-}
-
-void print_comparison(const loaded_run& a, const loaded_run& b, bool same_machine, const json& rows,
-                      const std::map<std::string, int>& counts) {
-    std::cout << "compare: A = " << a.dir << "\n         B = " << b.dir << '\n';
-    if (same_machine)
-        std::cout << "same fingerprint (" << a.fingerprint_id() << "): times are judged\n";
-    else
-        std::cout << "different fingerprints (A " << a.fingerprint_id() << ", B "
-                  << b.fingerprint_id()
-                  << "): times are shown, not judged; outcomes, numerics and memory are\n";
-    std::size_t width = 6;
-    for (const auto& r : rows)
-        width = std::max(width, r["case"].get<std::string>().size() + 2);
-    const int w = static_cast<int>(width);
-    std::cout << '\n'
-              << std::left << std::setw(w) << "CASE" << std::setw(34) << "OUTCOME A -> B"
-              << std::setw(30) << "MEDIAN TIME A -> B" << std::setw(17) << "VERDICT"
-              << "DETAIL\n";
-    for (const auto& r : rows) {
-        std::string outcome = "-";
-        if (r.contains("outcome")) {
-            const std::string oa = r["outcome"]["a"], ob = r["outcome"]["b"];
-            outcome = oa;
-            outcome += oa == ob ? " (same)" : " -> " + ob;
-        }
-        std::string reason = r.value("reason", "");
-        if (reason.size() > 100)
-            reason = reason.substr(0, 97) + "...";
-        if (outcome.size() > 32)
-            outcome = outcome.substr(0, 29) + "...";
-        std::cout << std::left << std::setw(w) << r["case"].get<std::string>() << std::setw(34)
-                  << outcome << std::setw(30) << compare_time_text(r) << std::setw(17)
-                  << r["verdict"].get<std::string>() << reason << '\n';
-    }
-    std::cout << '\n' << counts_line(counts) << '\n';
-}
-
-} // namespace
-
-int compare_runs(const compare_options& options) {
-    auto a_or = load_run_folder(options.run_a);
-    auto b_or = load_run_folder(options.run_b);
-    for (const auto* r : {&a_or, &b_or})
-        if (!r->is_ok())
-            return report_error(r->error().message());
-    const loaded_run& a = a_or.value();
-    const loaded_run& b = b_or.value();
-    const bool same_machine =
-        !a.fingerprint_id().empty() && a.fingerprint_id() == b.fingerprint_id();
-    judge_context judging;
-    judging.fingerprint_id = b.fingerprint_id();
-    judging.host_id = b.origin("").host_id;
-    judging.build_type = b.origin("").build_type;
-    judging.blas = blas_kernels(b.fingerprint_summary());
-    judging.timing.floor = options.timing_floor;
-    const json rows = compare_rows(a, b, judging);
-    std::map<std::string, int> counts;
-    bool any_failing = false;
-    for (const auto& r : rows) {
-        ++counts[r["verdict"].get<std::string>()];
-        any_failing = any_failing || r["failing"].get<bool>();
-    }
-    const int code = any_failing ? exit_failed : exit_ok;
-    if (!options.as_json) {
-        print_comparison(a, b, same_machine, rows, counts);
-        return code;
-    }
-    std::cout << json{{"schema", "pitfall.compare/1"},
-                      {"a", detail::valid_utf8(a.dir)}, // paths are bytes; JSON holds text
-                      {"b", detail::valid_utf8(b.dir)},
-                      {"same_fingerprint", same_machine},
-                      {"fingerprint_id", {{"a", a.fingerprint_id()}, {"b", b.fingerprint_id()}}},
-                      {"cases", rows},
-                      {"counts", counts},
-                      {"exit_code", code}}
-                     .dump(2)
-              << '\n';
-    return code;
-}
-
-// ---- bless ---------------------------------------------------------------------------------
-
-namespace {
 
 /// The runs to bless from, which must share one fingerprint.
 status_or<std::vector<loaded_run>> load_bless_runs(const std::vector<std::string>& dirs) {
@@ -493,24 +265,22 @@ std::vector<std::string> timed_series(const case_record& record) {
     return names;
 }
 
-/// expected/<profile>/<scenario>.json with the records blessed into it, in the file's own key
-/// order (a new file: schema, scenario, cases), validated as load_profiles would.
-status_or<pending_write> blessed_file(const bless_options& options, const scenario_index& index,
-                                      const std::string& profile_name,
-                                      const std::string& scenario_name,
-                                      const std::vector<blessed_record>& records,
-                                      const std::vector<loaded_run>& runs,
-                                      const std::string& date) {
+/// Whether `name` is a profile name: a letter or digit, then letters, digits, '.', '_' and '-'.
+bool a_profile_name(const std::string& name) {
+    return !name.empty() && name.size() <= 100 &&
+           std::isalnum(static_cast<unsigned char>(name[0])) != 0 &&
+           std::all_of(name.begin(), name.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' ||
+                      c == '-';
+           });
+}
+
+/// expected/<profile_name>: refused unless a profile's folder directly inside expected/.
+status_or<fs::path> profile_folder(const bless_options& options, const std::string& profile_name) {
     // The name may come from the run's records (which profile judged a case), and records are
     // data: it must be a name, and its folder one directly inside expected/, links resolved.
-    const bool a_name = !profile_name.empty() && profile_name.size() <= 100 &&
-                        std::isalnum(static_cast<unsigned char>(profile_name[0])) != 0 &&
-                        std::all_of(profile_name.begin(), profile_name.end(), [](char c) {
-                            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
-                                   c == '_' || c == '-';
-                        });
     const std::string named_by = options.profile.empty() ? "the run's records" : "--profile";
-    if (!a_name)
+    if (!a_profile_name(profile_name))
         return bad_run_input("profile '" + profile_name + "' (from " + named_by +
                              "): not a profile name (a letter or digit, then letters, digits, "
                              "'.', '_' and '-')");
@@ -525,15 +295,18 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         return bad_run_input("--profile " + profile_name + ": " + profile_dir.string() +
                              "/profile.json does not exist (create the profile first: it says "
                              "which environments it matches)");
-    const auto it =
-        std::find_if(index.scenarios.begin(), index.scenarios.end(),
-                     [&](const scenario_entry& s) { return s.description.name == scenario_name; });
-    if (it == index.scenarios.end())
-        return bad_run_input(scenario_name + ": not a scenario of " + index.path);
-    const std::string path = (profile_dir / (scenario_name + ".json")).string();
+    return profile_dir;
+}
+
+/// The expected/ document at `path` that `records` are blessed into: the file as it is, or a
+/// new one (schema, scenario, cases) where there is none.
+status_or<ordered_json> document_to_bless_into(const std::string& path,
+                                               const std::string& scenario_name,
+                                               const std::vector<blessed_record>& records) {
     ordered_json doc = {{"schema", "pitfall.expected/1"},
                         {"scenario", scenario_name},
                         {"cases", ordered_json::object()}};
+    std::error_code ec;
     if (fs::exists(fs::symlink_status(path, ec))) {
         // Read as load_profiles reads it, by the same schema: bless writes only into a file
         // that is already right (its output is checked again before it is written), or one
@@ -555,31 +328,46 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
     }
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_object())
         return bad_run_input(path + ": field 'cases': expected an object: fix it before blessing");
-    std::vector<std::string> notes;
+    return doc;
+}
+
+/// The evidence the entry blessed from `r` carries: its run's, what scenario.json says of the
+/// series it timed, and the same case in every run blessed together.
+observation_origin blessed_origin(const bless_options& options, const scenario_entry& scenario,
+                                  const blessed_record& r, const std::vector<loaded_run>& runs,
+                                  const std::string& date) {
+    observation_origin origin = r.run->origin(date);
+    origin.with_timings = !options.no_timings;
+    origin.run_archive = archive::entry_path(
+        archive::run_id(r.run->log.header.at, r.run->fingerprint_id(), r.run->dir));
+    if (const variant_spec* v = scenario.description.find_variant(r.record->key.variant)) {
+        origin.memory_per = v->memory_per;
+        for (const auto& series : timed_series(*r.record)) {
+            const std::string by = scenario.description.bound_by(*v, r.record->key.backend, series);
+            if (!by.empty())
+                origin.bound_by[series] = by;
+            else if (const timing_spec* t = scenario.description.timing_of(*v, series))
+                origin.not_timed[series] = t->why;
+        }
+    }
+    // Normalised series pool the case's samples from every run blessed together.
+    for (const loaded_run& run : runs)
+        if (const case_record* same = run.log.find(r.record->key.str()))
+            origin.pooled_results.push_back(&same->result);
+    return origin;
+}
+
+/// Each record's entry, written into doc["cases"]; the timed series refused go into `notes`.
+void bless_entries(const bless_options& options, const scenario_entry& scenario,
+                   const std::vector<blessed_record>& records, const std::vector<loaded_run>& runs,
+                   const std::string& date, ordered_json& doc, std::vector<std::string>& notes) {
+    if (options.ratios_only)
+        return;
     for (const blessed_record& r : records) {
-        if (options.ratios_only)
-            break;
         ordered_json& cases = doc["cases"];
         const std::string key = r.record->key.entry_key();
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
-        observation_origin origin = r.run->origin(date);
-        origin.with_timings = !options.no_timings;
-        origin.run_archive = archive::entry_path(
-            archive::run_id(r.run->log.header.at, r.run->fingerprint_id(), r.run->dir));
-        if (const variant_spec* v = it->description.find_variant(r.record->key.variant)) {
-            origin.memory_per = v->memory_per;
-            for (const auto& series : timed_series(*r.record)) {
-                const std::string by = it->description.bound_by(*v, r.record->key.backend, series);
-                if (!by.empty())
-                    origin.bound_by[series] = by;
-                else if (const timing_spec* t = it->description.timing_of(*v, series))
-                    origin.not_timed[series] = t->why;
-            }
-        }
-        // Normalised series pool the case's samples from every run blessed together.
-        for (const loaded_run& run : runs)
-            if (const case_record* same = run.log.find(r.record->key.str()))
-                origin.pooled_results.push_back(&same->result);
+        const observation_origin origin = blessed_origin(options, scenario, r, runs, date);
         if (origin.with_timings && r.record->result.is_object()) {
             std::vector<std::string> refused;
             (void)expected_timings(r.record->result, origin, &refused);
@@ -588,6 +376,27 @@ status_or<pending_write> blessed_file(const bless_options& options, const scenar
         }
         cases[key] = entry_from_record(*r.record, previous, origin);
     }
+}
+
+/// expected/<profile>/<scenario>.json with the records blessed into it, in the file's own key
+/// order (a new file: schema, scenario, cases), validated as load_profiles would.
+status_or<pending_write> blessed_file(const bless_options& options, const scenario_index& index,
+                                      const std::string& profile_name,
+                                      const std::string& scenario_name,
+                                      const std::vector<blessed_record>& records,
+                                      const std::vector<loaded_run>& runs,
+                                      const std::string& date) {
+    PITFALL_ASSIGN_OR_RETURN(const fs::path profile_dir, profile_folder(options, profile_name));
+    const auto it =
+        std::find_if(index.scenarios.begin(), index.scenarios.end(),
+                     [&](const scenario_entry& s) { return s.description.name == scenario_name; });
+    if (it == index.scenarios.end())
+        return bad_run_input(scenario_name + ": not a scenario of " + index.path);
+    const std::string path = (profile_dir / (scenario_name + ".json")).string();
+    PITFALL_ASSIGN_OR_RETURN(ordered_json doc,
+                             document_to_bless_into(path, scenario_name, records));
+    std::vector<std::string> notes;
+    bless_entries(options, *it, records, runs, date, doc, notes);
     bless_ratios(options, profile_name, *it, records, runs, date, doc, notes);
     if (auto valid = validate_expected(path, json(doc), *it); !valid.is_ok())
         return bad_run_input("the blessed file would not be valid: " + valid.message());
