@@ -31,15 +31,13 @@ std::string markdown_machine(const run_data& run) {
         m << "| severity | finding | fix | id |\n|---|---|---|---|\n" << rows.str() << '\n';
     return m.str();
 }
-} // namespace
 
-std::string render_markdown(const run_data& run) {
-    const auto counts = verdict_counts(run);
+/// The headline (passing, failing or incomplete), then the verdict counts and how many of the
+/// selected cases finished.
+std::string markdown_headline(const run_data& run, const std::map<std::string, int>& counts) {
     std::ostringstream m;
-    const bool failing = run_failing(run);
-    const json fp = fingerprint_summary(run);
     m << "## pitfall: "
-      << (failing                     ? "failing"
+      << (run_failing(run)            ? "failing"
           : !run.not_finished.empty() ? "incomplete"
                                       : "passing")
       << "\n\n";
@@ -48,6 +46,13 @@ std::string render_markdown(const run_data& run) {
     if (run.resumed > 0)
         m << ", resumed " << run.resumed << "x";
     m << ")\n\n";
+    return m.str();
+}
+
+/// The profile the run judged by, then the machine's facts from its fingerprint summary.
+std::string markdown_profile(const run_data& run) {
+    const json fp = fingerprint_summary(run);
+    std::ostringstream m;
     m << "Profile **" << md_inline(str(obj(run.header, "profile"), "name", "none")) << "**; ";
     std::vector<std::string> facts;
     // The fingerprint summary's own names (fingerprint.cpp, fingerprint_summary).
@@ -61,35 +66,55 @@ std::string render_markdown(const run_data& run) {
     for (std::size_t i = 0; i < facts.size(); ++i)
         m << (i ? ", " : "") << facts[i];
     m << (facts.empty() ? "no fingerprint facts" : "") << ".\n\n";
-    m << markdown_machine(run);
+    return m.str();
+}
 
+std::string markdown_verdicts(const std::map<std::string, int>& counts) {
+    std::ostringstream m;
     m << "| verdict | cases |\n|---|---:|\n";
     for (const auto& [v, n] : counts)
         m << "| " << v << " | " << n << " |\n";
-    if (const auto predicted = predictions(run); !predicted.empty()) {
-        m << "\n### Predictions\n\n"
-          << predicted.size()
-          << " reproduce case(s) apply a rule or table instead of showing the failure: their "
-             "verdict judges the rule, and they are not counted as reproductions.\n\n";
-        for (const json* r : predicted)
-            m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` " << str(*r, "verdict")
-              << ": " << md_inline(str(*r, "prediction")) << "\n";
-    }
+    return m.str();
+}
 
-    std::vector<const json*> failures, warnings;
-    for (const auto& r : run.cases) {
+/// A case as a list names it: its test name, else its case key, as a code span's text.
+std::string listed_name(const json& r) {
+    return md_code(str(r, "test", str(r, "case")));
+}
+
+/// "### Predictions", where some case applies a rule instead of showing the failure.
+std::string markdown_predictions(const run_data& run) {
+    const auto predicted = predictions(run);
+    if (predicted.empty())
+        return "";
+    std::ostringstream m;
+    m << "\n### Predictions\n\n"
+      << predicted.size()
+      << " reproduce case(s) apply a rule or table instead of showing the failure: their "
+         "verdict judges the rule, and they are not counted as reproductions.\n\n";
+    for (const json* r : predicted)
+        m << "- `" << listed_name(*r) << "` " << str(*r, "verdict") << ": "
+          << md_inline(str(*r, "prediction")) << "\n";
+    return m.str();
+}
+
+std::vector<const json*> failing_cases(const run_data& run) {
+    std::vector<const json*> failures;
+    for (const auto& r : run.cases)
         if (r.value("failing", false))
             failures.push_back(&r);
-        else if (is_warning(str(r, "verdict")))
-            warnings.push_back(&r);
-    }
+    return failures;
+}
+
+/// "### Failing": the failing cases, the cases the run ended inside, the failing ratios.
+std::string markdown_failing(const run_data& run, const std::vector<const json*>& failures) {
+    std::ostringstream m;
     m << "\n### Failing\n\n";
     if (failures.empty() && run.started_unfinished.empty())
         m << "None.\n";
     for (const json* r : failures)
-        m << "- `" << md_code(str(*r, "test", str(*r, "case"))) << "` **" << str(*r, "verdict")
-          << "** (" << md_inline(outcome_line(*r), 60) << "): " << md_inline(str(*r, "reason"))
-          << "\n";
+        m << "- `" << listed_name(*r) << "` **" << str(*r, "verdict") << "** ("
+          << md_inline(outcome_line(*r), 60) << "): " << md_inline(str(*r, "reason")) << "\n";
     for (const auto& key : run.started_unfinished)
         m << "- `pitfall." << md_code(key)
           << "` **CRASH**: the run ended while it ran (no result recorded)\n";
@@ -99,35 +124,59 @@ std::string render_markdown(const run_data& run) {
               << md_code(str(r, "backend") + "." + str(r, "scenario") + "." + str(r, "name"))
               << "` = " << fmt("%.3g", num(r, "ratio")) << " outside "
               << md_inline(r.value("bound", json()).dump()) << "\n";
+    return m.str();
+}
 
-    m << "\n### Changed against the baseline\n\n";
-    std::size_t changed = 0;
+/// The lines of "### Changed against the baseline": cases neither passing, unsupported nor
+/// failing, then every timing that got faster.
+std::vector<std::string> changed_lines(const run_data& run) {
+    std::vector<std::string> lines;
     for (const auto& r : run.cases) {
         const std::string v = str(r, "verdict");
         if (v == "PASS" || v == "UNSUPPORTED" || r.value("failing", false))
             continue;
-        ++changed;
-        m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << v << ": "
-          << md_inline(str(r, "reason")) << "\n";
+        lines.push_back(
+            cat("- `", listed_name(r), "` ", v, ": ", md_inline(str(r, "reason")), "\n"));
     }
     for (const auto& r : run.cases) {
         const json timings = obj(r, "timings");
         for (const auto& [name, t] : timings.items())
-            if (str(t, "verdict") == "FASTER") {
-                ++changed;
-                m << "- `" << md_code(str(r, "test", str(r, "case"))) << "` " << md_inline(name)
-                  << " FASTER: " << md_inline(str(t, "reason")) << "\n";
-            }
+            if (str(t, "verdict") == "FASTER")
+                lines.push_back(cat("- `", listed_name(r), "` ", md_inline(name),
+                                    " FASTER: ", md_inline(str(t, "reason")), "\n"));
     }
-    if (changed == 0)
-        m << (failures.empty()
-                  ? "Nothing: every finished case met its baseline or was unsupported here.\n"
-                  : "Nothing besides the failures above.\n");
-    if (!run.not_finished.empty())
-        m << "\n"
-          << run.not_finished.size() << " selected case(s) have no result; `pitfall run --resume "
-          << md_code(run.dir) << "` completes the run.\n";
-    return m.str();
+    return lines;
+}
+
+std::string markdown_changed(const run_data& run, bool any_failure) {
+    std::string m = "\n### Changed against the baseline\n\n";
+    const auto lines = changed_lines(run);
+    for (const auto& line : lines)
+        m += line;
+    if (lines.empty())
+        m += any_failure ? "Nothing besides the failures above.\n"
+                         : "Nothing: every finished case met its baseline or was unsupported "
+                           "here.\n";
+    return m;
+}
+
+/// How to complete a run some selected cases have no result in.
+std::string markdown_not_finished(const run_data& run) {
+    if (run.not_finished.empty())
+        return "";
+    return cat("\n", std::to_string(run.not_finished.size()),
+               " selected case(s) have no result; `pitfall run --resume ", md_code(run.dir),
+               "` completes the run.\n");
+}
+} // namespace
+
+std::string render_markdown(const run_data& run) {
+    const auto counts = verdict_counts(run);
+    const auto failures = failing_cases(run);
+    return cat(markdown_headline(run, counts), markdown_profile(run), markdown_machine(run),
+               markdown_verdicts(counts), markdown_predictions(run),
+               markdown_failing(run, failures), markdown_changed(run, !failures.empty()),
+               markdown_not_finished(run));
 }
 
 } // namespace pitfall::runner

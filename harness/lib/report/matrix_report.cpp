@@ -207,40 +207,10 @@ std::string case_grid_html(const matrix& m, const std::vector<std::string>& titl
     return h.str();
 }
 
-} // namespace report_parts
-
-namespace {
-/// Cells that never ran (a compile failure): a case row leaves them out.
-std::vector<bool> never_ran(const std::vector<run_data>& runs) {
-    std::vector<bool> out;
-    out.reserve(runs.size());
-    for (const auto& r : runs)
-        out.push_back(r.cases.empty());
-    return out;
-}
-} // namespace
-
-std::string render_matrix_markdown(const std::vector<run_data>& runs) {
-    const matrix m = build_matrix(runs);
+/// The case x column table of the matrix and fleet reports in Markdown: a row per case, a cell
+/// per column with its verdict and observed outcome.
+std::string case_table_markdown(const matrix& m) {
     std::ostringstream md;
-    md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, "
-       << m.differing.size() << " differ\n\n";
-    if (any_cell(runs)) {
-        md << "### Cells\n\n| cell |";
-        for (const auto& fact : cell_facts)
-            md << ' ' << fact.first << " |";
-        md << "\n|---|";
-        for (std::size_t i = 0; i < std::size(cell_facts); ++i)
-            md << "---|";
-        md << '\n';
-        for (std::size_t c = 0; c < runs.size(); ++c) {
-            md << "| " << md_inline(m.cells[c], 80) << " |";
-            for (const auto& fact : cell_facts)
-                md << ' ' << md_inline(fact.second(runs[c]), 160) << " |";
-            md << '\n';
-        }
-        md << "\n### Cases\n\n";
-    }
     md << "| case |";
     for (const auto& c : m.cells)
         md << ' ' << md_inline(c, 80) << " |";
@@ -254,98 +224,176 @@ std::string render_matrix_markdown(const std::vector<run_data>& runs) {
             md << ' ' << md_inline(cell_text(r), 80) << " |";
         md << '\n';
     }
+    return md.str();
+}
+
+std::string grid_page_head(const char* what) {
+    return cat("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall ",
+               what, "</title>\n<style>", html_style,
+               "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n"
+               "<body>\n<h1>pitfall ",
+               what, "</h1>\n");
+}
+
+std::string value_groups_markdown(const value_groups& groups) {
+    std::string text;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        text += cat(g ? "; " : "", "**", md_inline(groups[g].first, 160), "**: ");
+        for (std::size_t i = 0; i < groups[g].second.size(); ++i)
+            text += cat(i ? ", " : "", md_inline(groups[g].second[i], 80));
+    }
+    return text;
+}
+
+std::string value_groups_html(const value_groups& groups) {
+    std::string text;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        text += cat(g ? "; " : "", "<b>", escape_markup(groups[g].first), "</b>: ");
+        for (std::size_t i = 0; i < groups[g].second.size(); ++i)
+            text += cat(i ? ", " : "", escape_markup(groups[g].second[i]));
+    }
+    return text;
+}
+
+} // namespace report_parts
+
+namespace {
+/// Cells that never ran (a compile failure): a case row leaves them out.
+std::vector<bool> never_ran(const std::vector<run_data>& runs) {
+    std::vector<bool> out;
+    out.reserve(runs.size());
+    for (const auto& r : runs)
+        out.push_back(r.cases.empty());
+    return out;
+}
+
+/// "### Cells": each matrix cell's facts, a row per cell.
+std::string cells_markdown(const std::vector<run_data>& runs, const matrix& m) {
+    std::ostringstream md;
+    md << "### Cells\n\n| cell |";
+    for (const auto& fact : cell_facts)
+        md << ' ' << fact.first << " |";
+    md << "\n|---|";
+    for (std::size_t i = 0; i < std::size(cell_facts); ++i)
+        md << "---|";
+    md << '\n';
+    for (std::size_t c = 0; c < runs.size(); ++c) {
+        md << "| " << md_inline(m.cells[c], 80) << " |";
+        for (const auto& fact : cell_facts)
+            md << ' ' << md_inline(fact.second(runs[c]), 160) << " |";
+        md << '\n';
+    }
+    return md.str();
+}
+
+/// "### What differs between cells": the cells' facts first, then the cases.
+std::string differences_markdown(const std::vector<run_data>& runs, const matrix& m) {
+    std::ostringstream md;
     md << "\n### What differs between cells\n\n";
     const auto facts = differing_facts(runs);
-    const auto markdown_groups = [&](const value_groups& groups) {
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-            md << (g ? "; " : "") << "**" << md_inline(groups[g].first, 160) << "**: ";
-            for (std::size_t i = 0; i < groups[g].second.size(); ++i)
-                md << (i ? ", " : "") << md_inline(groups[g].second[i], 80);
-        }
-        md << '\n';
-    };
-    for (const cell_fact* fact : facts) {
-        md << "- " << fact->first << ": ";
-        markdown_groups(group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }));
-    }
+    for (const cell_fact* fact : facts)
+        md << "- " << fact->first << ": "
+           << value_groups_markdown(
+                  group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }))
+           << '\n';
     if (m.differing.empty() && facts.empty())
         md << "Nothing: every cell has the same facts, and every case the same verdict and "
               "outcome.\n";
     const std::vector<bool> skip = never_ran(runs);
     for (const auto& key : m.differing) {
-        md << "- `" << md_code(key) << "`: ";
         const auto& row = m.at.at(key);
-        markdown_groups(group_cells(
-            m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
+        md << "- `" << md_code(key) << "`: "
+           << value_groups_markdown(group_cells(
+                  m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip))
+           << '\n';
     }
+    return md.str();
+}
+
+/// A cell's own outcome as a table cell: the outcome marked as a verdict, then the rest of
+/// its text (`text`: the "cell outcome" fact).
+std::string cell_outcome_html(const run_data& run, const std::string& text) {
+    const std::string outcome = str(run.cell, "outcome", "?");
+    return cat("<td><span class=\"v ",
+               verdict_class(outcome == "ran"       ? "PASS"
+                             : outcome == "skipped" ? "UNSUPPORTED"
+                                                    : "FAIL"),
+               "\">", escape_markup(outcome), "</span> ",
+               escape_markup(text.substr(std::min(text.size(), outcome.size()))), "</td>");
+}
+
+/// "Cells": each matrix cell's facts, a row per cell.
+std::string cells_html(const std::vector<run_data>& runs, const matrix& m) {
+    std::ostringstream h;
+    h << "<h2>Cells</h2>\n<table class=\"grid\" id=\"cells\"><tr><th>cell</th>";
+    for (const auto& fact : cell_facts)
+        h << "<th>" << escape_markup(fact.first) << "</th>";
+    h << "</tr>\n";
+    for (std::size_t c = 0; c < runs.size(); ++c) {
+        h << "<tr><td title=\"" << escape_markup(str(obj(runs[c].cell, "cell"), "doc"))
+          << "\"><code>" << escape_markup(m.cells[c]) << "</code></td>";
+        for (const auto& fact : cell_facts) {
+            const std::string text = fact.second(runs[c]);
+            if (std::string(fact.first) == "cell outcome")
+                h << cell_outcome_html(runs[c], text);
+            else
+                h << "<td>" << escape_markup(text) << "</td>";
+        }
+        h << "</tr>\n";
+    }
+    h << "</table>\n";
+    return h.str();
+}
+
+/// "What differs between cells": the cells' facts first, then the cases.
+std::string differences_html(const std::vector<run_data>& runs, const matrix& m) {
+    std::ostringstream h;
+    h << "<h2>What differs between cells</h2>\n<ul id=\"differences\">\n";
+    const auto facts = differing_facts(runs);
+    for (const cell_fact* fact : facts)
+        h << "<li>" << escape_markup(fact->first) << ": "
+          << value_groups_html(
+                 group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }))
+          << "</li>\n";
+    const std::vector<bool> skip = never_ran(runs);
+    for (const auto& key : m.differing) {
+        const auto& row = m.at.at(key);
+        h << "<li><code>" << escape_markup(key) << "</code>: "
+          << value_groups_html(group_cells(
+                 m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip))
+          << "</li>\n";
+    }
+    if (m.differing.empty() && facts.empty())
+        h << "<li>Nothing: every cell has the same facts, and every case the same verdict and "
+             "outcome.</li>\n";
+    h << "</ul>\n";
+    return h.str();
+}
+} // namespace
+
+std::string render_matrix_markdown(const std::vector<run_data>& runs) {
+    const matrix m = build_matrix(runs);
+    std::ostringstream md;
+    md << "## pitfall matrix: " << runs.size() << " cells, " << m.keys.size() << " cases, "
+       << m.differing.size() << " differ\n\n";
+    if (any_cell(runs))
+        md << cells_markdown(runs, m) << "\n### Cases\n\n";
+    md << case_table_markdown(m) << differences_markdown(runs, m);
     return md.str();
 }
 
 std::string render_matrix_html(const std::vector<run_data>& runs) {
     const matrix m = build_matrix(runs);
-    const std::set<std::string> differing(m.differing.begin(), m.differing.end());
     std::ostringstream h;
-    h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pitfall "
-         "matrix</title>\n<style>"
-      << html_style
-      << "tr.differs td:first-child{border-left:4px solid #cf222e}</style></head>\n<body>\n"
-      << "<h1>pitfall matrix</h1>\n<p>" << runs.size() << " cells, " << m.keys.size() << " cases; "
-      << m.differing.size() << " differ between cells (marked red).</p>\n";
-    if (any_cell(runs)) {
-        h << "<h2>Cells</h2>\n<table class=\"grid\" id=\"cells\"><tr><th>cell</th>";
-        for (const auto& fact : cell_facts)
-            h << "<th>" << escape_markup(fact.first) << "</th>";
-        h << "</tr>\n";
-        for (std::size_t c = 0; c < runs.size(); ++c) {
-            const std::string outcome = str(runs[c].cell, "outcome", "?");
-            h << "<tr><td title=\"" << escape_markup(str(obj(runs[c].cell, "cell"), "doc"))
-              << "\"><code>" << escape_markup(m.cells[c]) << "</code></td>";
-            for (const auto& fact : cell_facts) {
-                const std::string text = fact.second(runs[c]);
-                if (std::string(fact.first) == "cell outcome")
-                    h << "<td><span class=\"v "
-                      << verdict_class(outcome == "ran"       ? "PASS"
-                                       : outcome == "skipped" ? "UNSUPPORTED"
-                                                              : "FAIL")
-                      << "\">" << escape_markup(outcome) << "</span> "
-                      << escape_markup(text.substr(std::min(text.size(), outcome.size())))
-                      << "</td>";
-                else
-                    h << "<td>" << escape_markup(text) << "</td>";
-            }
-            h << "</tr>\n";
-        }
-        h << "</table>\n<h2>Cases</h2>\n";
-    }
+    h << grid_page_head("matrix") << "<p>" << runs.size() << " cells, " << m.keys.size()
+      << " cases; " << m.differing.size() << " differ between cells (marked red).</p>\n";
+    if (any_cell(runs))
+        h << cells_html(runs, m) << "<h2>Cases</h2>\n";
     std::vector<std::string> titles;
     for (const auto& run : runs)
         titles.push_back(run.dir);
-    h << case_grid_html(m, titles, differing)
-      << "<h2>What differs between cells</h2>\n<ul id=\"differences\">\n";
-    const auto facts = differing_facts(runs);
-    const auto html_groups = [&](const value_groups& groups) {
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-            h << (g ? "; " : "") << "<b>" << escape_markup(groups[g].first) << "</b>: ";
-            for (std::size_t i = 0; i < groups[g].second.size(); ++i)
-                h << (i ? ", " : "") << escape_markup(groups[g].second[i]);
-        }
-        h << "</li>\n";
-    };
-    for (const cell_fact* fact : facts) {
-        h << "<li>" << escape_markup(fact->first) << ": ";
-        html_groups(group_cells(m.cells, [&](std::size_t c) { return fact->second(runs[c]); }));
-    }
-    const std::vector<bool> skip = never_ran(runs);
-    for (const auto& key : m.differing) {
-        h << "<li><code>" << escape_markup(key) << "</code>: ";
-        const auto& row = m.at.at(key);
-        html_groups(group_cells(
-            m.cells, [&](std::size_t c) { return cell_text(row[c]); }, skip));
-    }
-    if (m.differing.empty() && facts.empty())
-        h << "<li>Nothing: every cell has the same facts, and every case the same verdict and "
-             "outcome.</li>\n";
-    h << "</ul>\n</body></html>\n";
+    h << case_grid_html(m, titles, std::set<std::string>(m.differing.begin(), m.differing.end()))
+      << differences_html(runs, m) << "</body></html>\n";
     return h.str();
 }
 

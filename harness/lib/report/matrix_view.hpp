@@ -32,6 +32,10 @@ std::string cell_text(const nlohmann::json* r);
 /// The case x column table of the matrix and fleet pages; `titles` are the columns' hover texts.
 std::string case_grid_html(const matrix& m, const std::vector<std::string>& titles,
                            const std::set<std::string>& differing);
+/// The case x column table of the matrix and fleet Markdown reports.
+std::string case_table_markdown(const matrix& m);
+/// The matrix and fleet pages' start, up to their heading ("<h1>pitfall `what`</h1>").
+std::string grid_page_head(const char* what);
 /// Whether any of `runs` is a matrix cell (cell.json).
 bool any_cell(const std::vector<run_data>& runs);
 
@@ -55,5 +59,9 @@ value_groups group_cells(const std::vector<std::string>& cells, ValueOf value_of
     }
     return groups;
 }
+/// Grouped values in one line: "**sm_70**: cuda13.0-host, cuda13.2-wheels; **sm_90**: ...".
+std::string value_groups_markdown(const value_groups& groups);
+/// Grouped values in one line of HTML, each value bold.
+std::string value_groups_html(const value_groups& groups);
 
 } // namespace pitfall::runner::report_parts
