@@ -55,6 +55,21 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def read_evidence_item(item, where: str, variants: set) -> dict:
+    """One issue thread of a scenario's evidence: its repository, number, title, what it shows
+    and what of the scenario gates it."""
+    if not isinstance(item, dict):
+        raise BadInput(f"{where}: expected an object")
+    repo, number = item.get("repo"), item.get("number")
+    if not isinstance(repo, str) or repo.count("/") != 1:
+        raise BadInput(f"{where}.repo: expected owner/name")
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= 100_000_000:
+        raise BadInput(f"{where}.number: expected an issue number in [1, 100000000]")
+    gated_by, seen_on = evidence_refs.read_gated_by(item, where, variants)
+    return {"repo": repo, "number": number, "title": _text(item, "title", where),
+            "shows": _text(item, "shows", where), "gated_by": gated_by, "seen_on": seen_on}
+
+
 def read_scenario(folder: Path) -> dict:
     path = folder / "scenario.json"
     doc = read_json(path)
@@ -76,19 +91,8 @@ def read_scenario(folder: Path) -> dict:
     evidence = doc.get("evidence", [])
     if not isinstance(evidence, list):
         raise BadInput(f"{path}: field 'evidence': expected an array")
-    for i, item in enumerate(evidence):
-        where = f"{path}: field 'evidence[{i}]'"
-        if not isinstance(item, dict):
-            raise BadInput(f"{where}: expected an object")
-        repo, number = item.get("repo"), item.get("number")
-        if not isinstance(repo, str) or repo.count("/") != 1:
-            raise BadInput(f"{where}.repo: expected owner/name")
-        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= 100_000_000:
-            raise BadInput(f"{where}.number: expected an issue number in [1, 100000000]")
-        gated_by, seen_on = evidence_refs.read_gated_by(item, where, set(out["variants_by_name"]))
-        out["evidence"].append({"repo": repo, "number": number, "title": _text(item, "title", where),
-                                "shows": _text(item, "shows", where), "gated_by": gated_by,
-                                "seen_on": seen_on})
+    out["evidence"] = [read_evidence_item(item, f"{path}: field 'evidence[{i}]'", set(out["variants_by_name"]))
+                       for i, item in enumerate(evidence)]
     if not out["seeds"] and len(out["evidence"]) < 2:
         raise BadInput(f"{path}: field 'evidence': a scenario names what it reproduces: at least one of "
                        "'seeds' (docs/field-reports.md) or two public issue threads")
@@ -319,6 +323,47 @@ def replace_block(path: Path, begin: str, end: str, block: str) -> str:
     return replace_block_text(path.read_text(encoding="utf-8"), str(path), begin, end, block)
 
 
+def wanted_files(root: Path) -> tuple[list[dict], dict[Path, str]]:
+    """The scenarios, and every generated file with the text it should have: the README's and the
+    docs' generated blocks, and each scenario's header."""
+    folders = sorted(p.parent for p in (root / "scenarios").glob("*/scenario.json"))
+    scenarios = [read_scenario(f) for f in folders]
+    readme_path = root / "README.md"
+    readme = readme_path.read_text(encoding="utf-8")
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+        raise BadInput(f"{readme_path}: expected one '{BEGIN}' line before one '{END}' line")
+    head, rest = readme.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    # What the baselines say of each scenario, read once: docs/baselines.md's table and the
+    # scenario's header are both made from it.
+    profiles = claims.profile_order(root / "expected", PROFILES)
+    entries = {s["name"]: claims.scenario_entries(root, s["name"], profiles) for s in scenarios}
+    groups = {s["name"]: claims.classify(root, entries[s["name"]], s["variants_by_name"], profiles)
+              for s in scenarios}
+    for s in scenarios:
+        source = s["folder"] / "scenario.cu"
+        text = read_text(source, 4 << 20) if source.exists() else ""
+        evidence_refs.classify_evidence(s, entries[s["name"]], text)
+    readme_text = head + make_tables(scenarios) + tail
+    readme_text = replace_block_text(readme_text, str(readme_path), NO_GPU_BEGIN, NO_GPU_END,
+                                     make_no_gpu_counts(root))
+    wanted = {readme_path: readme_text,
+              root / "docs" / "evidence.md": make_evidence(scenarios)}
+    baselines_path = root / "docs" / "baselines.md"
+    wanted[baselines_path] = replace_block(baselines_path, PROFILES_BEGIN, PROFILES_END,
+                                           make_profile_tables(root, scenarios, groups))
+    timing_path = root / "docs" / "timing.md"
+    wanted[timing_path] = replace_block(timing_path, TIMED_BEGIN, TIMED_END, make_timed_table(root))
+    reports_path = root / "reports" / "README.md"
+    wanted[reports_path] = replace_block(reports_path, RATIOS_BEGIN, RATIOS_END, make_ratio_rows(root))
+    for s in scenarios:
+        source = s["folder"] / "scenario.cu"
+        if source.exists():
+            wanted[source] = claims.with_header(
+                source, claims.header_block(groups[s["name"]], s["variants_by_name"], s["evidence"]))
+    return scenarios, wanted
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="exit status: 0 up to date, 1 out of date (--check), 2 bad input")
@@ -328,45 +373,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     root: Path = args.root
     try:
-        folders = sorted(p.parent for p in (root / "scenarios").glob("*/scenario.json"))
-        scenarios = [read_scenario(f) for f in folders]
-        readme_path = root / "README.md"
-        readme = readme_path.read_text(encoding="utf-8")
-        if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
-            raise BadInput(f"{readme_path}: expected one '{BEGIN}' line before one '{END}' line")
-        head, rest = readme.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        # What the baselines say of each scenario, read once: docs/baselines.md's table and the
-        # scenario's header are both made from it.
-        profiles = claims.profile_order(root / "expected", PROFILES)
-        entries = {s["name"]: claims.scenario_entries(root, s["name"], profiles) for s in scenarios}
-        groups = {s["name"]: claims.classify(root, entries[s["name"]], s["variants_by_name"], profiles)
-                  for s in scenarios}
-        for s in scenarios:
-            source = s["folder"] / "scenario.cu"
-            text = read_text(source, 4 << 20) if source.exists() else ""
-            evidence_refs.classify_evidence(s, entries[s["name"]], text)
-        readme_text = head + make_tables(scenarios) + tail
-        readme_text = replace_block_text(readme_text, str(readme_path), NO_GPU_BEGIN, NO_GPU_END,
-                                         make_no_gpu_counts(root))
-        wanted = {readme_path: readme_text,
-                  root / "docs" / "evidence.md": make_evidence(scenarios)}
-        baselines_path = root / "docs" / "baselines.md"
-        wanted[baselines_path] = replace_block(baselines_path, PROFILES_BEGIN, PROFILES_END,
-                                               make_profile_tables(root, scenarios, groups))
-        timing_path = root / "docs" / "timing.md"
-        wanted[timing_path] = replace_block(timing_path, TIMED_BEGIN, TIMED_END, make_timed_table(root))
-        reports_path = root / "reports" / "README.md"
-        wanted[reports_path] = replace_block(reports_path, RATIOS_BEGIN, RATIOS_END, make_ratio_rows(root))
-        for s in scenarios:
-            source = s["folder"] / "scenario.cu"
-            if source.exists():
-                wanted[source] = claims.with_header(
-                    source, claims.header_block(groups[s["name"]], s["variants_by_name"], s["evidence"]))
-    except BadInput as e:
-        print(f"catalog: {e}", file=sys.stderr)
-        return 2
-    except (OSError, UnicodeDecodeError) as e:
+        scenarios, wanted = wanted_files(root)
+    except (BadInput, OSError, UnicodeDecodeError) as e:
         print(f"catalog: {e}", file=sys.stderr)
         return 2
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]

@@ -178,6 +178,37 @@ def local_memory_allowances(sources):
     return allowed
 
 
+def check_binary(args, binary: str, want_sass: set, want_ptx: set, allowed: list) -> list:
+    """One binary: the architectures it embeds against the configured ones, its GPU work counter
+    (scenario programs), its kernels' local memory; its resource usage written to the report
+    folder. The failures found."""
+    failures = []
+    name = os.path.basename(binary)
+    sass, ptx = embedded_archs(args.cuobjdump, binary)
+    sass_list, ptx_list = sorted(sass, key=arch_key), sorted(ptx, key=arch_key)
+    print(f"{name}: SASS sm_{', sm_'.join(sass_list) or '-'}; PTX compute_{', compute_'.join(ptx_list) or '-'}")
+    if sass != want_sass or ptx != want_ptx:
+        failures.append(f"{name}: embeds SASS {sass_list} PTX {ptx_list}, configured SASS "
+                        f"{sorted(want_sass, key=arch_key)} PTX {sorted(want_ptx, key=arch_key)}")
+    text, kernels = resource_usage(args.cuobjdump, binary)
+    if args.require_work_counter and kernels and not carries_work_counter(args.cuobjdump, binary):
+        failures.append(f"{name}: its device code has no GPU work counter (kernels_counted_here): "
+                        f"built without pitfall/cuda_backend.cuh's counting, its CUDA cases cannot "
+                        f"show the GPU work they claim")
+    with open(os.path.join(args.report_dir, f"{name}.resource-usage.txt"), "w") as f:
+        f.write(text)
+    for k in kernels:
+        if k["local"] > 0 and not any(a in k["kernel"] for a in allowed):
+            failures.append(f"{name}: kernel {k['kernel']} on sm_{k['arch']} uses {k['local']} bytes of "
+                            f"local memory (spills or a local array) without a "
+                            f"'pitfall: local-memory-ok' comment saying why")
+    worst = max(kernels, key=lambda k: k["registers"], default=None)
+    if worst:
+        print(f"  {len(kernels)} kernel images; most registers: {worst['registers']} "
+              f"(sm_{worst['arch']}); local memory: {sum(k['local'] > 0 for k in kernels)} images")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cuobjdump", required=True)
@@ -212,29 +243,7 @@ def main():
         return 77
     os.makedirs(args.report_dir, exist_ok=True)
     for binary in args.binaries:
-        name = os.path.basename(binary)
-        sass, ptx = embedded_archs(args.cuobjdump, binary)
-        sass_list, ptx_list = sorted(sass, key=arch_key), sorted(ptx, key=arch_key)
-        print(f"{name}: SASS sm_{', sm_'.join(sass_list) or '-'}; PTX compute_{', compute_'.join(ptx_list) or '-'}")
-        if sass != want_sass or ptx != want_ptx:
-            failures.append(f"{name}: embeds SASS {sass_list} PTX {ptx_list}, configured SASS "
-                            f"{sorted(want_sass, key=arch_key)} PTX {sorted(want_ptx, key=arch_key)}")
-        text, kernels = resource_usage(args.cuobjdump, binary)
-        if args.require_work_counter and kernels and not carries_work_counter(args.cuobjdump, binary):
-            failures.append(f"{name}: its device code has no GPU work counter (kernels_counted_here): "
-                            f"built without pitfall/cuda_backend.cuh's counting, its CUDA cases cannot "
-                            f"show the GPU work they claim")
-        with open(os.path.join(args.report_dir, f"{name}.resource-usage.txt"), "w") as f:
-            f.write(text)
-        for k in kernels:
-            if k["local"] > 0 and not any(a in k["kernel"] for a in allowed):
-                failures.append(f"{name}: kernel {k['kernel']} on sm_{k['arch']} uses {k['local']} bytes of "
-                                f"local memory (spills or a local array) without a "
-                                f"'pitfall: local-memory-ok' comment saying why")
-        worst = max(kernels, key=lambda k: k["registers"], default=None)
-        if worst:
-            print(f"  {len(kernels)} kernel images; most registers: {worst['registers']} "
-                  f"(sm_{worst['arch']}); local memory: {sum(k['local'] > 0 for k in kernels)} images")
+        failures += check_binary(args, binary, want_sass, want_ptx, allowed)
     for f in failures:
         print(f"FAIL: {f}")
     print(f"resource usage reports: {args.report_dir}")
