@@ -287,10 +287,12 @@ template <class Backend> pitfall::status helper_faulty_sequence(pitfall::context
     return faulty_sequence<Backend>(ctx, false);
 }
 
-template <class Backend> pitfall::status remedy_launch_blocking(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(
-        "CUDA_LAUNCH_BLOCKING is read by the CUDA driver; the CPU's synchronous form is "
-        "remedy_check_after_launch (future.get() right after starting the worker)"));
+constexpr const char* launch_blocking_is_the_drivers =
+    "CUDA_LAUNCH_BLOCKING is read by the CUDA driver; the CPU's synchronous form is "
+    "remedy_check_after_launch (future.get() right after starting the worker)";
+
+// CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+pitfall::status remedy_launch_blocking(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     // Set before the child's first CUDA call: the driver reads it once, at initialisation.
     PITFALL_ASSIGN_OR_RETURN(const auto child, pitfall::run_self(ctx, "helper_faulty_sequence",
@@ -311,4 +313,5 @@ template <class Backend> pitfall::status remedy_launch_blocking(pitfall::context
 using namespace async_error_reporting; // the variants by their own names
 PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_reported_later),
                  PITFALL_VARIANT(remedy_check_after_launch),
-                 PITFALL_VARIANT(remedy_launch_blocking), PITFALL_VARIANT(helper_faulty_sequence))
+                 PITFALL_CUDA_VARIANT(remedy_launch_blocking, launch_blocking_is_the_drivers),
+                 PITFALL_VARIANT(helper_faulty_sequence))

@@ -52,6 +52,8 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 5 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 5 remedies
 // (end of the generated baselines)
+#include "pitfall/cuda/graph.hpp"
+#include "pitfall/cuda/stream.hpp"
 #include "pitfall/models/mlp.hpp"
 #include "pitfall/scenario.hpp"
 
@@ -436,8 +438,6 @@ public:
         // workspace pool) before our workspace buffer is freed.
         if (m_handle != nullptr)
             (void)cublasSetStream(m_handle, nullptr);
-        if (m_stream != nullptr)
-            (void)cudaStreamDestroy(m_stream);
     }
 
     /// A blocking stream (so the SDK's timer events on the legacy stream bracket its work),
@@ -445,7 +445,7 @@ public:
     /// recommends a user workspace for graph capture (no allocation inside the capture), of
     /// 32 MiB on Hopper and 4 MiB elsewhere.
     status init() {
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaStreamCreate(&m_stream));
+        PITFALL_ASSIGN_OR_RETURN(m_stream, pitfall::cuda::stream::create(cudaStreamDefault));
         PITFALL_ASSIGN_OR_RETURN(m_handle, backend::blas_handle());
         int device = 0;
         int major = 0;
@@ -454,7 +454,7 @@ public:
                          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
         const std::size_t workspace_bytes = (major >= 9 ? 32u : 4u) << 20;
         PITFALL_ASSIGN_OR_RETURN(m_workspace, backend::allocate<unsigned char>(workspace_bytes));
-        PITFALL_CUBLAS_TRY(cublasSetStream(m_handle, m_stream)); // resets the workspace, so:
+        PITFALL_CUBLAS_TRY(cublasSetStream(m_handle, m_stream.get())); // resets the workspace, so:
         PITFALL_CUBLAS_TRY(cublasSetWorkspace(m_handle, m_workspace.data(), workspace_bytes));
         return status::ok();
     }
@@ -464,7 +464,7 @@ public:
         if (n == 0)
             return status::ok();
         const unsigned grid = launch_grid(n);
-        mlp_kernel<F><<<grid, block_threads, 0, m_stream>>>(n, f);
+        mlp_kernel<F><<<grid, block_threads, 0, m_stream.get()>>>(n, f);
         PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGetLastError());
         if (m_log.keep_entries) {
             m_log.entries.push_back({name, n, false});
@@ -484,32 +484,20 @@ public:
 
     pitfall::mlp::launch_log& log() { return m_log; }
     std::vector<launch_record>& launches() { return m_launches; }
-    cudaStream_t stream() const { return m_stream; }
+    cudaStream_t stream() const { return m_stream.get(); }
 
 private:
-    cudaStream_t m_stream = nullptr;
     cublasHandle_t m_handle = nullptr;
     pitfall::buffer<unsigned char, backend> m_workspace;
+    pitfall::cuda::stream m_stream; // declared after the workspace: destroyed before it is freed
     pitfall::mlp::launch_log m_log;
     std::vector<launch_record> m_launches;
 };
 
 /// A captured step: the graph (for its node census) and, when replayed, its executable.
-struct step_graph {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    step_graph() = default;
-    step_graph(const step_graph&) = delete;
-    step_graph& operator=(const step_graph&) = delete;
-    ~step_graph() {
-        if (exec != nullptr)
-            (void)cudaGraphExecDestroy(exec);
-        if (graph != nullptr)
-            (void)cudaGraphDestroy(graph);
-    }
-};
+using step_graph = pitfall::cuda::graph;
 
-/// Records one train_step on the executor's stream into `out.graph` without running it.
+/// Records one train_step on the executor's stream into `out` without running it.
 /// Thread-local capture mode: only this thread's unsafe calls (cudaMalloc, a sync) would
 /// invalidate it. The capture always ends, also when the step failed half-way.
 template <class Model> status capture_step(stream_executor& exec, Model& model, step_graph& out) {
@@ -518,7 +506,7 @@ template <class Model> status capture_step(stream_executor& exec, Model& model, 
     const status step = model.train_step();
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(exec.stream(), &graph);
-    out.graph = graph;
+    out = step_graph(graph);
     PITFALL_TRY(step);
     PITFALL_CUDA_TRY(pitfall::stage::launch, ended);
     return status::ok();
@@ -537,11 +525,11 @@ struct graph_census {
 status census_of(const step_graph& g, const std::vector<launch_record>& ours, int sm_count,
                  graph_census& out) {
     std::size_t count = 0;
-    PITFALL_CUDA_TRY(pitfall::stage::library_call, cudaGraphGetNodes(g.graph, nullptr, &count));
+    PITFALL_CUDA_TRY(pitfall::stage::library_call, cudaGraphGetNodes(g.get(), nullptr, &count));
     std::vector<cudaGraphNode_t> nodes(count);
     if (count > 0)
         PITFALL_CUDA_TRY(pitfall::stage::library_call,
-                         cudaGraphGetNodes(g.graph, nodes.data(), &count));
+                         cudaGraphGetNodes(g.get(), nodes.data(), &count));
     out.nodes = count;
     for (cudaGraphNode_t node : nodes) {
         cudaGraphNodeType type{};
@@ -828,8 +816,7 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
         if (cfg.graph) {
             // ...WithFlags: cudaGraphInstantiate took five arguments before CUDA 12 and three
             // since; this one has one signature from 11.4 to 13 (the matrix's 11.8 cell).
-            PITFALL_CUDA_TRY(pitfall::stage::init,
-                             cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
+            PITFALL_TRY(graph.instantiate(pitfall::stage::init));
             ctx.record("graph_launches_per_step", 1);
             ctx.record("api_launches_per_sample", 1.0 / cfg.batch);
         } else {
@@ -837,7 +824,7 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
                        static_cast<double>(exec.log().for_each_calls + exec.log().gemm_calls) /
                            cfg.batch);
         }
-        const cudaGraphExec_t replay = graph.exec;
+        const cudaGraphExec_t replay = graph.exec();
         const cudaStream_t stream = exec.stream();
         auto fit = [&]() -> status {
             if (!cfg.graph)
@@ -895,10 +882,9 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
     if (cfg.graph && cfg.check_steps > 1) {
         step_graph graph;
         PITFALL_TRY(capture_step(exec, model, graph));
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaGraphInstantiateWithFlags(&graph.exec, graph.graph, 0));
+        PITFALL_TRY(graph.instantiate(pitfall::stage::init));
         for (int s = 1; s < cfg.check_steps; ++s)
-            PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(graph.exec, exec.stream()));
+            PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(graph.exec(), exec.stream()));
         PITFALL_TRY(pitfall::cuda_backend::synchronize());
     } else {
         for (int s = 1; s < cfg.check_steps; ++s)

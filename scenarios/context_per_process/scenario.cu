@@ -401,11 +401,13 @@ template <class Backend> status reproduce_context_per_worker(pitfall::context& c
     return host_cost(ctx, "private_copy");
 }
 
-template <class Backend> status reproduce_eager_module_loading(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(
-        "module loading is the CUDA driver's: a host program's code pages are shared by every "
-        "process that runs it"));
+constexpr const char* module_loading_is_the_drivers =
+    "module loading is the CUDA driver's: a host program's code pages are shared by every "
+    "process that runs it";
+
 #if PITFALL_HAS_CUDA
+// CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+status reproduce_eager_module_loading(pitfall::context& ctx) {
     // The same workers twice, lazy first (named: a machine's default may differ), then eager:
     // the comparison the published numbers make (pytorch#107667: >1000 MB eager, ~300 MB lazy).
     PITFALL_ASSIGN_OR_RETURN(
@@ -420,11 +422,8 @@ template <class Backend> status reproduce_eager_module_loading(pitfall::context&
               "per worker: eager " + std::to_string(eager) + " B, lazy " + std::to_string(lazy) +
                   " B");
     return status::ok();
-#else
-    (void)ctx; // the build has no CUDA: cuda_only answered above
-    return status::ok();
-#endif
 }
+#endif
 
 template <class Backend> status remedy_host_only_workers(pitfall::context& ctx) {
 #if PITFALL_HAS_CUDA
@@ -437,5 +436,6 @@ template <class Backend> status remedy_host_only_workers(pitfall::context& ctx) 
 }
 
 PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_context_per_worker),
-                 PITFALL_VARIANT(reproduce_eager_module_loading),
+                 PITFALL_CUDA_VARIANT(reproduce_eager_module_loading,
+                                      module_loading_is_the_drivers),
                  PITFALL_VARIANT(remedy_host_only_workers), PITFALL_VARIANT(helper_worker))

@@ -88,6 +88,8 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 1 predicted, 2 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
 // (end of the generated baselines)
+#include "pitfall/cuda/pinned_buffer.hpp"
+#include "pitfall/cuda/stream.hpp"
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
@@ -243,12 +245,6 @@ public:
     kernel_clock() = default;
     kernel_clock(const kernel_clock&) = delete;
     kernel_clock& operator=(const kernel_clock&) = delete;
-    ~kernel_clock() {
-#if PITFALL_HAS_CUDA
-        for (cudaEvent_t e : m_events)
-            (void)cudaEventDestroy(e);
-#endif
-    }
 
     /// Starts a new epoch: forgets the spans measured so far.
     void reset() {
@@ -283,8 +279,9 @@ public:
             double total = 0;
             for (std::size_t i = 0; i + 1 < m_used; i += 2) {
                 float ms = 0.f;
-                PITFALL_CUDA_TRY(pitfall::stage::synchronize,
-                                 cudaEventElapsedTime(&ms, m_events[i], m_events[i + 1]));
+                PITFALL_CUDA_TRY(
+                    pitfall::stage::synchronize,
+                    cudaEventElapsedTime(&ms, m_events[i].get(), m_events[i + 1].get()));
                 total += static_cast<double>(ms) / 1000.0;
             }
             return total;
@@ -297,15 +294,15 @@ private:
 #if PITFALL_HAS_CUDA
     status record(const lane& where) {
         if (m_used == m_events.size()) { // grown once, reused by every later epoch
-            cudaEvent_t e = nullptr;
-            PITFALL_CUDA_TRY(pitfall::stage::init, cudaEventCreate(&e));
-            m_events.push_back(e);
+            PITFALL_ASSIGN_OR_RETURN(auto e, pitfall::cuda::event::create(cudaEventDefault));
+            m_events.push_back(std::move(e));
         }
-        PITFALL_CUDA_TRY(pitfall::stage::launch, cudaEventRecord(m_events[m_used], where.stream));
+        PITFALL_CUDA_TRY(pitfall::stage::launch,
+                         cudaEventRecord(m_events[m_used].get(), where.stream));
         ++m_used;
         return status::ok();
     }
-    std::vector<cudaEvent_t> m_events;
+    std::vector<pitfall::cuda::event> m_events;
 #endif
     std::size_t m_used = 0;
     double m_host_busy = 0;
@@ -584,28 +581,11 @@ template <class Backend> struct thread_overlap {
 // ---------------------------------------------------------------------------------------------
 #if PITFALL_HAS_CUDA
 struct stream_resources {
-    cudaStream_t copy = nullptr;
-    cudaStream_t compute = nullptr;
-    float* h_stage[2] = {nullptr, nullptr};
-    cudaEvent_t copied[2] = {nullptr, nullptr};
-    cudaEvent_t consumed[2] = {nullptr, nullptr};
-    stream_resources() = default;
-    stream_resources(const stream_resources&) = delete;
-    stream_resources& operator=(const stream_resources&) = delete;
-    ~stream_resources() {
-        for (int s = 0; s < 2; ++s) {
-            if (h_stage[s] != nullptr)
-                (void)cudaFreeHost(h_stage[s]);
-            if (copied[s] != nullptr)
-                (void)cudaEventDestroy(copied[s]);
-            if (consumed[s] != nullptr)
-                (void)cudaEventDestroy(consumed[s]);
-        }
-        if (copy != nullptr)
-            (void)cudaStreamDestroy(copy);
-        if (compute != nullptr)
-            (void)cudaStreamDestroy(compute);
-    }
+    pitfall::cuda::stream copy;
+    pitfall::cuda::stream compute;
+    pitfall::cuda::pinned_buffer<float> h_stage[2];
+    pitfall::cuda::event copied[2];
+    pitfall::cuda::event consumed[2];
 };
 
 /// Points the process's cuBLAS handle at a stream, and back at the default stream on exit.
@@ -632,18 +612,15 @@ struct stream_overlap {
         const std::size_t count =
             static_cast<std::size_t>(cfg.batch) * static_cast<std::size_t>(cfg.features);
         // Non-blocking streams: no implicit ordering with the legacy default stream.
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaStreamCreateWithFlags(&res.copy, cudaStreamNonBlocking));
-        PITFALL_CUDA_TRY(pitfall::stage::init,
-                         cudaStreamCreateWithFlags(&res.compute, cudaStreamNonBlocking));
+        PITFALL_ASSIGN_OR_RETURN(res.copy, pitfall::cuda::stream::create(cudaStreamNonBlocking));
+        PITFALL_ASSIGN_OR_RETURN(res.compute, pitfall::cuda::stream::create(cudaStreamNonBlocking));
         for (int s = 0; s < 2; ++s) {
-            PITFALL_CUDA_TRY(
-                pitfall::stage::alloc,
-                cudaMallocHost(reinterpret_cast<void**>(&res.h_stage[s]), count * sizeof(float)));
-            PITFALL_CUDA_TRY(pitfall::stage::init,
-                             cudaEventCreateWithFlags(&res.copied[s], cudaEventDisableTiming));
-            PITFALL_CUDA_TRY(pitfall::stage::init,
-                             cudaEventCreateWithFlags(&res.consumed[s], cudaEventDisableTiming));
+            PITFALL_ASSIGN_OR_RETURN(res.h_stage[s],
+                                     pitfall::cuda::pinned_buffer<float>::allocate(count));
+            PITFALL_ASSIGN_OR_RETURN(res.copied[s],
+                                     pitfall::cuda::event::create(cudaEventDisableTiming));
+            PITFALL_ASSIGN_OR_RETURN(res.consumed[s],
+                                     pitfall::cuda::event::create(cudaEventDisableTiming));
             PITFALL_ASSIGN_OR_RETURN(d_x[s], backend::allocate<float>(count));
         }
         return status::ok();
@@ -654,10 +631,10 @@ struct stream_overlap {
         epoch_stats st;
         const std::size_t f = static_cast<std::size_t>(cfg.features);
         const std::size_t b = static_cast<std::size_t>(cfg.batch);
-        const lane compute{res.compute};
+        const lane compute{res.compute.get()};
         blas_stream_guard guard;
         PITFALL_ASSIGN_OR_RETURN(guard.handle, backend::blas_handle());
-        PITFALL_CUBLAS_TRY(cublasSetStream(guard.handle, res.compute));
+        PITFALL_CUBLAS_TRY(cublasSetStream(guard.handle, res.compute.get()));
         // Non-blocking streams do not wait for the legacy default stream, and a cudaMemcpy from
         // pageable memory may return before its DMA lands: the targets and the (re)zeroed
         // weights copied there must be on the device before this epoch's kernels read them.
@@ -671,35 +648,38 @@ struct stream_overlap {
             const std::size_t bytes = static_cast<std::size_t>(n) * f * sizeof(float);
             if (k >= 2) { // the slot's previous copy must have left the staging buffer
                 const auto wait_start = clock_type::now();
-                PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaEventSynchronize(res.copied[s]));
+                PITFALL_CUDA_TRY(pitfall::stage::synchronize,
+                                 cudaEventSynchronize(res.copied[s].get()));
                 st.wait_seconds += seconds_since(wait_start);
             }
             // Host: the seed's loop for this batch, while the GPU trains the previous one.
             const auto prep_start = clock_type::now();
-            host_preprocess(data.raw.data() + first * f, res.h_stage[s],
+            host_preprocess(data.raw.data() + first * f, res.h_stage[s].data(),
                             static_cast<std::size_t>(n) * f);
             st.host_prep_seconds += seconds_since(prep_start);
             // Copy stream: after the training that last read d_x[s].
             if (k >= 2)
                 PITFALL_CUDA_TRY(pitfall::stage::launch,
-                                 cudaStreamWaitEvent(res.copy, res.consumed[s], 0));
+                                 cudaStreamWaitEvent(res.copy.get(), res.consumed[s].get(), 0));
             PITFALL_CUDA_TRY(pitfall::stage::copy,
-                             cudaMemcpyAsync(d_x[s].data(), res.h_stage[s], bytes,
-                                             cudaMemcpyHostToDevice, res.copy));
-            PITFALL_CUDA_TRY(pitfall::stage::launch, cudaEventRecord(res.copied[s], res.copy));
+                             cudaMemcpyAsync(d_x[s].data(), res.h_stage[s].data(), bytes,
+                                             cudaMemcpyHostToDevice, res.copy.get()));
+            PITFALL_CUDA_TRY(pitfall::stage::launch,
+                             cudaEventRecord(res.copied[s].get(), res.copy.get()));
             // Compute stream: after the copy landed.
             PITFALL_CUDA_TRY(pitfall::stage::launch,
-                             cudaStreamWaitEvent(res.compute, res.copied[s], 0));
+                             cudaStreamWaitEvent(res.compute.get(), res.copied[s].get(), 0));
             PITFALL_TRY(clock.begin(compute));
             PITFALL_TRY(model.train_step(compute, d_x[s].data(), first, n));
             PITFALL_TRY(clock.end(compute));
-            PITFALL_CUDA_TRY(pitfall::stage::launch, cudaEventRecord(res.consumed[s], res.compute));
+            PITFALL_CUDA_TRY(pitfall::stage::launch,
+                             cudaEventRecord(res.consumed[s].get(), res.compute.get()));
             st.last_slot = s;
             st.last_first = first;
             st.last_n = n;
         }
-        PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(res.compute));
-        PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(res.copy));
+        PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(res.compute.get()));
+        PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(res.copy.get()));
         st.wall_seconds = seconds_since(start);
         PITFALL_ASSIGN_OR_RETURN(st.kernel_seconds, clock.busy_seconds());
         return st;

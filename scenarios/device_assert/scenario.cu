@@ -55,6 +55,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
 //   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
@@ -272,10 +273,7 @@ template <class Backend> pitfall::status reproduce_device_assert(pitfall::contex
         void* unrelated = nullptr;
         const cudaError_t err = cudaMalloc(&unrelated, 256);
         ctx.record_event("after_assert_cuda_malloc",
-                         err == cudaSuccess
-                             ? pitfall::status::ok()
-                             : pitfall::detail::from_cuda(err, pitfall::stage::alloc, "cudaMalloc",
-                                                          __FILE__, __LINE__));
+                         PITFALL_CUDA_STATUS(pitfall::stage::alloc, err, "cudaMalloc"));
         if (err == cudaSuccess)
             cudaFree(unrelated);
 #endif

@@ -64,6 +64,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 3 predicted, 2 remedies
 //   cuda  driver-no-device: observed without a GPU (run not kept): 3 predicted, 1 remedy
 // (end of the generated baselines)
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <nlohmann/json.hpp>
@@ -307,10 +308,7 @@ template <class Backend> status reproduce_empty_visible_devices(pitfall::context
         if (err == cudaSuccess)
             ctx.record("parent_device_count", count);
         ctx.record_event("parent_cudaGetDeviceCount",
-                         err == cudaSuccess ? status::ok()
-                                            : pitfall::detail::from_cuda(err, pitfall::stage::init,
-                                                                         "cudaGetDeviceCount",
-                                                                         __FILE__, __LINE__));
+                         PITFALL_CUDA_STATUS(pitfall::stage::init, err, "cudaGetDeviceCount"));
     }
 #endif
     if (!is_cuda(Backend::kind))
@@ -346,8 +344,7 @@ template <class Backend> status reproduce_ordinal_past_last(pitfall::context& ct
         } else {
             // The count is unknown: ask for the seed's /gpu:1 and see what the selection says.
             ctx.record_event("cudaGetDeviceCount",
-                             pitfall::detail::from_cuda(err, pitfall::stage::init,
-                                                        "cudaGetDeviceCount", __FILE__, __LINE__));
+                             PITFALL_CUDA_STATUS(pitfall::stage::init, err, "cudaGetDeviceCount"));
             if (ordinal < 0)
                 ordinal = 1;
         }

@@ -4,9 +4,10 @@
 //   Code that moves from CPU to GPU changes its number types: float64 data becomes float32,
 //   activations and gradients become fp16 or bf16 ("mixed precision"), labels ride along in
 //   the float tensor of a batch, and indices stay `int` because they always fit on the CPU.
-//   Each cast here is run on the backend (a host loop with the software conversions of
-//   soft_float.hpp, or a CUDA kernel with __float2half_rn / __float2bfloat16_rn /
-//   __double2float_rn) and judged against values derived by hand in the comments:
+//   Each cast here is run on the backend (a host loop with the software conversions of the
+//   SDK's pitfall/numeric/fp16.hpp and of soft_float.hpp, or a CUDA kernel with
+//   __float2half_rn / __float2bfloat16_rn / __double2float_rn) and judged against values
+//   derived by hand in the comments:
 //     reproduce_narrowing      float64 -> float32 (16777217 -> 16777216, 0.1 off by 1.5e-9),
 //                              float32 -> fp16 (65520 -> inf, 2^-25 -> 0, 2049 -> 2048),
 //                              float32 -> bf16 (pi -> 3.140625, 257 -> 256), fp16 and bf16
@@ -66,7 +67,6 @@
 
 #if PITFALL_HAS_CUDA
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #endif
 
 #include <cmath>
@@ -81,24 +81,14 @@ namespace dtype_casting {
 
 // =============================================================================================
 // The conversions each backend uses. On the GPU (device pass, __CUDA_ARCH__ defined) they are
-// CUDA's intrinsics; in a host loop they are the software converters of soft_float.hpp.
+// CUDA's intrinsics; in a host loop they are the software converters: fp16's the SDK's
+// (pitfall/numeric/fp16.hpp: float_to_fp16, fp16_to_float), bf16's of soft_float.hpp.
 // Buffers carry fp16/bf16 as their 16-bit patterns (uint16_t), so host code never needs
 // cuda_fp16.h and the CPU-only build sees no CUDA type.
 // =============================================================================================
-PITFALL_HOST_DEVICE inline std::uint16_t to_fp16_bits(float x) {
-#if defined(__CUDA_ARCH__)
-    return __half_as_ushort(__float2half_rn(x));
-#else
-    return soft_fp16_bits(x);
-#endif
-}
-PITFALL_HOST_DEVICE inline float fp16_to_float(std::uint16_t h) {
-#if defined(__CUDA_ARCH__)
-    return __half2float(__ushort_as_half(h));
-#else
-    return soft_fp16_to_float(h);
-#endif
-}
+using pitfall::numeric::float_to_fp16;
+using pitfall::numeric::fp16_to_float;
+
 PITFALL_HOST_DEVICE inline std::uint16_t to_bf16_bits(float x) {
 #if defined(__CUDA_ARCH__)
     // The bits through __nv_bfloat16_raw: CUDA 11.x declares __bfloat16_as_ushort only for
@@ -152,7 +142,7 @@ struct convert_16 {
     std::uint16_t* fp16;
     std::uint16_t* bf16;
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
-        fp16[i] = to_fp16_bits(in[i]);
+        fp16[i] = float_to_fp16(in[i]);
         bf16[i] = to_bf16_bits(in[i]);
     }
 };
@@ -182,7 +172,7 @@ struct accumulate {
         float acc32 = 0.f;
         for (std::size_t i = 0; i < n; ++i) {
             const float x = fp16_to_float(values_fp16[i]);
-            acc16 = to_fp16_bits(fp16_to_float(acc16) + x);
+            acc16 = float_to_fp16(fp16_to_float(acc16) + x);
             acc_bf = to_bf16_bits(bf16_to_float(acc_bf) + x);
             acc32 += x;
         }
@@ -237,7 +227,7 @@ struct decode_labels {
         via_fp16[i] =
             keep_int
                 ? k
-                : static_cast<std::int32_t>(fp16_to_float(to_fp16_bits(static_cast<float>(k))));
+                : static_cast<std::int32_t>(fp16_to_float(float_to_fp16(static_cast<float>(k))));
         if (i < static_cast<std::size_t>(norm_n)) {
             const float span = static_cast<float>(norm_n - 1);
             const float stored = static_cast<float>(k) / span; // IEEE division on both backends
@@ -271,7 +261,7 @@ struct logistic_backward {
     PITFALL_HOST_DEVICE void operator()(std::size_t i) const {
         const float p = 1.f / (1.f + std::exp(-z[i]));
         const float dz = factor * (p - y[i]);
-        const std::uint16_t h = to_fp16_bits(dz);
+        const std::uint16_t h = float_to_fp16(dz);
         if (dz != 0.f && (h & 0x7FFFu) == 0u)
             ++flushed[i];
         else if ((h & 0x7C00u) == 0u && (h & 0x03FFu) != 0u)
@@ -671,7 +661,7 @@ template <class Backend> pitfall::status sweep_16(pitfall::context& ctx) {
             first_bf16_mismatch = first_bf16_mismatch == n ? i : first_bf16_mismatch;
         }
         if (on_gpu) {
-            fp16_vs_soft += !same_encoding(h_fp16[i], soft_fp16_bits(x), fp16_format);
+            fp16_vs_soft += !same_encoding(h_fp16[i], soft_float_to_fp16(x), fp16_format);
             bf16_vs_soft += !same_encoding(h_bf16[i], soft_bf16_bits(x), bf16_format);
         }
         const fp_class c16 = classify(h_fp16[i], fp16_format);

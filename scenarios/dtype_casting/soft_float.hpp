@@ -1,89 +1,34 @@
-// soft_float.hpp: float32 -> fp16 / bf16 written here, twice, without CUDA's headers.
+// soft_float.hpp: float32 -> bf16 without CUDA's headers, and a reference that judges both 16-bit
+// formats.
 //
-// 1. Bit-level round-to-nearest-even (`soft_fp16_bits`, `soft_bf16_bits`): what the CPU
-//    backend's kernels use in place of __float2half_rn / __float2bfloat16_rn. Written from the
-//    IEEE 754 binary16 layout (1 sign, 5 exponent bits biased 15, 10 mantissa bits) and the
-//    bfloat16 layout (the upper half of a float32: 1, 8 biased 127, 7), not from cuda_fp16.hpp.
+// 1. Bit-level round-to-nearest-even: fp16 is the SDK's (pitfall/numeric/fp16.hpp,
+//    `soft_float_to_fp16`); bf16 (`soft_bf16_bits`) is written here, from the bfloat16 layout
+//    (the upper half of a float32: 1 sign bit, 8 exponent bits biased 127, 7 mantissa bits).
+//    What the CPU backend's kernels use in place of __float2half_rn / __float2bfloat16_rn.
 //    PITFALL_HOST_DEVICE: the same code compiles for a kernel, so a GPU run could use it too.
 // 2. An arithmetic reference (`reference_bits`), host only: the value is split with frexp,
 //    divided by its quantum (a power of two, so exactly), rounded with std::nearbyint (ties to
 //    even in the default rounding mode) and re-encoded. It shares no code and no bit tricks
 //    with (1), so it can judge both (1) and the GPU's conversion instructions.
 //
-// NaN: the bit-level converter keeps the sign and the top payload bits and sets the quiet bit
+// NaN: the bit-level converters keep the sign and the top payload bits and set the quiet bit
 // (as x86 F16C and Arm do); CUDA answers a canonical 0x7FFF. Payloads are not part of the
 // contract, so results are compared as "same bits, or both NaN" (`same_encoding`).
 #pragma once
 
 #include "pitfall/backend.hpp"
+#include "pitfall/numeric/fp16.hpp"
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace dtype_casting {
 
-// ---- bits of a float (memcpy: the one well-defined type pun, also in device code) ----------
-PITFALL_HOST_DEVICE inline std::uint32_t bits_of(float x) {
-    std::uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-PITFALL_HOST_DEVICE inline float float_of(std::uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-// ---- float32 -> fp16, bit level --------------------------------------------------------------
-// Thresholds on |x|'s float32 bits:
-//   0x7F800000 +inf;  0x477FF000 = 65520.0f, the midpoint between fp16's max 65504 and 65536:
-//   at and above it round-to-nearest-even gives 65536, which does not exist -> inf;
-//   0x38800000 = 2^-14, fp16's smallest normal; 0x33000000 = 2^-25, half the smallest
-//   subnormal 2^-24: at or below it the result is zero (2^-25 itself ties to the even 0).
-PITFALL_HOST_DEVICE inline std::uint16_t soft_fp16_bits(float x) {
-    const std::uint32_t u = bits_of(x);
-    const std::uint32_t sign = (u >> 16) & 0x8000u;
-    const std::uint32_t a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) // NaN: quiet, top 9 payload bits kept
-        return static_cast<std::uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x01FFu));
-    if (a >= 0x477FF000u) // >= 65520 (and inf): overflow to inf
-        return static_cast<std::uint16_t>(sign | 0x7C00u);
-    if (a >= 0x38800000u) {
-        // Normal: drop 13 mantissa bits with round-to-nearest-even (add 0xFFF plus the lowest
-        // kept bit; a carry runs into the exponent, which is the right answer), then re-bias
-        // the exponent from 127 to 15 (subtract 112 << 10).
-        const std::uint32_t rounded = (a + 0x0FFFu + ((a >> 13) & 1u)) >> 13;
-        return static_cast<std::uint16_t>(sign | (rounded - (112u << 10)));
-    }
-    if (a <= 0x33000000u) // <= 2^-25: zero, sign kept
-        return static_cast<std::uint16_t>(sign);
-    // Subnormal: the result counts units of 2^-24. With the hidden bit, x = m * 2^(e - 150),
-    // i.e. m * 2^(e - 126) units: shift m right by 126 - e (14..24) and round to even.
-    const std::uint32_t e = a >> 23;
-    const std::uint32_t m = (a & 0x007FFFFFu) | 0x00800000u;
-    const std::uint32_t shift = 126u - e;
-    const std::uint32_t rest = m & ((1u << shift) - 1u);
-    const std::uint32_t half = 1u << (shift - 1u);
-    std::uint32_t q = m >> shift;
-    if (rest > half || (rest == half && (q & 1u) != 0u))
-        ++q; // may reach 0x400 = 2^-14, which is also its correct encoding
-    return static_cast<std::uint16_t>(sign | q);
-}
-
-// fp16 -> float32 is exact (every fp16 value is a float32).
-PITFALL_HOST_DEVICE inline float soft_fp16_to_float(std::uint16_t h) {
-    const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
-    const std::uint32_t e = (h >> 10) & 0x1Fu;
-    const std::uint32_t m = h & 0x03FFu;
-    if (e == 0x1Fu) // inf / NaN
-        return float_of(sign | 0x7F800000u | (m << 13));
-    if (e != 0u) // normal: re-bias 15 -> 127
-        return float_of(sign | ((e + 112u) << 23) | (m << 13));
-    // zero / subnormal: m units of 2^-24, exact in float (5.9604644775390625e-08f = 2^-24)
-    const float magnitude = static_cast<float>(m) * 5.9604644775390625e-08f;
-    return sign != 0u ? -magnitude : magnitude;
-}
+// The bits of a float and back, and the fp16 converter, are the SDK's (pitfall/numeric/fp16.hpp).
+using pitfall::numeric::bits_of;
+using pitfall::numeric::float_of;
+using pitfall::numeric::soft_float_to_fp16;
+using pitfall::numeric::soft_fp16_to_float;
 
 // ---- float32 -> bf16, bit level --------------------------------------------------------------
 // bf16 is the upper 16 bits of a float32: round the lower 16 to nearest even. Adding

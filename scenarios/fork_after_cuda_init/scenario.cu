@@ -58,6 +58,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
 //   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <pthread.h>
@@ -295,10 +296,9 @@ pitfall::status judge_child(pitfall::context& ctx, const fork_result& r, std::si
 #if PITFALL_HAS_CUDA
         ctx.record_info("child_failed_call",
                         r.message.call == 1 ? "cudaMalloc" : "cudaGetDeviceCount");
-        return pitfall::detail::from_cuda(
-            static_cast<cudaError_t>(r.message.code), pitfall::stage::init,
-            r.message.call == 1 ? "forked child: cudaMalloc" : "forked child: cudaGetDeviceCount",
-            __FILE__, __LINE__);
+        return PITFALL_CUDA_STATUS(pitfall::stage::init, static_cast<cudaError_t>(r.message.code),
+                                   r.message.call == 1 ? "forked child: cudaMalloc"
+                                                       : "forked child: cudaGetDeviceCount");
 #else
         [[fallthrough]]; // a CUDA code from a build without CUDA cannot be named
 #endif

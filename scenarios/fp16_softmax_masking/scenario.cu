@@ -26,7 +26,7 @@
 //
 // Expected per backend
 //   cpu   the fp16 arithmetic of the GPU done in software (the round-to-nearest-even converter
-//         of scenarios/dtype_casting/soft_float.hpp; an fp16 addition is the fp32 sum of its
+//         of the SDK, pitfall/numeric/fp16.hpp; an fp16 addition is the fp32 sum of its
 //         operands rounded to fp16, exactly what __hadd computes). Outcome ok; the checks say:
 //         reproduce_mask_minus_1e9 nan_rows == the fully masked rows (64 of 512), inf_scores ==
 //         the masked keys; reproduce_logit_overflow nan_rows == the overflow rows (32),
@@ -57,14 +57,12 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
 //   evidence threads: 3 checked, not pinned (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/numeric/fp16.hpp"
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
-// The software fp16 converter of the dtype_casting scenario (one header, no CUDA types).
-#include "../dtype_casting/soft_float.hpp"
-
 #if PITFALL_HAS_CUDA
-#include <cuda_fp16.h>
+#include <cuda_fp16.h> // __hadd
 #endif
 
 #include <cmath>
@@ -76,24 +74,12 @@
 
 namespace {
 
-using dtype_casting::soft_fp16_bits;
-using dtype_casting::soft_fp16_to_float;
-
 // fp16 values travel as their 16-bit patterns, so host code never needs cuda_fp16.h.
-PITFALL_HOST_DEVICE inline std::uint16_t to_fp16(float x) {
-#if defined(__CUDA_ARCH__)
-    return __half_as_ushort(__float2half_rn(x));
-#else
-    return soft_fp16_bits(x);
-#endif
-}
-PITFALL_HOST_DEVICE inline float from_fp16(std::uint16_t h) {
-#if defined(__CUDA_ARCH__)
-    return __half2float(__ushort_as_half(h));
-#else
-    return soft_fp16_to_float(h);
-#endif
-}
+using pitfall::numeric::float_to_fp16;
+using pitfall::numeric::fp16_to_float;
+using pitfall::numeric::soft_float_to_fp16;
+using pitfall::numeric::soft_fp16_to_float;
+
 // An fp16 addition: __hadd on the GPU; on the host the fp32 sum rounded to fp16. fp32 carries
 // 24 bits, at least 2 x 11 + 2 for fp16's 11, so rounding twice gives the correctly rounded fp16
 // sum (Figueroa, "When is double rounding innocuous?", 1995): what __hadd returns.
@@ -101,7 +87,7 @@ PITFALL_HOST_DEVICE inline std::uint16_t add_fp16(std::uint16_t a, std::uint16_t
 #if defined(__CUDA_ARCH__)
     return __half_as_ushort(__hadd(__ushort_as_half(a), __ushort_as_half(b)));
 #else
-    return soft_fp16_bits(soft_fp16_to_float(a) + soft_fp16_to_float(b));
+    return soft_float_to_fp16(soft_fp16_to_float(a) + soft_fp16_to_float(b));
 #endif
 }
 
@@ -131,12 +117,12 @@ struct masked_softmax {
         const bool masked = c >= valid[row];
         switch (path) {
         case score_path::fp16_added_mask: {
-            const std::uint16_t adder = masked ? to_fp16(mask_value) : to_fp16(0.f);
-            return from_fp16(add_fp16(to_fp16(x), adder));
+            const std::uint16_t adder = masked ? float_to_fp16(mask_value) : float_to_fp16(0.f);
+            return fp16_to_float(add_fp16(float_to_fp16(x), adder));
         }
         case score_path::fp16_clamped_mask: {
             const float s = x + (masked ? mask_value : 0.f);
-            return from_fp16(to_fp16(s < fp16_lowest ? fp16_lowest : s));
+            return fp16_to_float(float_to_fp16(s < fp16_lowest ? fp16_lowest : s));
         }
         case score_path::fp32: break;
         }
@@ -156,7 +142,7 @@ struct masked_softmax {
             sum += expf(score(row, c) - row_max);
         for (int c = 0; c < cols; ++c)
             probs[row * static_cast<std::size_t>(cols) + c] =
-                to_fp16(expf(score(row, c) - row_max) / sum);
+                float_to_fp16(expf(score(row, c) - row_max) / sum);
         inf_scores[row] = infinities;
     }
 };
@@ -279,7 +265,7 @@ pitfall::status run(pitfall::context& ctx, bool overflow, score_path path, float
     // fp32 otherwise.
     std::vector<double> inputs(cells);
     for (std::size_t i = 0; i < cells; ++i) {
-        const float rounded = soft_fp16_to_float(soft_fp16_bits(p.logits[i]));
+        const float rounded = soft_fp16_to_float(soft_float_to_fp16(p.logits[i]));
         inputs[i] = path != score_path::fp32 && std::isfinite(rounded) ? rounded : p.logits[i];
     }
     o = judge(p, inputs, probs, infs);
@@ -290,7 +276,7 @@ pitfall::status run(pitfall::context& ctx, bool overflow, score_path path, float
     ctx.record("inf_scores", static_cast<double>(o.inf_scores));
     ctx.record("max_abs_error", o.max_abs_error);
     ctx.record_info("mask_value_as_fp16",
-                    std::to_string(soft_fp16_to_float(soft_fp16_bits(mask_value))));
+                    std::to_string(soft_fp16_to_float(soft_float_to_fp16(mask_value))));
     // Output rounding to fp16 (half an ulp below 1 is 2^-12) plus fp32 exp/sum error: 2^-11.
     std::ostringstream d;
     d << "largest |p - p_float64| over " << o.finite_rows
@@ -314,7 +300,7 @@ template <class Backend> pitfall::status reproduce_mask_minus_1e9(pitfall::conte
     PITFALL_TRY(
         run<Backend>(ctx, false, score_path::fp16_added_mask, static_cast<float>(mask), o, p));
     ctx.check("mask_constant_is_minus_inf_in_fp16",
-              std::isinf(soft_fp16_to_float(soft_fp16_bits(static_cast<float>(mask)))),
+              std::isinf(soft_fp16_to_float(soft_float_to_fp16(static_cast<float>(mask)))),
               "fp16(" + std::to_string(mask) + ") must overflow to -inf (|mask| >= 65520)");
     ctx.check("fully_masked_rows_are_nan", o.nan_rows == p.fully_masked_rows,
               count_detail("NaN rows", o.nan_rows, p.fully_masked_rows));

@@ -32,8 +32,8 @@
 //   one). None is sticky: the context is fine once the capture is ended.
 //
 // Expected per backend
-//   cpu   UNSUPPORTED in every variant (cuda_only): there is no CPU analog of recording GPU
-//         work into a graph; a host loop runs as it is called.
+//   cpu   UNSUPPORTED in every variant (PITFALL_CUDA_VARIANT): there is no CPU analog of
+//         recording GPU work into a graph; a host loop runs as it is called.
 //   cuda  (from the rules above)
 //         reproduce_sync_memcpy_in_capture         cudaErrorStreamCaptureImplicit at the copy;
 //                                                  event end_capture:
@@ -75,6 +75,10 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 3 predicted, 2 remedies
 //   evidence threads: 3 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/graph.hpp"
+#include "pitfall/cuda/pinned_buffer.hpp"
+#include "pitfall/cuda/status.hpp"
+#include "pitfall/cuda/stream.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <cmath>
@@ -113,27 +117,6 @@ std::size_t wrong_elements(const float* y, std::size_t n, long long round) {
 }
 
 #if PITFALL_HAS_CUDA
-/// A blocking stream (cudaStreamCreate: it synchronises with the legacy default stream, which
-/// is what makes a legacy-stream call during its capture illegal), destroyed on every path.
-class owned_stream {
-public:
-    owned_stream() = default;
-    owned_stream(const owned_stream&) = delete;
-    owned_stream& operator=(const owned_stream&) = delete;
-    ~owned_stream() {
-        if (m_stream != nullptr)
-            (void)cudaStreamDestroy(m_stream);
-    }
-    pitfall::status create() {
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaStreamCreate(&m_stream));
-        return pitfall::status::ok();
-    }
-    cudaStream_t get() const { return m_stream; }
-
-private:
-    cudaStream_t m_stream = nullptr;
-};
-
 /// Ends the capture on `stream` whatever happened in it (a stream left capturing refuses
 /// everything after), keeps the graph if there is one and returns end capture's own answer.
 pitfall::status end_capture(cudaStream_t stream, cudaGraph_t& graph) {
@@ -145,27 +128,25 @@ pitfall::status end_capture(cudaStream_t stream, cudaGraph_t& graph) {
 struct step_buffers {
     float* d_x = nullptr;
     float* d_y = nullptr;
-    float* h_x = nullptr; ///< pinned: a captured copy from pageable memory would be refused too
-    float* h_y = nullptr;
+    /// Pinned: a captured copy from pageable memory would be refused too.
+    pitfall::cuda::pinned_buffer<float> h_x, h_y;
     step_buffers() = default;
     step_buffers(const step_buffers&) = delete;
     step_buffers& operator=(const step_buffers&) = delete;
     ~step_buffers() {
         (void)cudaFree(d_x);
         (void)cudaFree(d_y);
-        (void)cudaFreeHost(h_x);
-        (void)cudaFreeHost(h_y);
     }
     pitfall::status allocate(std::size_t n) {
         PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMalloc(&d_x, n * sizeof(float)));
         PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMalloc(&d_y, n * sizeof(float)));
-        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMallocHost(&h_x, n * sizeof(float)));
-        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMallocHost(&h_y, n * sizeof(float)));
+        PITFALL_ASSIGN_OR_RETURN(h_x, pitfall::cuda::pinned_buffer<float>::allocate(n));
+        PITFALL_ASSIGN_OR_RETURN(h_y, pitfall::cuda::pinned_buffer<float>::allocate(n));
         return pitfall::status::ok();
     }
     void fill_input(std::size_t n, long long round) {
         for (std::size_t i = 0; i < n; ++i)
-            h_x[i] = input_value(i, round);
+            h_x.data()[i] = input_value(i, round);
     }
 };
 
@@ -185,8 +166,8 @@ pitfall::status make_illegal_call(illegal_call call, step_buffers& b, std::size_
                                   float*& scratch) {
     switch (call) {
     case illegal_call::sync_memcpy:
-        PITFALL_CUDA_TRY(pitfall::stage::copy,
-                         cudaMemcpy(b.h_y, b.d_y, n * sizeof(float), cudaMemcpyDeviceToHost));
+        PITFALL_CUDA_TRY(pitfall::stage::copy, cudaMemcpy(b.h_y.data(), b.d_y, n * sizeof(float),
+                                                          cudaMemcpyDeviceToHost));
         break;
     case illegal_call::malloc:
         PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMalloc(&scratch, n * sizeof(float)));
@@ -203,13 +184,13 @@ pitfall::status make_illegal_call(illegal_call call, step_buffers& b, std::size_
 pitfall::status step_without_graph(pitfall::context& ctx, cudaStream_t stream, step_buffers& b,
                                    std::size_t n) {
     b.fill_input(n, 0);
-    PITFALL_CUDA_TRY(pitfall::stage::copy, cudaMemcpyAsync(b.d_x, b.h_x, n * sizeof(float),
+    PITFALL_CUDA_TRY(pitfall::stage::copy, cudaMemcpyAsync(b.d_x, b.h_x.data(), n * sizeof(float),
                                                            cudaMemcpyHostToDevice, stream));
     PITFALL_TRY(pitfall::cuda_backend::for_each(stream, n, affine{b.d_x, b.d_y}));
-    PITFALL_CUDA_TRY(pitfall::stage::copy, cudaMemcpyAsync(b.h_y, b.d_y, n * sizeof(float),
+    PITFALL_CUDA_TRY(pitfall::stage::copy, cudaMemcpyAsync(b.h_y.data(), b.d_y, n * sizeof(float),
                                                            cudaMemcpyDeviceToHost, stream));
     PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(stream));
-    const std::size_t wrong = wrong_elements(b.h_y, n, 0);
+    const std::size_t wrong = wrong_elements(b.h_y.data(), n, 0);
     ctx.check("step_after_capture_matches", wrong == 0,
               std::to_string(wrong) + " of " + std::to_string(n) + " elements differ from 2 x + 1");
     return pitfall::status::ok();
@@ -222,8 +203,9 @@ pitfall::status broken_capture(pitfall::context& ctx, illegal_call call) {
     const auto n = static_cast<std::size_t>(n_param);
     step_buffers b;
     PITFALL_TRY(b.allocate(n));
-    owned_stream stream;
-    PITFALL_TRY(stream.create());
+    // A blocking stream: it synchronises with the legacy default stream, which is what makes a
+    // legacy-stream call during its capture illegal.
+    PITFALL_ASSIGN_OR_RETURN(const auto stream, pitfall::cuda::stream::create(cudaStreamDefault));
     ctx.ran_on(pitfall::cuda_backend::describe_device());
     ctx.record_info("capture_mode", "cudaStreamCaptureModeGlobal");
     ctx.record_info("failed_call", call_name(call));
@@ -259,8 +241,7 @@ pitfall::status captured_and_replayed(pitfall::context& ctx, bool scratch_from_m
     const std::size_t bytes = n * sizeof(float);
     step_buffers b;
     PITFALL_TRY(b.allocate(n)); // before the capture: cudaMalloc is not captured
-    owned_stream stream;
-    PITFALL_TRY(stream.create());
+    PITFALL_ASSIGN_OR_RETURN(const auto stream, pitfall::cuda::stream::create(cudaStreamDefault));
     ctx.ran_on(pitfall::cuda_backend::describe_device());
     ctx.record_info("capture_mode", "cudaStreamCaptureModeGlobal");
 
@@ -277,55 +258,37 @@ pitfall::status captured_and_replayed(pitfall::context& ctx, bool scratch_from_m
     float* scratch = nullptr;
     if (scratch_from_malloc_async) {
         // A graph memory node: the allocation is part of the graph, made on each launch.
-        const cudaError_t err = cudaMallocAsync(&scratch, bytes, s);
-        if (err != cudaSuccess)
-            keep(pitfall::detail::from_cuda(err, pitfall::stage::alloc, "cudaMallocAsync", __FILE__,
-                                            __LINE__));
+        keep(PITFALL_CUDA_STATUS(pitfall::stage::alloc, cudaMallocAsync(&scratch, bytes, s),
+                                 "cudaMallocAsync"));
     }
     float* in = scratch != nullptr ? scratch : b.d_x;
-    const cudaError_t copy_in = cudaMemcpyAsync(in, b.h_x, bytes, cudaMemcpyHostToDevice, s);
-    if (copy_in != cudaSuccess)
-        keep(pitfall::detail::from_cuda(copy_in, pitfall::stage::copy, "cudaMemcpyAsync H2D",
-                                        __FILE__, __LINE__));
+    keep(PITFALL_CUDA_STATUS(pitfall::stage::copy,
+                             cudaMemcpyAsync(in, b.h_x.data(), bytes, cudaMemcpyHostToDevice, s),
+                             "cudaMemcpyAsync H2D"));
     keep(pitfall::cuda_backend::for_each(s, n, affine{in, b.d_y}));
-    const cudaError_t copy_out = cudaMemcpyAsync(b.h_y, b.d_y, bytes, cudaMemcpyDeviceToHost, s);
-    if (copy_out != cudaSuccess)
-        keep(pitfall::detail::from_cuda(copy_out, pitfall::stage::copy, "cudaMemcpyAsync D2H",
-                                        __FILE__, __LINE__));
-    if (scratch != nullptr) {
-        const cudaError_t freed = cudaFreeAsync(scratch, s);
-        if (freed != cudaSuccess)
-            keep(pitfall::detail::from_cuda(freed, pitfall::stage::alloc, "cudaFreeAsync", __FILE__,
-                                            __LINE__));
-    }
-    cudaGraph_t graph = nullptr;
-    const pitfall::status ended = end_capture(s, graph);
+    keep(PITFALL_CUDA_STATUS(pitfall::stage::copy,
+                             cudaMemcpyAsync(b.h_y.data(), b.d_y, bytes, cudaMemcpyDeviceToHost, s),
+                             "cudaMemcpyAsync D2H"));
+    if (scratch != nullptr)
+        keep(
+            PITFALL_CUDA_STATUS(pitfall::stage::alloc, cudaFreeAsync(scratch, s), "cudaFreeAsync"));
+    cudaGraph_t captured = nullptr;
+    const pitfall::status ended = end_capture(s, captured);
     ctx.record_event("end_capture", ended);
-    struct graph_owner {
-        cudaGraph_t graph;
-        cudaGraphExec_t exec = nullptr;
-        ~graph_owner() {
-            if (exec != nullptr)
-                (void)cudaGraphExecDestroy(exec);
-            if (graph != nullptr)
-                (void)cudaGraphDestroy(graph);
-        }
-    } owner{graph};
+    pitfall::cuda::graph graph(captured);
     PITFALL_TRY(first_error);
     PITFALL_TRY(ended);
 
     std::size_t nodes = 0;
-    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphGetNodes(graph, nullptr, &nodes));
+    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphGetNodes(graph.get(), nullptr, &nodes));
     ctx.record("graph_nodes", static_cast<double>(nodes));
-    // cudaGraphInstantiateWithFlags: the same call in CUDA 11.4 through 13.x (cudaGraphInstantiate
-    // took five arguments before CUDA 12), so the CUDA 11.8 build compiles it too.
-    PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphInstantiateWithFlags(&owner.exec, graph, 0));
+    PITFALL_TRY(graph.instantiate(pitfall::stage::launch));
     std::size_t wrong = 0;
     for (long long round = 1; round <= replays; ++round) {
         b.fill_input(n, round); // the graph reads the pinned buffer at each launch
-        PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(owner.exec, s));
+        PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(graph.exec(), s));
         PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(s));
-        wrong += wrong_elements(b.h_y, n, round);
+        wrong += wrong_elements(b.h_y.data(), n, round);
     }
     ctx.record("replays", static_cast<double>(replays));
     ctx.record("wrong_elements", static_cast<double>(wrong));
@@ -334,60 +297,30 @@ pitfall::status captured_and_replayed(pitfall::context& ctx, bool scratch_from_m
                   " replays of " + std::to_string(n) + " (y = 2 x + 1, exact)");
     return pitfall::status::ok();
 }
-#endif
 
-template <class Backend> pitfall::status reproduce_sync_memcpy_in_capture(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
+// The variants: CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+pitfall::status reproduce_sync_memcpy_in_capture(pitfall::context& ctx) {
     return broken_capture(ctx, illegal_call::sync_memcpy);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
 }
-template <class Backend> pitfall::status reproduce_malloc_in_capture(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
+pitfall::status reproduce_malloc_in_capture(pitfall::context& ctx) {
     return broken_capture(ctx, illegal_call::malloc);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
 }
-template <class Backend>
 pitfall::status reproduce_device_synchronize_in_capture(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
     return broken_capture(ctx, illegal_call::device_synchronize);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
 }
-template <class Backend> pitfall::status remedy_async_on_capture_stream(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
+pitfall::status remedy_async_on_capture_stream(pitfall::context& ctx) {
     return captured_and_replayed(ctx, false);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
 }
-template <class Backend> pitfall::status remedy_malloc_async_in_capture(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
+pitfall::status remedy_malloc_async_in_capture(pitfall::context& ctx) {
     return captured_and_replayed(ctx, true);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
 }
+#endif
 
 } // namespace graph_capture_illegal
 
 using namespace graph_capture_illegal; // the variants by their own names
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_sync_memcpy_in_capture),
-                 PITFALL_VARIANT(reproduce_malloc_in_capture),
-                 PITFALL_VARIANT(reproduce_device_synchronize_in_capture),
-                 PITFALL_VARIANT(remedy_async_on_capture_stream),
-                 PITFALL_VARIANT(remedy_malloc_async_in_capture))
+PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_sync_memcpy_in_capture, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(reproduce_malloc_in_capture, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(reproduce_device_synchronize_in_capture, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(remedy_async_on_capture_stream, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(remedy_malloc_async_in_capture, why_cuda_only))

@@ -51,6 +51,8 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
 //   evidence threads: 3 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/math_libraries.hpp"
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/scenario.hpp"
 
 #if PITFALL_HAS_CUDA
@@ -103,8 +105,7 @@ public:
                 break;
         }
         if (err != cudaSuccess)
-            return pitfall::detail::from_cuda(err, pitfall::stage::alloc, "cudaMalloc(reservation)",
-                                              __FILE__, __LINE__);
+            return PITFALL_CUDA_STATUS(pitfall::stage::alloc, err, "cudaMalloc(reservation)");
         PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMemGetInfo(&free, &total));
         ctx.record("reserved_bytes", static_cast<double>(want), "B");
         ctx.record("free_after_reserve_bytes", static_cast<double>(free), "B");
@@ -176,7 +177,7 @@ status run_gemm(pitfall::context& ctx, cublasHandle_t h, gemm_operands& g, const
     PITFALL_CUBLAS_TRY(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g.a.data(), n,
                                    g.b.data(), n, &zero, g.c.data(), n));
     PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaDeviceSynchronize());
-    pitfall::detail::count_library_call();
+    pitfall::cuda::count_library_call();
     const std::size_t count = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
     std::vector<float> c(count), a(count), b(count);
     PITFALL_TRY(pitfall::cuda_backend::copy_to_host(c.data(), g.c, count));
@@ -224,13 +225,9 @@ status observed(pitfall::context& ctx, const std::string& name, status s) {
     ctx.record_event(name, s);
     return s;
 }
-#endif
 
-} // namespace
-
-template <class Backend> status reproduce_cublas_after_reserve(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
+// The variants: CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+status reproduce_cublas_after_reserve(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     PITFALL_ASSIGN_OR_RETURN(auto operands, make_operands(cfg.gemm_n));
     reservation framework;
@@ -241,15 +238,9 @@ template <class Backend> status reproduce_cublas_after_reserve(pitfall::context&
         return status::ok();
     }()));
     return observed(ctx, "cublasSgemm", run_gemm(ctx, blas.h, operands, "in_reservation"));
-#else
-    (void)ctx; // the build has no CUDA: cuda_only answered above
-    return status::ok();
-#endif
 }
 
-template <class Backend> status reproduce_cudnn_after_reserve(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
+status reproduce_cudnn_after_reserve(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     // One kernel before the reservation, as the framework's own start-up would run.
     PITFALL_ASSIGN_OR_RETURN(auto operands, make_operands(cfg.gemm_n));
@@ -260,15 +251,9 @@ template <class Backend> status reproduce_cudnn_after_reserve(pitfall::context& 
         PITFALL_CUDNN_TRY(cudnnCreate(&dnn.h));
         return status::ok();
     }());
-#else
-    (void)ctx; // the build has no CUDA: cuda_only answered above
-    return status::ok();
-#endif
 }
 
-template <class Backend> status remedy_handles_before_reserve(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
+status remedy_handles_before_reserve(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     PITFALL_ASSIGN_OR_RETURN(auto operands, make_operands(cfg.gemm_n));
     blas_handle blas;
@@ -280,15 +265,9 @@ template <class Backend> status remedy_handles_before_reserve(pitfall::context& 
     reservation framework;
     PITFALL_TRY(framework.reserve(ctx, cfg.margin));
     return run_gemm(ctx, blas.h, operands, "in_reservation");
-#else
-    (void)ctx; // the build has no CUDA: cuda_only answered above
-    return status::ok();
-#endif
 }
 
-template <class Backend> status remedy_leave_headroom(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
+status remedy_leave_headroom(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
     PITFALL_ASSIGN_OR_RETURN(auto operands, make_operands(cfg.gemm_n));
     reservation framework;
@@ -298,13 +277,12 @@ template <class Backend> status remedy_leave_headroom(pitfall::context& ctx) {
     PITFALL_CUBLAS_TRY(cublasCreate(&blas.h));
     PITFALL_CUDNN_TRY(cudnnCreate(&dnn.h));
     return run_gemm(ctx, blas.h, operands, "in_reservation");
-#else
-    (void)ctx; // the build has no CUDA: cuda_only answered above
-    return status::ok();
-#endif
 }
+#endif
 
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_cublas_after_reserve),
-                 PITFALL_VARIANT(reproduce_cudnn_after_reserve),
-                 PITFALL_VARIANT(remedy_handles_before_reserve),
-                 PITFALL_VARIANT(remedy_leave_headroom))
+} // namespace
+
+PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_cublas_after_reserve, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(reproduce_cudnn_after_reserve, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_handles_before_reserve, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_leave_headroom, no_cpu_analog))

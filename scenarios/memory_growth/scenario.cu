@@ -87,6 +87,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 1 remedy
 //   cuda  compute-mode-exclusive-process: documented, never observed: 1 predicted, 1 remedy
 // (end of the generated baselines)
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/scenario.hpp"
 
 // Header-only, from the system (Debian's nlohmann-json3-dev); used to read process B's result.
@@ -346,8 +347,7 @@ public:
         if (err != cudaSuccess) {
             tracker.release(bytes);
             tracker.count_failure();
-            return pitfall::detail::from_cuda(err, pitfall::stage::alloc, "cudaMallocAsync",
-                                              __FILE__, __LINE__);
+            return PITFALL_CUDA_STATUS(pitfall::stage::alloc, err, "cudaMallocAsync");
         }
         return p;
     }

@@ -60,6 +60,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 predicted, 2 remedies
 //   evidence threads: 4 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/status.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <algorithm>
@@ -255,10 +256,7 @@ template <class Backend> pitfall::status reproduce_misaligned_vector_load(pitfal
         void* unrelated = nullptr;
         const cudaError_t err = cudaMalloc(&unrelated, 256);
         ctx.record_event("after_fault_cuda_malloc",
-                         err == cudaSuccess
-                             ? pitfall::status::ok()
-                             : pitfall::detail::from_cuda(err, pitfall::stage::alloc, "cudaMalloc",
-                                                          __FILE__, __LINE__));
+                         PITFALL_CUDA_STATUS(pitfall::stage::alloc, err, "cudaMalloc"));
         if (err == cudaSuccess)
             cudaFree(unrelated);
     }

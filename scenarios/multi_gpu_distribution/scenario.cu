@@ -61,6 +61,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 UNSUPPORTED, 1 remedy
 //   cuda  multi-gpu: documented, never observed: 1 predicted, 1 remedy
 // (end of the generated baselines)
+#include "pitfall/cuda/stream.hpp"
 #include "pitfall/random.hpp"
 #include "pitfall/scenario.hpp"
 
@@ -570,14 +571,14 @@ struct nccl_comms {
 /// the kernels for_each launched on the device's legacy default stream.
 struct device_streams {
     std::vector<int> devices;
-    std::vector<cudaStream_t> streams;
+    std::vector<pitfall::cuda::stream> streams;
     device_streams() = default;
     device_streams(const device_streams&) = delete;
     device_streams& operator=(const device_streams&) = delete;
-    ~device_streams() {
+    ~device_streams() { // each destroyed with its own device current
         for (std::size_t i = 0; i < streams.size(); ++i) {
             (void)cudaSetDevice(devices[i]);
-            (void)cudaStreamDestroy(streams[i]);
+            streams[i].reset();
         }
     }
 };
@@ -604,10 +605,9 @@ status make_collective(cuda_collective& c, const nccl_api& api, const std::vecto
                                             devices.data()));
     for (const int d : devices) {
         PITFALL_CUDA_TRY(pitfall::stage::init, cudaSetDevice(d));
-        cudaStream_t s = nullptr;
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaStreamCreate(&s));
+        PITFALL_ASSIGN_OR_RETURN(auto s, pitfall::cuda::stream::create(cudaStreamDefault));
         c.streams.devices.push_back(d);
-        c.streams.streams.push_back(s);
+        c.streams.streams.push_back(std::move(s));
     }
     return status::ok();
 }
@@ -635,12 +635,12 @@ status cuda_step(replica_list<pitfall::cuda_backend>& reps, std::size_t features
         for (std::size_t r = 0; r < reps.size(); ++r)
             PITFALL_NCCL_TRY(api, api.all_reduce(reps[r]->grad.data(), reps[r]->grad.data(), P,
                                                  ncclFloat, ncclSum, collective->comms.comms[r],
-                                                 collective->streams.streams[r]));
+                                                 collective->streams.streams[r].get()));
         PITFALL_NCCL_TRY(api, api.group_end());
         for (std::size_t r = 0; r < reps.size(); ++r) {
             PITFALL_TRY(select_device<backend>(reps[r]->device));
             PITFALL_CUDA_TRY(pitfall::stage::synchronize,
-                             cudaStreamSynchronize(collective->streams.streams[r]));
+                             cudaStreamSynchronize(collective->streams.streams[r].get()));
         }
     }
     allreduce_seconds = seconds_since(t0);

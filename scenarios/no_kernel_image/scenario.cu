@@ -11,7 +11,7 @@
 //     remedy_device_sass       SASS for sm_75, 80, 86, 89, 90 (CUDA 11.8 builds them all): no
 //                              JIT at all on 7.5 to 9.0 (10.x and 12.x need PTX or their SASS).
 //   Needs no device: each case reads its image with the SDK's fatbin reader and predicts what a
-//   device of `compute_capability` (default 9.0) runs (pitfall/detail/fatbin.hpp predict_image,
+//   device of `compute_capability` (default 9.0) runs (pitfall/fatbin.hpp predict_image,
 //   the rules of docs/cuda-rules.md#binary-compatibility). On a GPU it also loads and launches
 //   the image, and checks the device's answer against the prediction for its own CC.
 //
@@ -32,7 +32,7 @@
 //         an H200, driver 580.159.04, CUDA 13.0, 2026-11-26, with a standalone program making
 //         the same calls); the remedies ok on the device. On a 7.5 GPU
 //         all three run (SASS sm_75).
-//   cpu   UNSUPPORTED: no CPU analog here (see cuda_only below).
+//   cpu   UNSUPPORTED: no CPU analog here (see no_cpu_analog below).
 //
 // Remedy
 //   Build for every architecture the program will meet, SASS for each and PTX for the newest
@@ -54,9 +54,10 @@
 //   cuda  cuda11-runtime: documented, never observed: 1 UNSUPPORTED, 2 remedies
 //   evidence threads: 3 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/library_image.hpp"
+#include "pitfall/cuda/status.hpp"
+#include "pitfall/fatbin.hpp"
 #include "pitfall/scenario.hpp"
-
-#include "pitfall/detail/fatbin.hpp"
 
 #include <cstdlib>
 #include <string>
@@ -77,8 +78,8 @@ namespace {
 
 using pitfall::stage;
 using pitfall::status;
-using pitfall::detail::image_path;
-using pitfall::detail::image_prediction;
+using pitfall::fatbin::image_path;
+using pitfall::fatbin::image_prediction;
 
 constexpr const char* no_cpu_analog =
     "a CPU program has one instruction set per binary, chosen when it is built, with no driver "
@@ -93,27 +94,16 @@ struct device_image {
 };
 
 /// Loads `image` as a library, launches fill_index over `n` and checks every element. An error
-/// comes back at the stage it surfaced: init (load, kernel lookup), launch, synchronize.
+/// comes back at the stage it surfaced: init (load, kernel lookup), launch, synchronize; a CUDA
+/// 11 runtime, which has no cudaLibrary*, answers UNSUPPORTED.
 status load_and_run(pitfall::context& ctx, const unsigned char* image, unsigned n) {
-#if CUDART_VERSION < 12000 // cudaLibrary* arrived in CUDA 12.0
-    (void)ctx, (void)image, (void)n;
-    return PITFALL_UNSUPPORTED("cudaLibraryLoadData needs a CUDA 12.0 or newer runtime");
-#else
-    cudaLibrary_t library = nullptr;
-    PITFALL_CUDA_TRY(stage::init, cudaLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr,
-                                                      nullptr, 0));
-    struct unload_at_exit {
-        cudaLibrary_t library;
-        ~unload_at_exit() { (void)cudaLibraryUnload(library); }
-    } unload{library};
-    cudaKernel_t kernel = nullptr;
-    PITFALL_CUDA_TRY(stage::init, cudaLibraryGetKernel(&kernel, library, "fill_index"));
+    PITFALL_ASSIGN_OR_RETURN(const auto library, pitfall::cuda::library_image::load(image));
+    PITFALL_ASSIGN_OR_RETURN(const void* fill_index, library.kernel("fill_index"));
     PITFALL_ASSIGN_OR_RETURN(auto d_out, pitfall::cuda_backend::allocate<unsigned>(n));
     unsigned* out = d_out.data();
     void* args[] = {&out, &n};
-    PITFALL_CUDA_TRY(stage::launch,
-                     cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3((n + 255) / 256),
-                                      dim3(256), args, 0, nullptr));
+    PITFALL_CUDA_TRY(stage::launch, cudaLaunchKernel(fill_index, dim3((n + 255) / 256), dim3(256),
+                                                     args, 0, nullptr));
     PITFALL_CUDA_TRY(stage::synchronize, cudaDeviceSynchronize());
     std::vector<unsigned> h_out(n);
     PITFALL_TRY(pitfall::cuda_backend::copy_to_host(h_out.data(), d_out, n));
@@ -123,7 +113,6 @@ status load_and_run(pitfall::context& ctx, const unsigned char* image, unsigned 
     ctx.check("fill_index_output", wrong == 0,
               std::to_string(wrong) + " of " + std::to_string(n) + " elements differ from 3 i + 1");
     return status::ok();
-#endif
 }
 
 const char* path_name(image_path how) {
@@ -135,12 +124,12 @@ const char* path_name(image_path how) {
 status judge_and_run(pitfall::context& ctx, const device_image& image) {
     PITFALL_ASSIGN_OR_RETURN(const std::string cc_text, ctx.param_string("compute_capability"));
     PITFALL_ASSIGN_OR_RETURN(const long long elements, ctx.param_int("elements"));
-    const auto cc = pitfall::detail::parse_compute_capability(cc_text);
+    const auto cc = pitfall::fatbin::parse_compute_capability(cc_text);
     if (!cc)
         return pitfall::bad_parameter("compute_capability", "'" + cc_text + "' is not X.Y");
     PITFALL_ASSIGN_OR_RETURN(
         const auto images,
-        pitfall::detail::parse_fatbin(
+        pitfall::fatbin::parse_fatbin(
             std::string_view(reinterpret_cast<const char*>(image.bytes), image.size),
             "embedded image"));
     std::string embedded;
@@ -158,7 +147,7 @@ status judge_and_run(pitfall::context& ctx, const device_image& image) {
     const bool no_jit = std::getenv("CUDA_DISABLE_PTX_JIT") != nullptr &&
                         std::string(std::getenv("CUDA_DISABLE_PTX_JIT")) == "1";
     const image_prediction asked =
-        pitfall::detail::predict_image(images, *cc, driver, force_jit, no_jit);
+        pitfall::fatbin::predict_image(images, *cc, driver, force_jit, no_jit);
     ctx.record_info("prediction.cc_" + cc_text, asked.describe(*cc));
     ctx.check("prediction_as_expected", asked.how == image.expected,
               std::string("for ") + cc_text + ": " + path_name(asked.how) + ", expected " +
@@ -167,13 +156,12 @@ status judge_and_run(pitfall::context& ctx, const device_image& image) {
     int count = 0;
     const cudaError_t count_err = cudaGetDeviceCount(&count);
     if (count_err != cudaSuccess || count == 0) {
-        ctx.record_event("device_query",
-                         count_err != cudaSuccess
-                             ? pitfall::detail::from_cuda(count_err, stage::init,
-                                                          "cudaGetDeviceCount(&count)", __FILE__,
-                                                          __LINE__)
-                             : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
-                                             "no CUDA device", stage::init));
+        ctx.record_event(
+            "device_query",
+            count_err != cudaSuccess
+                ? PITFALL_CUDA_STATUS(stage::init, count_err, "cudaGetDeviceCount(&count)")
+                : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
+                                "no CUDA device", stage::init));
         return status::ok(); // the prediction is the case's finding here
     }
     int major = 0;
@@ -184,7 +172,7 @@ status judge_and_run(pitfall::context& ctx, const device_image& image) {
                      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
     const auto device_cc = static_cast<unsigned>(major * 10 + minor);
     const image_prediction on_device =
-        pitfall::detail::predict_image(images, device_cc, driver, force_jit, no_jit);
+        pitfall::fatbin::predict_image(images, device_cc, driver, force_jit, no_jit);
     ctx.record_info("prediction.device", on_device.describe(device_cc));
     const status ran = load_and_run(ctx, image.bytes, static_cast<unsigned>(elements));
     ctx.check("device_matches_prediction",
@@ -193,42 +181,26 @@ status judge_and_run(pitfall::context& ctx, const device_image& image) {
                   (ran.is_ok() ? std::string("ok") : ran.name()));
     return ran;
 }
+
+// The variants: CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+status reproduce_old_arch_only(pitfall::context& ctx) {
+    return judge_and_run(ctx, {pitfall_image_sm75_sass_only, pitfall_image_sm75_sass_only_size,
+                               image_path::no_image});
+}
+
+status remedy_with_ptx(pitfall::context& ctx) {
+    return judge_and_run(ctx, {pitfall_image_sm75_sass_and_ptx,
+                               pitfall_image_sm75_sass_and_ptx_size, image_path::ptx_jit});
+}
+
+status remedy_device_sass(pitfall::context& ctx) {
+    return judge_and_run(
+        ctx, {pitfall_image_sass_per_arch, pitfall_image_sass_per_arch_size, image_path::sass});
+}
 #endif
 
 } // namespace
 
-template <class Backend> status reproduce_old_arch_only(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
-    return judge_and_run(ctx, {pitfall_image_sm75_sass_only, pitfall_image_sm75_sass_only_size,
-                               image_path::no_image});
-#else
-    (void)ctx;
-    return status::ok();
-#endif
-}
-
-template <class Backend> status remedy_with_ptx(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
-    return judge_and_run(ctx, {pitfall_image_sm75_sass_and_ptx,
-                               pitfall_image_sm75_sass_and_ptx_size, image_path::ptx_jit});
-#else
-    (void)ctx;
-    return status::ok();
-#endif
-}
-
-template <class Backend> status remedy_device_sass(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA
-    return judge_and_run(
-        ctx, {pitfall_image_sass_per_arch, pitfall_image_sass_per_arch_size, image_path::sass});
-#else
-    (void)ctx;
-    return status::ok();
-#endif
-}
-
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_old_arch_only), PITFALL_VARIANT(remedy_with_ptx),
-                 PITFALL_VARIANT(remedy_device_sass))
+PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_old_arch_only, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_with_ptx, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_device_sass, no_cpu_analog))

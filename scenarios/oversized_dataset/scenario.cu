@@ -73,11 +73,11 @@
 //   cuda  hopper-cuda11-12: documented, never observed: 2 predicted, 3 remedies
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 3 remedies
 // (end of the generated baselines)
+#include "pitfall/cuda/pinned_buffer.hpp"
+#include "pitfall/cuda/status.hpp"
+#include "pitfall/cuda/stream.hpp"
+#include "pitfall/numeric/fp16.hpp"
 #include "pitfall/scenario.hpp"
-
-#if PITFALL_HAS_CUDA
-#include <cuda_fp16.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -101,62 +101,11 @@ using u64 = std::uint64_t;
 // =============================================================================================
 // fp16 storage. Buffers hold fp16 as its 16-bit pattern (std::uint16_t), so the host build needs
 // no CUDA type. On the GPU the conversions are CUDA's intrinsics (cvt.rn.f16.f32); in a host
-// loop they are the bit-exact software versions below (round to nearest even, 65520 -> inf,
-// subnormals kept), checked against GCC's _Float16 over all 2^32 float patterns when written.
+// loop they are the SDK's bit-exact software versions (pitfall/numeric/fp16.hpp: round to
+// nearest even, 65520 -> inf, subnormals kept).
 // =============================================================================================
-using fp16_bits = std::uint16_t;
-
-inline fp16_bits soft_float_to_fp16(float f) {
-    std::uint32_t x = 0;
-    std::memcpy(&x, &f, sizeof x);
-    const std::uint32_t sign = (x >> 16) & 0x8000u;
-    const std::uint32_t mag = x & 0x7fffffffu;
-    if (mag >= 0x7f800000u) // inf stays inf, NaN stays a (quiet) NaN
-        return static_cast<fp16_bits>(sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u));
-    if (mag >= 0x477ff000u) // >= 65520 rounds past 65504: inf
-        return static_cast<fp16_bits>(sign | 0x7c00u);
-    if (mag >= 0x38800000u) { // fp16 normal range [2^-14, 65520): drop 13 mantissa bits
-        std::uint32_t h = (mag >> 13) - (112u << 10);
-        const std::uint32_t rest = mag & 0x1fffu;
-        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0))
-            ++h; // a carry into the exponent is the right answer too
-        return static_cast<fp16_bits>(sign | h);
-    }
-    // Below 2^-14: fp16 subnormals, units of 2^-24. value = m * 2^(e-150), so units = m >> shift.
-    const std::uint32_t e = mag >> 23;
-    const std::uint32_t shift = 126u - e;
-    if (e == 0 || shift > 25u) // under 2^-25 (or a float subnormal): rounds to zero
-        return static_cast<fp16_bits>(sign);
-    const std::uint32_t m = (mag & 0x7fffffu) | 0x800000u;
-    std::uint32_t q = m >> shift;
-    const std::uint32_t rest = m & ((1u << shift) - 1u);
-    const std::uint32_t half = 1u << (shift - 1u);
-    if (rest > half || (rest == half && (q & 1u) != 0))
-        ++q;
-    return static_cast<fp16_bits>(sign | q);
-}
-
-inline float soft_fp16_to_float(fp16_bits h) {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-    const std::uint32_t e = (h >> 10) & 0x1fu;
-    std::uint32_t m = h & 0x3ffu;
-    std::uint32_t x = sign;
-    if (e == 0x1f) {
-        x |= 0x7f800000u | (m << 13);
-    } else if (e != 0) {
-        x |= ((e + 112u) << 23) | (m << 13);
-    } else if (m != 0) { // subnormal: normalise
-        std::uint32_t exponent = 113;
-        while ((m & 0x400u) == 0) {
-            m <<= 1;
-            --exponent;
-        }
-        x |= (exponent << 23) | ((m & 0x3ffu) << 13);
-    }
-    float f = 0.f;
-    std::memcpy(&f, &x, sizeof f);
-    return f;
-}
+using pitfall::numeric::fp16_bits;
+using pitfall::numeric::soft_fp16_to_float;
 
 /// fp16 -> float on the host through a table of all 65536 values (built once with the
 /// converter above): the CPU path widens every stored activation twice per step.
@@ -176,7 +125,7 @@ PITFALL_HOST_DEVICE inline float widen(float x) {
 }
 PITFALL_HOST_DEVICE inline float widen(fp16_bits h) {
 #if defined(__CUDA_ARCH__)
-    return __half2float(__ushort_as_half(h));
+    return pitfall::numeric::fp16_to_float(h);
 #else
     return table_fp16_to_float(h);
 #endif
@@ -185,11 +134,7 @@ PITFALL_HOST_DEVICE inline void narrow_into(float& dst, float x) {
     dst = x;
 }
 PITFALL_HOST_DEVICE inline void narrow_into(fp16_bits& dst, float x) {
-#if defined(__CUDA_ARCH__)
-    dst = __half_as_ushort(__float2half_rn(x));
-#else
-    dst = soft_float_to_fp16(x);
-#endif
+    dst = pitfall::numeric::float_to_fp16(x);
 }
 
 // =============================================================================================
@@ -564,10 +509,7 @@ void prove_context_usable(pitfall::context& ctx, device_memory<Backend>& memory,
         // still be here.
         const cudaError_t pending = cudaPeekAtLastError();
         const status last =
-            pending == cudaSuccess
-                ? status::ok()
-                : pitfall::detail::from_cuda(pending, pitfall::stage::synchronize,
-                                             "cudaPeekAtLastError()", __FILE__, __LINE__);
+            PITFALL_CUDA_STATUS(pitfall::stage::synchronize, pending, "cudaPeekAtLastError()");
         ctx.record_event("after_oom_last_error", last);
         usable = usable && last.is_ok();
     }
@@ -792,26 +734,19 @@ status stream_on_cpu(device_memory<pitfall::cpu_backend>& memory, const dataset_
 // The GPU pipeline: pinned staging (cudaHostAlloc: the only memory cudaMemcpyAsync copies
 // without a hidden synchronous bounce), two non-blocking streams, one event per slot.
 // ---------------------------------------------------------------------------------------------
-/// The CUDA objects of the pipeline, released on every path.
+/// The CUDA objects of the pipeline, released on every path; the streams' work is waited for
+/// first, since it reads the pinned buffers.
 struct stream_resources {
-    void* pinned[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}}; // [slot][x, y]
-    cudaStream_t streams[2] = {nullptr, nullptr};
-    cudaEvent_t consumed[2] = {nullptr, nullptr};
+    pitfall::cuda::pinned_buffer<float> pinned[2][2]; // [slot][x, y]
+    pitfall::cuda::stream streams[2];
+    pitfall::cuda::event consumed[2];
     stream_resources() = default;
     stream_resources(const stream_resources&) = delete;
     stream_resources& operator=(const stream_resources&) = delete;
     ~stream_resources() {
-        for (int s = 0; s < 2; ++s) {
-            if (streams[s] != nullptr)
-                (void)cudaStreamSynchronize(streams[s]);
-            for (void* p : pinned[s])
-                if (p != nullptr)
-                    (void)cudaFreeHost(p);
-            if (consumed[s] != nullptr)
-                (void)cudaEventDestroy(consumed[s]);
-            if (streams[s] != nullptr)
-                (void)cudaStreamDestroy(streams[s]);
-        }
+        for (const auto& stream : streams)
+            if (stream)
+                (void)cudaStreamSynchronize(stream.get());
     }
 };
 
@@ -838,19 +773,19 @@ status stream_on_gpu(pitfall::context& ctx, device_memory<pitfall::cuda_backend>
     std::vector<tracked<float, pitfall::cuda_backend>> d_x, d_y;
     std::vector<tracked<double, pitfall::cuda_backend>> d_sums; // one per stream: no races
     for (int s = 0; s < 2; ++s) {
-        PITFALL_CUDA_TRY(stage::alloc,
-                         cudaHostAlloc(&res.pinned[s][0], x_bytes, cudaHostAllocDefault));
-        PITFALL_CUDA_TRY(stage::alloc,
-                         cudaHostAlloc(&res.pinned[s][1], y_bytes, cudaHostAllocDefault));
-        PITFALL_CUDA_TRY(stage::init,
-                         cudaStreamCreateWithFlags(&res.streams[s], cudaStreamNonBlocking));
-        PITFALL_CUDA_TRY(stage::init,
-                         cudaEventCreateWithFlags(&res.consumed[s], cudaEventDisableTiming));
+        PITFALL_ASSIGN_OR_RETURN(
+            res.pinned[s][0], pitfall::cuda::pinned_buffer<float>::allocate(batch_rows * features));
+        PITFALL_ASSIGN_OR_RETURN(res.pinned[s][1],
+                                 pitfall::cuda::pinned_buffer<float>::allocate(batch_rows));
+        PITFALL_ASSIGN_OR_RETURN(res.streams[s],
+                                 pitfall::cuda::stream::create(cudaStreamNonBlocking));
+        PITFALL_ASSIGN_OR_RETURN(res.consumed[s],
+                                 pitfall::cuda::event::create(cudaEventDisableTiming));
         PITFALL_ASSIGN_OR_RETURN(auto dx, memory.allocate<float>(batch_rows * features));
         PITFALL_ASSIGN_OR_RETURN(auto dy, memory.allocate<float>(batch_rows));
         PITFALL_ASSIGN_OR_RETURN(auto ds, memory.allocate<double>(features + 1));
         PITFALL_CUDA_TRY(stage::copy, cudaMemsetAsync(ds.data(), 0, (features + 1) * sizeof(double),
-                                                      res.streams[s]));
+                                                      res.streams[s].get()));
         d_x.push_back(std::move(dx));
         d_y.push_back(std::move(dy));
         d_sums.push_back(std::move(ds));
@@ -865,33 +800,34 @@ status stream_on_gpu(pitfall::context& ctx, device_memory<pitfall::cuda_backend>
             static_cast<std::size_t>(std::min<u64>(batch_rows, shape.rows - first));
         if (stats.batches >= 2) { // slot s was used by batch b-2: its copy and kernel must be done
             const auto wait_start = std::chrono::steady_clock::now();
-            PITFALL_CUDA_TRY(stage::synchronize, cudaEventSynchronize(res.consumed[s]));
+            PITFALL_CUDA_TRY(stage::synchronize, cudaEventSynchronize(res.consumed[s].get()));
             stats.wait_seconds +=
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start)
                     .count();
         }
         // Meanwhile the other slot's copy and reduction run on the other stream.
         const auto produce_start = std::chrono::steady_clock::now();
-        source.produce(static_cast<float*>(res.pinned[s][0]), static_cast<float*>(res.pinned[s][1]),
-                       first, rows);
+        source.produce(res.pinned[s][0].data(), res.pinned[s][1].data(), first, rows);
         stats.produce_seconds +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - produce_start).count();
-        PITFALL_CUDA_TRY(stage::copy, cudaMemcpyAsync(d_x[s].data(), res.pinned[s][0],
-                                                      rows * features * sizeof(float),
-                                                      cudaMemcpyHostToDevice, res.streams[s]));
         PITFALL_CUDA_TRY(stage::copy,
-                         cudaMemcpyAsync(d_y[s].data(), res.pinned[s][1], rows * sizeof(float),
-                                         cudaMemcpyHostToDevice, res.streams[s]));
+                         cudaMemcpyAsync(d_x[s].data(), res.pinned[s][0].data(),
+                                         rows * features * sizeof(float), cudaMemcpyHostToDevice,
+                                         res.streams[s].get()));
+        PITFALL_CUDA_TRY(stage::copy, cudaMemcpyAsync(d_y[s].data(), res.pinned[s][1].data(),
+                                                      rows * sizeof(float), cudaMemcpyHostToDevice,
+                                                      res.streams[s].get()));
         const std::size_t groups = (rows + rows_per_group - 1) / rows_per_group;
-        PITFALL_TRY(pitfall::cuda_backend::for_each(res.streams[s], (features + 1) * groups,
+        PITFALL_TRY(pitfall::cuda_backend::for_each(res.streams[s].get(), (features + 1) * groups,
                                                     column_sums{d_x[s].data(), d_y[s].data(),
                                                                 d_sums[s].data(), rows, features,
                                                                 rows_per_group}));
-        PITFALL_CUDA_TRY(stage::launch, cudaEventRecord(res.consumed[s], res.streams[s]));
+        PITFALL_CUDA_TRY(stage::launch,
+                         cudaEventRecord(res.consumed[s].get(), res.streams[s].get()));
         ++stats.batches;
     }
     for (int s = 0; s < 2; ++s)
-        PITFALL_CUDA_TRY(stage::synchronize, cudaStreamSynchronize(res.streams[s]));
+        PITFALL_CUDA_TRY(stage::synchronize, cudaStreamSynchronize(res.streams[s].get()));
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::vector<double> h_a(features + 1), h_b(features + 1);
     PITFALL_TRY(pitfall::cuda_backend::copy_to_host(h_a.data(), d_sums[0].buf(), features + 1));

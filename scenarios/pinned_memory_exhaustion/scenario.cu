@@ -56,6 +56,9 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 1 remedy, 1 probe
 //   evidence threads: 2 gated (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/pinned_buffer.hpp"
+#include "pitfall/cuda/status.hpp"
+#include "pitfall/cuda/stream.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <linux/capability.h>
@@ -244,44 +247,38 @@ template <class Backend> status reproduce_pin_whole_buffer(pitfall::context& ctx
 
 // probe_cuda_pinning_beyond_memlock: whether the CUDA driver's pinning is charged to
 // RLIMIT_MEMLOCK at all (the claim this scenario does not reproduce on a GPU).
-template <class Backend> status probe_cuda_pinning_beyond_memlock(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(
-        "cudaHostAlloc and cudaHostRegister are the CUDA driver's; the CPU's pinning is "
-        "reproduce_pin_whole_buffer"));
+constexpr const char* pinning_is_the_drivers =
+    "cudaHostAlloc and cudaHostRegister are the CUDA driver's; the CPU's pinning is "
+    "reproduce_pin_whole_buffer";
+
 #if PITFALL_HAS_CUDA
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-        PITFALL_ASSIGN_OR_RETURN(const conditions c, apply_container_conditions(ctx));
-        ctx.record("requested_pinned_bytes", static_cast<double>(c.transfer), "B");
-        // cudaHostRegister of pageable memory first, as an event: the path pin_memory() of an
-        // existing buffer takes.
-        host_pages pageable(c.transfer);
-        PITFALL_TRY(filled_source(pageable));
-        const cudaError_t reg =
-            cudaHostRegister(pageable.data(), c.transfer, cudaHostRegisterDefault);
-        ctx.record_event("cudaHostRegister_whole_buffer",
-                         reg == cudaSuccess
-                             ? status::ok()
-                             : pitfall::detail::from_cuda(reg, pitfall::stage::alloc,
-                                                          "cudaHostRegister", __FILE__, __LINE__));
-        if (reg == cudaSuccess)
-            PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaHostUnregister(pageable.data()));
-        void* pinned = nullptr;
-        PITFALL_CUDA_TRY(pitfall::stage::alloc,
-                         cudaHostAlloc(&pinned, c.transfer, cudaHostAllocDefault));
-        // Pinned although the limit is smaller: the driver did not charge RLIMIT_MEMLOCK.
-        ctx.record("pinned_bytes", static_cast<double>(c.transfer), "B");
-        ctx.record("pinned_beyond_memlock_limit", c.transfer > c.limit ? 1.0 : 0.0);
-        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaFreeHost(pinned));
-        // The device did the work of a transfer through it: one kernel, so the claim is proved.
-        PITFALL_ASSIGN_OR_RETURN(auto dev, Backend::template allocate<std::uint32_t>(1024));
-        PITFALL_TRY(Backend::copy_to_device(dev, pageable.data(), 1024));
-        PITFALL_TRY(check_device_copy<Backend>(ctx, dev, 1024));
-    }
-#else
-    (void)ctx; // a build without CUDA never gets here: cuda_only answered UNSUPPORTED
-#endif
+status probe_cuda_pinning_beyond_memlock(pitfall::context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const conditions c, apply_container_conditions(ctx));
+    ctx.record("requested_pinned_bytes", static_cast<double>(c.transfer), "B");
+    // cudaHostRegister of pageable memory first, as an event: the path pin_memory() of an
+    // existing buffer takes.
+    host_pages pageable(c.transfer);
+    PITFALL_TRY(filled_source(pageable));
+    const cudaError_t reg = cudaHostRegister(pageable.data(), c.transfer, cudaHostRegisterDefault);
+    ctx.record_event("cudaHostRegister_whole_buffer",
+                     PITFALL_CUDA_STATUS(pitfall::stage::alloc, reg, "cudaHostRegister"));
+    if (reg == cudaSuccess)
+        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaHostUnregister(pageable.data()));
+    // The pinning is what is measured, and its release is checked: held here, not by an owner.
+    void* pinned = nullptr;
+    PITFALL_CUDA_TRY(pitfall::stage::alloc,
+                     cudaHostAlloc(&pinned, c.transfer, cudaHostAllocDefault));
+    // Pinned although the limit is smaller: the driver did not charge RLIMIT_MEMLOCK.
+    ctx.record("pinned_bytes", static_cast<double>(c.transfer), "B");
+    ctx.record("pinned_beyond_memlock_limit", c.transfer > c.limit ? 1.0 : 0.0);
+    PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaFreeHost(pinned));
+    // The device did the work of a transfer through it: one kernel, so the claim is proved.
+    PITFALL_ASSIGN_OR_RETURN(auto dev, pitfall::cuda_backend::allocate<std::uint32_t>(1024));
+    PITFALL_TRY(pitfall::cuda_backend::copy_to_device(dev, pageable.data(), 1024));
+    PITFALL_TRY(check_device_copy<pitfall::cuda_backend>(ctx, dev, 1024));
     return status::ok();
 }
+#endif
 
 // remedy_staging_pool: two small pinned buffers, reused for the whole transfer.
 template <class Backend> status remedy_staging_pool(pitfall::context& ctx) {
@@ -295,45 +292,31 @@ template <class Backend> status remedy_staging_pool(pitfall::context& ctx) {
     const auto start = std::chrono::steady_clock::now();
 #if PITFALL_HAS_CUDA
     if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-        std::uint32_t* staging[2] = {nullptr, nullptr};
-        cudaStream_t streams[2] = {nullptr, nullptr};
-        cudaEvent_t copied[2] = {nullptr, nullptr};
-        status result = status::ok();
-        const auto run = [&]() -> status {
-            for (int b = 0; b < 2; ++b) {
-                PITFALL_CUDA_TRY(pitfall::stage::alloc,
-                                 cudaHostAlloc(reinterpret_cast<void**>(&staging[b]),
-                                               chunk_words * 4, cudaHostAllocDefault));
-                PITFALL_CUDA_TRY(pitfall::stage::init,
-                                 cudaStreamCreateWithFlags(&streams[b], cudaStreamNonBlocking));
-                PITFALL_CUDA_TRY(pitfall::stage::init,
-                                 cudaEventCreateWithFlags(&copied[b], cudaEventDisableTiming));
-            }
-            for (std::size_t first = 0, n = 0; first < words; first += chunk_words, ++n) {
-                const int b = static_cast<int>(n % 2);
-                const std::size_t count = std::min(chunk_words, words - first);
-                // The buffer is refilled only once its previous copy has left it.
-                PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaEventSynchronize(copied[b]));
-                std::memcpy(staging[b], src + first, count * 4);
-                PITFALL_CUDA_TRY(pitfall::stage::copy,
-                                 cudaMemcpyAsync(dev.data() + first, staging[b], count * 4,
-                                                 cudaMemcpyHostToDevice, streams[b]));
-                PITFALL_CUDA_TRY(pitfall::stage::copy, cudaEventRecord(copied[b], streams[b]));
-            }
-            for (int b = 0; b < 2; ++b)
-                PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(streams[b]));
-            return status::ok();
-        };
-        result = run();
-        for (int b = 0; b < 2; ++b) { // released whatever happened; their errors are not news
-            if (copied[b] != nullptr)
-                (void)cudaEventDestroy(copied[b]);
-            if (streams[b] != nullptr)
-                (void)cudaStreamDestroy(streams[b]);
-            if (staging[b] != nullptr)
-                (void)cudaFreeHost(staging[b]);
+        pitfall::cuda::pinned_buffer<std::uint32_t> staging[2];
+        pitfall::cuda::stream streams[2];
+        pitfall::cuda::event copied[2];
+        for (int b = 0; b < 2; ++b) {
+            PITFALL_ASSIGN_OR_RETURN(
+                staging[b], pitfall::cuda::pinned_buffer<std::uint32_t>::allocate(chunk_words));
+            PITFALL_ASSIGN_OR_RETURN(streams[b],
+                                     pitfall::cuda::stream::create(cudaStreamNonBlocking));
+            PITFALL_ASSIGN_OR_RETURN(copied[b],
+                                     pitfall::cuda::event::create(cudaEventDisableTiming));
         }
-        PITFALL_TRY(result);
+        for (std::size_t first = 0, n = 0; first < words; first += chunk_words, ++n) {
+            const int b = static_cast<int>(n % 2);
+            const std::size_t count = std::min(chunk_words, words - first);
+            // The buffer is refilled only once its previous copy has left it.
+            PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaEventSynchronize(copied[b].get()));
+            std::memcpy(staging[b].data(), src + first, count * 4);
+            PITFALL_CUDA_TRY(pitfall::stage::copy,
+                             cudaMemcpyAsync(dev.data() + first, staging[b].data(), count * 4,
+                                             cudaMemcpyHostToDevice, streams[b].get()));
+            PITFALL_CUDA_TRY(pitfall::stage::copy,
+                             cudaEventRecord(copied[b].get(), streams[b].get()));
+        }
+        for (int b = 0; b < 2; ++b)
+            PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(streams[b].get()));
     }
 #endif
     if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
@@ -368,5 +351,5 @@ template <class Backend> status remedy_staging_pool(pitfall::context& ctx) {
 }
 
 PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_pin_whole_buffer),
-                 PITFALL_VARIANT(probe_cuda_pinning_beyond_memlock),
+                 PITFALL_CUDA_VARIANT(probe_cuda_pinning_beyond_memlock, pinning_is_the_drivers),
                  PITFALL_VARIANT(remedy_staging_pool))

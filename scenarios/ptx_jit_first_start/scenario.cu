@@ -36,7 +36,7 @@
 //         after a PTX load, an index and one entry; 0 after SASS; no folder when disabled). Without
 //         a device (here: no driver) each child is UNSUPPORTED (cudaErrorInsufficientDriver, 35)
 //         and so is its parent, with the child's reason.
-//   cpu   UNSUPPORTED: no CPU analog (see cuda_only below).
+//   cpu   UNSUPPORTED: no CPU analog (see no_cpu_analog below).
 //
 // Remedy
 //   Ship SASS for every GPU the program meets (-gencode arch=compute_XY,code=sm_XY; PTX only
@@ -61,6 +61,7 @@
 //   cuda  cuda11-runtime: documented, never observed: 2 UNSUPPORTED, 2 remedies
 //   evidence threads: 3 checked, not pinned (docs/evidence.md)
 // (end of the generated baselines)
+#include "pitfall/cuda/library_image.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <chrono>
@@ -200,8 +201,8 @@ std::string starts_detail(const starts_seen& seen) {
 
 } // namespace
 
-template <class Backend> status reproduce_first_start(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
+// The variants: CUDA only (PITFALL_CUDA_VARIANT answers for the CPU backend).
+status reproduce_first_start(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const starts_seen seen, starts_sharing_cache(ctx, "ptx", 1, false));
     const double bytes = seen.cache_bytes;
     ctx.check("jit_result_cached", bytes > 0,
@@ -209,8 +210,7 @@ template <class Backend> status reproduce_first_start(pitfall::context& ctx) {
     return status::ok();
 }
 
-template <class Backend> status reproduce_cache_disabled(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
+status reproduce_cache_disabled(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const starts_seen seen, starts_sharing_cache(ctx, "ptx", 2, true));
     const double bytes = seen.cache_bytes;
     ctx.check("nothing_cached", bytes == 0,
@@ -237,8 +237,7 @@ template <class Backend> status reproduce_cache_disabled(pitfall::context& ctx) 
     return status::ok();
 }
 
-template <class Backend> status remedy_warm_cache(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
+status remedy_warm_cache(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const starts_seen seen, starts_sharing_cache(ctx, "ptx", 2, false));
     const double bytes = seen.cache_bytes;
     ctx.check("jit_result_cached", bytes > 0,
@@ -250,8 +249,7 @@ template <class Backend> status remedy_warm_cache(pitfall::context& ctx) {
     return status::ok();
 }
 
-template <class Backend> status remedy_sass(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
+status remedy_sass(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const starts_seen seen, starts_sharing_cache(ctx, "sass", 1, false));
     const double bytes = seen.cache_bytes;
     // Only JIT results are cached: SASS for the device leaves the folder empty (an H200 with
@@ -263,12 +261,12 @@ template <class Backend> status remedy_sass(pitfall::context& ctx) {
 
 // The child the cases start (run_self), never a case of its own: context first (its cost is
 // not the JIT's), then the timed start.
-template <class Backend> status helper_start(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(no_cpu_analog));
-#if PITFALL_HAS_CUDA && CUDART_VERSION < 12000 // cudaLibrary* arrived in CUDA 12.0
+#if PITFALL_HAS_CUDA
+status helper_start(pitfall::context& ctx) {
+#if CUDART_VERSION < 12000 // cudaLibrary* arrived in CUDA 12.0: say so before the first CUDA call
     (void)ctx;
     return PITFALL_UNSUPPORTED("cudaLibraryLoadData needs a CUDA 12.0 or newer runtime");
-#elif PITFALL_HAS_CUDA
+#else
     PITFALL_ASSIGN_OR_RETURN(const std::string image, ctx.param_string("image"));
     PITFALL_ASSIGN_OR_RETURN(const long long elements, ctx.param_int("elements"));
     const unsigned n = static_cast<unsigned>(elements);
@@ -281,33 +279,25 @@ template <class Backend> status helper_start(pitfall::context& ctx) {
                                                   : pitfall_image_heavy_sass_size),
                "B");
     const auto started = std::chrono::steady_clock::now();
-    cudaLibrary_t library = nullptr;
-    PITFALL_CUDA_TRY(stage::init, cudaLibraryLoadData(&library, bytes, nullptr, nullptr, 0, nullptr,
-                                                      nullptr, 0));
-    struct unload_at_exit {
-        cudaLibrary_t library;
-        ~unload_at_exit() { (void)cudaLibraryUnload(library); }
-    } unload{library};
-    cudaKernel_t kernel = nullptr;
-    PITFALL_CUDA_TRY(stage::init, cudaLibraryGetKernel(&kernel, library, "heavy"));
+    PITFALL_ASSIGN_OR_RETURN(const auto library, pitfall::cuda::library_image::load(bytes));
+    PITFALL_ASSIGN_OR_RETURN(const void* heavy, library.kernel("heavy"));
     float* out = d_out.data();
     unsigned count = n;
     void* args[] = {&out, &count};
     PITFALL_CUDA_TRY(stage::launch,
-                     cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3((n + 255) / 256),
-                                      dim3(256), args, 0, nullptr));
+                     cudaLaunchKernel(heavy, dim3((n + 255) / 256), dim3(256), args, 0, nullptr));
     PITFALL_CUDA_TRY(stage::synchronize, cudaDeviceSynchronize());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     ctx.record("start_seconds", seconds, "s");
     ctx.ran_on(pitfall::cuda_backend::describe_device());
     return status::ok();
-#else
-    (void)ctx;
-    return status::ok();
 #endif
 }
+#endif
 
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_first_start), PITFALL_VARIANT(reproduce_cache_disabled),
-                 PITFALL_VARIANT(remedy_warm_cache), PITFALL_VARIANT(remedy_sass),
-                 PITFALL_VARIANT(helper_start))
+PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_first_start, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(reproduce_cache_disabled, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_warm_cache, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(remedy_sass, no_cpu_analog),
+                 PITFALL_CUDA_VARIANT(helper_start, no_cpu_analog))

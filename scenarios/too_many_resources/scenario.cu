@@ -34,8 +34,9 @@
 //   bytes of spill stores and 716-724 of spill loads (a 304-312 byte stack frame).
 //
 // Expected per backend
-//   cpu   UNSUPPORTED in every variant (cuda_only): a host thread has no register file shared
-//         with a block; the compiler spills to the stack and nothing refuses the work.
+//   cpu   UNSUPPORTED in every variant (PITFALL_CUDA_VARIANT): a host thread has no register
+//         file shared with a block; the compiler spills to the stack and nothing refuses the
+//         work.
 //   cuda  reproduce_register_budget_from_binary runs here too (host code): ok, with
 //         sm_XX.many_registers_kernel.registers 105 (sm_75..sm_89) / 125 (sm_90),
 //         .largest_block 576 / 512, bounded_to_1024_kernel 64 everywhere; its two checks say
@@ -73,7 +74,7 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 2 remedies
 //   evidence threads: 3 gated (docs/evidence.md)
 // (end of the generated baselines)
-#include "pitfall/detail/fatbin.hpp"
+#include "pitfall/fatbin.hpp"
 #include "pitfall/scenario.hpp"
 
 #include <algorithm>
@@ -208,7 +209,7 @@ constexpr std::uint8_t eifmt_byte = 2, eifmt_half = 3, eifmt_sized = 4;
 constexpr std::uint8_t eiattr_regcount = 0x2f;
 
 /// The EIATTR_REGCOUNT records of one cubin, named through its symbol table.
-void cubin_registers(const pitfall::detail::elf_image& cubin, unsigned arch,
+void cubin_registers(const pitfall::fatbin::elf_image& cubin, unsigned arch,
                      std::vector<image_registers>& out) {
     const Elf64_Shdr* info = cubin.find(".nv.info");
     const Elf64_Shdr* symtab = cubin.find_type(SHT_SYMTAB);
@@ -237,11 +238,11 @@ void cubin_registers(const pitfall::detail::elf_image& cubin, unsigned arch,
     }
 }
 
-/// Every SASS image of this program's fatbinary (layout: pitfall/detail/fatbin.hpp) and the
-/// registers of each kernel in it. Host code only: no driver, no device.
+/// Every SASS image of this program's fatbinary (layout: pitfall/fatbin.hpp) and the registers
+/// of each kernel in it. Host code only: no driver, no device.
 pitfall::status_or<std::vector<image_registers>> registers_in_this_program() {
     const std::string self = "/proc/self/exe";
-    PITFALL_ASSIGN_OR_RETURN(const pitfall::detail::elf_image elf, pitfall::detail::read_elf(self));
+    PITFALL_ASSIGN_OR_RETURN(const pitfall::fatbin::elf_image elf, pitfall::fatbin::read_elf(self));
     const Elf64_Shdr* fatbin = elf.find(".nv_fatbin");
     if (fatbin == nullptr)
         return PITFALL_HOST_ERROR(pitfall::stage::init, pitfall::host_error::malformed_elf,
@@ -252,7 +253,7 @@ pitfall::status_or<std::vector<image_registers>> registers_in_this_program() {
         std::uint32_t magic = 0;
         std::uint16_t header_size = 0;
         std::uint64_t payload_size = 0;
-        if (!elf.read_at(container, magic) || magic != pitfall::detail::fatbin_magic ||
+        if (!elf.read_at(container, magic) || magic != pitfall::fatbin::fatbin_magic ||
             !elf.read_at(container + 6, header_size) || !elf.read_at(container + 8, payload_size))
             break;
         const std::uint64_t entries_end = container + header_size + payload_size;
@@ -265,8 +266,8 @@ pitfall::status_or<std::vector<image_registers>> registers_in_this_program() {
                 entry + entry_header + entry_payload > elf.bytes.size())
                 break;
             // SASS is a plain ELF (a compressed image is not: parse_elf refuses it, skipped).
-            if (kind == pitfall::detail::fatbin_kind_sass) {
-                auto cubin = pitfall::detail::parse_elf(
+            if (kind == pitfall::fatbin::fatbin_kind_sass) {
+                auto cubin = pitfall::fatbin::parse_elf(
                     elf.bytes.substr(entry + entry_header, entry_payload),
                     "sm_" + std::to_string(arch));
                 if (cubin.is_ok())
@@ -287,7 +288,7 @@ unsigned largest_block_for(unsigned registers) {
     return warps * 32;
 }
 
-pitfall::status register_budget_from_binary(pitfall::context& ctx) {
+pitfall::status reproduce_register_budget_from_binary(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const std::vector<image_registers> images,
                              registers_in_this_program());
     unsigned images_seen = 0, over_budget = 0, bounded_fits = 0, bounded_seen = 0;
@@ -335,7 +336,7 @@ pitfall::status_or<inputs> read_inputs(pitfall::context& ctx) {
     return in;
 }
 
-pitfall::status block_1024(pitfall::context& ctx) {
+pitfall::status reproduce_block_1024(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const inputs in, read_inputs(ctx));
     PITFALL_ASSIGN_OR_RETURN(const cudaFuncAttributes attributes,
                              record_attributes(ctx, many_registers_kernel));
@@ -355,7 +356,7 @@ pitfall::status block_1024(pitfall::context& ctx) {
     return launched;
 }
 
-pitfall::status launch_bounds(pitfall::context& ctx) {
+pitfall::status remedy_launch_bounds(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const inputs in, read_inputs(ctx));
     PITFALL_ASSIGN_OR_RETURN(const cudaFuncAttributes attributes,
                              record_attributes(ctx, bounded_to_1024_kernel));
@@ -364,7 +365,7 @@ pitfall::status launch_bounds(pitfall::context& ctx) {
     return launch_and_check(ctx, "result", bounded_to_1024_kernel, requested_block, in.x, in.steps);
 }
 
-pitfall::status block_from_attributes(pitfall::context& ctx) {
+pitfall::status remedy_block_from_attributes(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const inputs in, read_inputs(ctx));
     PITFALL_ASSIGN_OR_RETURN(const cudaFuncAttributes attributes,
                              record_attributes(ctx, many_registers_kernel));
@@ -379,47 +380,10 @@ pitfall::status block_from_attributes(pitfall::context& ctx) {
 }
 #endif
 
-template <class Backend>
-pitfall::status reproduce_register_budget_from_binary(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
-    return register_budget_from_binary(ctx);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
-}
-template <class Backend> pitfall::status reproduce_block_1024(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
-    return block_1024(ctx);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
-}
-template <class Backend> pitfall::status remedy_launch_bounds(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
-    return launch_bounds(ctx);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
-}
-template <class Backend> pitfall::status remedy_block_from_attributes(pitfall::context& ctx) {
-    PITFALL_TRY(pitfall::cuda_only<Backend>(why_cuda_only));
-#if PITFALL_HAS_CUDA
-    return block_from_attributes(ctx);
-#else
-    (void)ctx;
-    return pitfall::status::ok();
-#endif
-}
-
 } // namespace too_many_resources
 
 using namespace too_many_resources; // the variants by their own names
-PITFALL_SCENARIO(PITFALL_VARIANT(reproduce_register_budget_from_binary),
-                 PITFALL_VARIANT(reproduce_block_1024), PITFALL_VARIANT(remedy_launch_bounds),
-                 PITFALL_VARIANT(remedy_block_from_attributes))
+PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_register_budget_from_binary, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(reproduce_block_1024, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(remedy_launch_bounds, why_cuda_only),
+                 PITFALL_CUDA_VARIANT(remedy_block_from_attributes, why_cuda_only))

@@ -99,12 +99,10 @@
 //   cuda  ada-ampere-cuda12: documented, never observed: 2 predicted, 3 probes
 //   cuda  driver-no-device: observed without a GPU (run not kept): 2 probes
 // (end of the generated baselines)
-#include "pitfall/detail/fatbin.hpp"
+#include "pitfall/cuda/math_libraries.hpp" // cuBLAS and cuDNN are opened on first call
+#include "pitfall/cuda/status.hpp"
+#include "pitfall/fatbin.hpp"
 #include "pitfall/scenario.hpp"
-
-#if PITFALL_HAS_CUDA
-#include "pitfall/detail/cuda_libraries.hpp" // cuBLAS and cuDNN are opened on first call
-#endif
 #if PITFALL_HAS_CUDNN
 #include "pitfall/cudnn.hpp"
 #endif
@@ -279,20 +277,20 @@ std::string temp_root() {
 }
 
 // =============================================================================================
-// This program's own ELF file (pitfall/detail/fatbin.hpp reads it: section headers and the CUDA
+// This program's own ELF file (pitfall/fatbin.hpp reads it: section headers and the CUDA
 // fatbinary, .nv_fatbin) and its version needs (.gnu.version_r), read here. Every read is
 // bounds-checked: a malformed file is an error value.
 // =============================================================================================
 
-using pitfall::detail::cuda_version_text;
-using pitfall::detail::elf_image;
-using pitfall::detail::fatbin_image;
-using pitfall::detail::fatbin_images;
-using pitfall::detail::image_path;
-using pitfall::detail::image_prediction;
-using pitfall::detail::parse_compute_capability;
-using pitfall::detail::predict_image;
-using pitfall::detail::read_elf;
+using pitfall::fatbin::cuda_version_text;
+using pitfall::fatbin::elf_image;
+using pitfall::fatbin::fatbin_image;
+using pitfall::fatbin::fatbin_images;
+using pitfall::fatbin::image_path;
+using pitfall::fatbin::image_prediction;
+using pitfall::fatbin::parse_compute_capability;
+using pitfall::fatbin::predict_image;
+using pitfall::fatbin::read_elf;
 
 status malformed(const std::string& path, const std::string& what) {
     return PITFALL_HOST_ERROR(stage::init, host_error::malformed_elf, path + ": " + what);
@@ -337,7 +335,7 @@ pitfall::status_or<std::vector<version_need>> version_needs(const elf_image& elf
 
 // =============================================================================================
 // The documented rules, as small pure functions (checked below against hand-derived cases).
-// Which image of the fatbinary a device runs is pitfall/detail/fatbin.hpp's predict_image.
+// Which image of the fatbinary a device runs is pitfall/fatbin.hpp's predict_image.
 // =============================================================================================
 
 /// CUDA Compatibility guide, "Minor Version Compatibility", Table 1: the oldest driver branch
@@ -548,12 +546,12 @@ status reexecute_without(context& ctx, const std::string& prefix, const std::str
 
 #if PITFALL_HAS_CUDA
 /// cuBLAS and cuDNN are not the loader's to load at start-up: the SDK opens them when first
-/// called (pitfall/detail/cuda_libraries.hpp). nullopt for a library the program links.
-std::optional<pitfall::detail::cuda_library> opened_on_first_call(const std::string& prefix) {
+/// called (pitfall/cuda/math_libraries.hpp). nullopt for a library the program links.
+std::optional<pitfall::cuda::math_library> opened_on_first_call(const std::string& prefix) {
     if (prefix == "libcudnn")
-        return pitfall::detail::cuda_library::cudnn;
+        return pitfall::cuda::math_library::cudnn;
     if (prefix == "libcublas")
-        return pitfall::detail::cuda_library::cublas;
+        return pitfall::cuda::math_library::cublas;
     return std::nullopt;
 }
 #endif
@@ -585,7 +583,7 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
         // The hidden library is opened by its first call, now: the loader's answer to that
         // dlopen, a missing library in its own words, is this case's outcome.
         if (const auto lib = opened_on_first_call(hidden)) {
-            const status opened = pitfall::detail::open_cuda_library(*lib);
+            const status opened = pitfall::cuda::open_library(*lib);
             if (!opened.is_ok()) {
                 ctx.record_info("hidden_library", hidden);
                 if (!found.empty())
@@ -609,7 +607,7 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
         if (const auto lib = opened_on_first_call(prefix)) {
             // Opened here, as its first call would: a file to keep off the loader's path, or,
             // when even that fails, the missing library this case is about, hidden or not.
-            const status opened = pitfall::detail::open_cuda_library(*lib);
+            const status opened = pitfall::cuda::open_library(*lib);
             if (opened.is_unsupported()) {
                 found += prefix + "=(not in this build);";
                 continue;
@@ -878,10 +876,6 @@ __global__ void arch_probe_kernel(int* d_arch) {
 #endif
 }
 
-status cuda_error(cudaError_t err, stage where, const char* expr, int line) {
-    return pitfall::detail::from_cuda(err, where, expr, __FILE__, line);
-}
-
 /// NVML's driver version ("580.95.05"), from libnvidia-ml.so.1 (part of the driver, found by
 /// dlopen, not linked: no driver, no NVML). The branch is the part before the first dot.
 std::optional<std::string> nvml_driver_version(context& ctx) {
@@ -964,9 +958,7 @@ status runtime_vs_driver_cuda(context& ctx) {
     // this one is the call frameworks make first (torch.cuda.is_available, tf.config).
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    const status observed =
-        err == cudaSuccess ? status::ok()
-                           : cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
+    const status observed = PITFALL_CUDA_STATUS(stage::init, err, "cudaGetDeviceCount(&count)");
     if (err == cudaSuccess)
         ctx.record("device_count", count);
     ctx.record_info("libcuda_loaded", describe_loaded("libcuda.so"));
@@ -984,7 +976,7 @@ status runtime_vs_driver_cuda(context& ctx) {
 status cudnn_compiled_vs_loaded_cuda(context& ctx) {
     // cuDNN is opened by its first call: a library that cannot be is the answer, in the loader's
     // words, rather than a loaded version of 0.
-    PITFALL_TRY(pitfall::detail::open_cuda_library(pitfall::detail::cuda_library::cudnn));
+    PITFALL_TRY(pitfall::cuda::open_library(pitfall::cuda::math_library::cudnn));
     const long long built = CUDNN_VERSION;
     const long long loaded = static_cast<long long>(cudnnGetVersion());
     const long long cudnn_cudart = static_cast<long long>(cudnnGetCudartVersion());
@@ -1036,9 +1028,7 @@ status cudnn_compiled_vs_loaded_cuda(context& ctx) {
         {"cudnnCnnVersionCheck", cudnnCnnVersionCheck()},
         {"cudnnAdvVersionCheck", cudnnAdvVersionCheck()}};
     for (const auto& [name, result] : checks) {
-        const status s = result == CUDNN_STATUS_SUCCESS
-                             ? status::ok()
-                             : pitfall::detail::from_cudnn(result, name, __FILE__, __LINE__);
+        const status s = PITFALL_CUDNN_STATUS(result, name);
         ctx.record_event(name, s);
         if (!s.is_ok() && first_failure.is_ok())
             first_failure = s;
@@ -1083,7 +1073,7 @@ jit_environment read_jit_environment(context& ctx) {
                                            " CUDA_DISABLE_PTX_JIT=" + (disable ? disable : ""));
     if (cudaDriverGetVersion(&jit.driver) != cudaSuccess)
         jit.driver = 0;
-    const auto max_isa = pitfall::detail::max_ptx_isa(jit.driver);
+    const auto max_isa = pitfall::fatbin::max_ptx_isa(jit.driver);
     ctx.record_info("jit_driver", jit.driver == 0
                                       ? "no driver answered (cudaDriverGetVersion: 0): PTX ISA "
                                         "versions not checked"
@@ -1169,7 +1159,7 @@ status arch_coverage_cuda(context& ctx) {
     if (count_err != cudaSuccess || count == 0) {
         const status none =
             count_err != cudaSuccess
-                ? cuda_error(count_err, stage::init, "cudaGetDeviceCount(&count)", __LINE__)
+                ? PITFALL_CUDA_STATUS(stage::init, count_err, "cudaGetDeviceCount(&count)")
                 : status::error(pitfall::library::cuda_runtime, "cudaErrorNoDevice",
                                 "cudaGetDeviceCount reported 0 devices", stage::init);
         ctx.record_event("device_query", none);
@@ -1197,9 +1187,9 @@ status arch_coverage_cuda(context& ctx) {
     const cudaError_t sync_err = launch_err == cudaSuccess ? cudaDeviceSynchronize() : cudaSuccess;
     const status launched =
         launch_err != cudaSuccess
-            ? cuda_error(launch_err, stage::launch, "arch_probe_kernel<<<1, 32>>>", __LINE__)
+            ? PITFALL_CUDA_STATUS(stage::launch, launch_err, "arch_probe_kernel<<<1, 32>>>")
         : sync_err != cudaSuccess
-            ? cuda_error(sync_err, stage::synchronize, "cudaDeviceSynchronize()", __LINE__)
+            ? PITFALL_CUDA_STATUS(stage::synchronize, sync_err, "cudaDeviceSynchronize()")
             : status::ok();
     ctx.record_event("kernel_launch", launched);
     const bool no_image_error = launched.name() == "cudaErrorNoKernelImageForDevice" ||
@@ -1246,7 +1236,7 @@ std::optional<std::string> find_stub_driver(const std::string& param) {
 
 /// stub_driver: a child of this program started with the stub first on LD_LIBRARY_PATH, so the
 /// runtime's dlopen("libcuda.so.1") finds it before any real driver. Its outcome is ours.
-status stub_driver_cuda(context& ctx) {
+status stub_driver(context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const std::string param, ctx.param_string("stub_library"));
     PITFALL_ASSIGN_OR_RETURN(const long long timeout, ctx.param_int("child_timeout_seconds"));
     // The stub of the toolkit whose runtime we loaded (a stub of another release would be a
@@ -1297,7 +1287,7 @@ status stub_driver_cuda(context& ctx) {
 }
 
 /// stub_driver_child (helper): what the runtime does with the stub as its driver.
-status stub_driver_child_cuda(context& ctx) {
+status stub_driver_child(context& ctx) {
     const char* path = std::getenv("LD_LIBRARY_PATH");
     ctx.record_info("ld_library_path", path != nullptr ? path : "");
     int driver = 0;
@@ -1305,13 +1295,13 @@ status stub_driver_child_cuda(context& ctx) {
         ctx.record("cuda_driver_version", driver);
     else
         ctx.record_event("cudaDriverGetVersion",
-                         cuda_error(e, stage::init, "cudaDriverGetVersion(&driver)", __LINE__));
+                         PITFALL_CUDA_STATUS(stage::init, e, "cudaDriverGetVersion(&driver)"));
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     // Which libcuda.so.1 the runtime opened: the stub, through the folder on LD_LIBRARY_PATH.
     ctx.record_info("libcuda_loaded_after_call", describe_loaded("libcuda.so"));
     if (err != cudaSuccess)
-        return cuda_error(err, stage::init, "cudaGetDeviceCount(&count)", __LINE__);
+        return PITFALL_CUDA_STATUS(stage::init, err, "cudaGetDeviceCount(&count)");
     ctx.record("device_count", count);
     return status::ok();
 }
@@ -1336,14 +1326,12 @@ template <class Backend> status arch_coverage(context& ctx) {
 template <class Backend> status missing_library(context& ctx) {
     return run_without_library(ctx, Backend::kind);
 }
-template <class Backend> status stub_driver(context&) {
-    return pitfall::cuda_only<Backend>("a stub is the link-time stand-in for the driver's "
-                                       "libcuda.so, and the CPU path loads no driver");
-}
-/// Helper (cuda only in scenario.json): the child stub_driver starts under the stub.
-template <class Backend> status stub_driver_child(context&) {
-    return pitfall::cuda_only<Backend>("started by stub_driver, which has none");
-}
+// stub_driver and its helper stub_driver_child (cuda only in scenario.json) are CUDA variants
+// (PITFALL_CUDA_VARIANT answers for the CPU backend).
+constexpr const char* stub_is_the_drivers =
+    "a stub is the link-time stand-in for the driver's libcuda.so, and the CPU path loads no "
+    "driver";
+constexpr const char* no_stub_to_start_under = "started by stub_driver, which has none";
 
 #if PITFALL_HAS_CUDA
 using pitfall::cuda_backend;
@@ -1360,12 +1348,6 @@ template <> status cudnn_compiled_vs_loaded<cuda_backend>([[maybe_unused]] conte
 template <> status arch_coverage<cuda_backend>(context& ctx) {
     return arch_coverage_cuda(ctx);
 }
-template <> status stub_driver<cuda_backend>(context& ctx) {
-    return stub_driver_cuda(ctx);
-}
-template <> status stub_driver_child<cuda_backend>(context& ctx) {
-    return stub_driver_child_cuda(ctx);
-}
 #endif
 
 } // namespace version_mismatch
@@ -1374,4 +1356,5 @@ using namespace version_mismatch; // PITFALL_VARIANT names each variant after it
 
 PITFALL_SCENARIO(PITFALL_VARIANT(runtime_vs_driver), PITFALL_VARIANT(cudnn_compiled_vs_loaded),
                  PITFALL_VARIANT(arch_coverage), PITFALL_VARIANT(missing_library),
-                 PITFALL_VARIANT(stub_driver), PITFALL_VARIANT(stub_driver_child))
+                 PITFALL_CUDA_VARIANT(stub_driver, stub_is_the_drivers),
+                 PITFALL_CUDA_VARIANT(stub_driver_child, no_stub_to_start_under))

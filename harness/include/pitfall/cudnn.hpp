@@ -2,6 +2,8 @@
 // "cudnn" in "links": cuDNN's headers; the SDK opens libcudnn on first call).
 //
 //   PITFALL_CUDNN_TRY(cudnnCreate(&handle));   // no GPU: CUDNN_STATUS_NOT_INITIALIZED
+//   ctx.record_event("cudnnOpsVersionCheck",
+//                    PITFALL_CUDNN_STATUS(cudnnOpsVersionCheck(), "cudnnOpsVersionCheck"));
 #pragma once
 
 #include "pitfall/detail/cuda_libraries.hpp"
@@ -21,6 +23,21 @@ inline status from_cudnn(cudnnStatus_t err, const char* expr, const char* file, 
                          file, line);
 }
 } // namespace pitfall::detail
+
+namespace pitfall {
+/// ok for CUDNN_STATUS_SUCCESS; any other status as PITFALL_CUDNN_TRY reports it, for a caller
+/// that keeps it (an event) instead of returning it.
+inline status cudnn_status_of(cudnnStatus_t err, const char* expr, const char* file = "",
+                              int line = 0) {
+    if (err == CUDNN_STATUS_SUCCESS)
+        return status::ok();
+    return detail::from_cudnn(err, expr, file, line);
+}
+} // namespace pitfall
+
+/// cudnn_status_of with this file and line: `PITFALL_CUDNN_STATUS(result, "cudnnOpsVersionCheck")`.
+#define PITFALL_CUDNN_STATUS(err_, expr_)                                                          \
+    ::pitfall::cudnn_status_of((err_), (expr_), __FILE__, __LINE__)
 
 #define PITFALL_CUDNN_TRY(expr)                                                                    \
     do {                                                                                           \

@@ -118,6 +118,7 @@ status bad_parameter(const std::string& name, const std::string& why);
 
 /// For a variant with no honest CPU analog: UNSUPPORTED on the CPU backend, saying why; ok on
 /// CUDA. `PITFALL_TRY(pitfall::cuda_only<Backend>("a CUDA Graph removes launch cost..."));`
+/// A variant that is CUDA-only as a whole is registered with PITFALL_CUDA_VARIANT instead.
 template <class Backend> status cuda_only(const std::string& why_not_on_cpu) {
     if constexpr (Backend::kind == backend_kind::cpu)
         return status::unsupported("no CPU analog: " + why_not_on_cpu);
@@ -281,6 +282,27 @@ extern const char* const pitfall_scenario_manifest;
         (name_), &fn<::pitfall::cpu_backend>, PITFALL_DETAIL_CUDA_ENTRY(fn)                        \
     }
 // NOLINTEND(bugprone-macro-parentheses)
+
+/// A variant with no honest CPU analog, written for CUDA alone: `fn` is a plain function
+/// `pitfall::status fn(pitfall::context&)`, needed only where the build has CUDA (it may live
+/// under `#if PITFALL_HAS_CUDA`). On the CPU backend the variant answers UNSUPPORTED,
+/// "no CPU analog: " + `why_not_on_cpu` (cuda_only), before it reads a parameter:
+///
+///   #if PITFALL_HAS_CUDA
+///   pitfall::status reproduce_malloc_in_capture(pitfall::context& ctx) { ... }
+///   #endif
+///   PITFALL_SCENARIO(PITFALL_CUDA_VARIANT(reproduce_malloc_in_capture, why_cuda_only), ...)
+#define PITFALL_CUDA_VARIANT(fn, why_not_on_cpu)                                                   \
+    ::pitfall::variant_entry {                                                                     \
+        (#fn), PITFALL_DETAIL_NO_CPU_ANALOG(why_not_on_cpu), PITFALL_DETAIL_CUDA_ONLY_ENTRY(fn)    \
+    }
+#define PITFALL_DETAIL_NO_CPU_ANALOG(why_not_on_cpu)                                               \
+    [](::pitfall::context&) { return ::pitfall::cuda_only<::pitfall::cpu_backend>(why_not_on_cpu); }
+#if PITFALL_HAS_CUDA
+#define PITFALL_DETAIL_CUDA_ONLY_ENTRY(fn) (&(fn))
+#else
+#define PITFALL_DETAIL_CUDA_ONLY_ENTRY(fn) (static_cast<::pitfall::case_entry>(nullptr))
+#endif
 
 /// Registers the scenario's variants (PITFALL_VARIANT...); defines main().
 #define PITFALL_SCENARIO(...)                                                                      \
