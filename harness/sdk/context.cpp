@@ -1,8 +1,8 @@
 // A running case's context (pitfall/scenario.hpp): parameters, what the case records, the
 // calibration controls measured beside its timed series, and its result document.
-#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/scenario.hpp"
 

@@ -1,9 +1,9 @@
 // The scenario side of the process protocol: arguments, parameters, probe, result file.
-#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/json_schema.hpp"
 #include "pitfall/detail/manifest.hpp"
+#include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/process.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/scenario.hpp"

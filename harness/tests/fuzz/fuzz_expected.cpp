@@ -1,8 +1,8 @@
 // An expected/<profile>/<scenario>.json baseline: the schema and the checks after it, then,
 // when it is accepted, every entry used to judge a fixed observation (where a wrong type
 // would throw).
-#include "judge/baseline.hpp"
 #include "fuzz_common.hpp"
+#include "judge/baseline.hpp"
 #include "pitfall/detail/json_file.hpp"
 
 namespace {

@@ -1,7 +1,7 @@
 // An expected/<profile>/profile.json: load_profiles on a folder holding it, then the profile
 // chosen for a few fingerprint summaries (the match rules read every value it holds).
-#include "judge/baseline.hpp"
 #include "fuzz_common.hpp"
+#include "judge/baseline.hpp"
 
 #include <filesystem>
 

@@ -1,8 +1,8 @@
 // A case's result file: read by the runner's own reader (read_result_file: the safe reader, then
 // result.schema.json), then, when accepted, judged against a baseline entry that reads every
 // part of it (outcome, events, checks, measurements, memory, timings).
-#include "judge/baseline.hpp"
 #include "fuzz_common.hpp"
+#include "judge/baseline.hpp"
 #include "pitfall/detail/result_file.hpp"
 
 namespace {

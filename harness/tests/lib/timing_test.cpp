@@ -2,10 +2,10 @@
 // identity and disturbance-marked series (timing.hpp, stats.hpp, host_identity.hpp,
 // pitfall/controls.hpp).
 #include "fingerprint/host_identity.hpp"
-#include "pitfall/controls.hpp"
-#include "pitfall/scenario.hpp"
 #include "judge/stats.hpp"
 #include "judge/timing.hpp"
+#include "pitfall/controls.hpp"
+#include "pitfall/scenario.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "judge/baseline.hpp"
 #include "fingerprint/fingerprint.hpp"
+#include "judge/baseline.hpp"
 #include "model/index.hpp"
 #include "run/runner.hpp"
 
