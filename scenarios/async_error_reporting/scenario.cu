@@ -165,99 +165,107 @@ pitfall::status from_exception(const std::exception& e) {
                                   pitfall::stage::synchronize);
 }
 
-/// The whole sequence: the faulty launch, then the calls. `check_at_once`: the launch check
-/// also waits for the work (remedy_check_after_launch).
-template <class Backend>
-pitfall::status faulty_sequence(pitfall::context& ctx, bool check_at_once) {
-    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
-    const std::vector<float> h_other(cfg.other, 2.f);
-    std::vector<float> h_back(cfg.other, 0.f);
-    PITFALL_ASSIGN_OR_RETURN(auto d_other, Backend::template allocate<float>(cfg.other));
-    call_log calls(ctx);
-    ctx.ran_on(Backend::describe_device());
-    if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
-        std::vector<float> y(cfg.n, 0.f);
-        std::atomic<bool> faulted{false};
-        std::future<void> work = std::async(std::launch::async, [&] {
-            try {
-                strided_store_checked(y, cfg.n, cfg.stride);
-            } catch (...) {
-                faulted = true; // the fault has happened; who hears of it is the question
-                throw;
-            }
-        });
-        if (!check_at_once) {
-            // Measured, not assumed: the fault has happened before the unrelated calls run,
-            // so each of them that succeeds ran with the error already there, unreported.
-            while (!faulted &&
-                   work.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
-            }
-            calls.note_fault(faulted);
-        }
-        // Starting the worker cannot report its failure; waiting for it can.
-        calls.run("launch_check", [&]() -> pitfall::status {
-            if (!check_at_once)
-                return pitfall::status::ok();
-            try {
-                work.get();
-            } catch (const std::out_of_range& e) {
-                return from_exception(e);
-            }
-            return pitfall::status::ok();
-        });
-        calls.run("copy_other_to_device",
-                  [&] { return Backend::copy_to_device(d_other, h_other.data(), cfg.other); });
-        calls.run("copy_other_to_host",
-                  [&] { return Backend::copy_to_host(h_back.data(), d_other, cfg.other); });
-        calls.run("free_scratch", [&] {
-            std::vector<float>().swap(h_back); // a host release: nothing to report
-            return pitfall::status::ok();
-        });
-        calls.run("future_get", [&]() -> pitfall::status {
-            if (!work.valid()) // already collected by the launch check
-                return pitfall::status::ok();
-            try {
-                work.get();
-            } catch (const std::out_of_range& e) {
-                return from_exception(e);
-            }
-            return pitfall::status::ok();
-        });
-    } else {
-#if PITFALL_HAS_CUDA && defined(__CUDACC__)
-        PITFALL_ASSIGN_OR_RETURN(auto y, Backend::template allocate<float>(cfg.n));
-        void* scratch = nullptr; // what call 3 frees: an allocation unrelated to the fault
-        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMalloc(&scratch, 256));
-        // DELIBERATE FAULT: y[i * stride] leaves y for i >= n / stride (far into unmapped
-        // addresses for the largest i). for_each checks the launch (cudaGetLastError) itself.
-        calls.run("launch_check", [&]() -> pitfall::status {
-            PITFALL_TRY(Backend::for_each(cfg.n, strided_store{y.data(), cfg.stride}));
-            if (check_at_once)
-                PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(nullptr));
-            return pitfall::status::ok();
-        });
-        calls.run("copy_other_to_device", [&]() -> pitfall::status {
-            PITFALL_CUDA_TRY(pitfall::stage::copy,
-                             cudaMemcpy(d_other.data(), h_other.data(), cfg.other * sizeof(float),
-                                        cudaMemcpyHostToDevice));
-            return pitfall::status::ok();
-        });
-        calls.run("copy_other_to_host", [&]() -> pitfall::status {
-            PITFALL_CUDA_TRY(pitfall::stage::copy,
-                             cudaMemcpy(h_back.data(), d_other.data(), cfg.other * sizeof(float),
-                                        cudaMemcpyDeviceToHost));
-            return pitfall::status::ok();
-        });
-        calls.run("free_scratch", [&]() -> pitfall::status {
-            PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaFree(scratch));
-            return pitfall::status::ok();
-        });
-        calls.run("device_synchronize", [&]() -> pitfall::status {
-            PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaDeviceSynchronize());
-            return pitfall::status::ok();
-        });
-#endif
+/// Waits for the CPU worker and turns its stored exception into the status a program sees.
+pitfall::status collect_worker(std::future<void>& work) {
+    try {
+        work.get();
+    } catch (const std::out_of_range& e) {
+        return from_exception(e);
     }
+    return pitfall::status::ok();
+}
+
+/// The CPU form of the sequence: the faulty work on a worker thread (std::async), then the
+/// unrelated calls. `check_at_once`: the launch check also waits for the worker.
+template <class Backend, class DeviceBuffer>
+void cpu_sequence(const config& cfg, bool check_at_once, const std::vector<float>& h_other,
+                  std::vector<float>& h_back, DeviceBuffer& d_other, call_log& calls) {
+    std::vector<float> y(cfg.n, 0.f);
+    std::atomic<bool> faulted{false};
+    std::future<void> work = std::async(std::launch::async, [&] {
+        try {
+            strided_store_checked(y, cfg.n, cfg.stride);
+        } catch (...) {
+            faulted = true; // the fault has happened; who hears of it is the question
+            throw;
+        }
+    });
+    if (!check_at_once) {
+        // Measured, not assumed: the fault has happened before the unrelated calls run,
+        // so each of them that succeeds ran with the error already there, unreported.
+        while (!faulted &&
+               work.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+        }
+        calls.note_fault(faulted);
+    }
+    // Starting the worker cannot report its failure; waiting for it can.
+    calls.run("launch_check", [&]() -> pitfall::status {
+        if (!check_at_once)
+            return pitfall::status::ok();
+        return collect_worker(work);
+    });
+    calls.run("copy_other_to_device",
+              [&] { return Backend::copy_to_device(d_other, h_other.data(), cfg.other); });
+    calls.run("copy_other_to_host",
+              [&] { return Backend::copy_to_host(h_back.data(), d_other, cfg.other); });
+    calls.run("free_scratch", [&] {
+        std::vector<float>().swap(h_back); // a host release: nothing to report
+        return pitfall::status::ok();
+    });
+    calls.run("future_get", [&]() -> pitfall::status {
+        if (!work.valid()) // already collected by the launch check
+            return pitfall::status::ok();
+        return collect_worker(work);
+    });
+}
+
+/// The CUDA form of the sequence: the faulty kernel, then the unrelated calls. An error
+/// setting it up (the allocations) is returned; the calls' own results go to `calls`.
+template <class Backend, class DeviceBuffer>
+pitfall::status cuda_sequence(const config& cfg, bool check_at_once,
+                              const std::vector<float>& h_other, std::vector<float>& h_back,
+                              DeviceBuffer& d_other, call_log& calls) {
+#if PITFALL_HAS_CUDA && defined(__CUDACC__)
+    PITFALL_ASSIGN_OR_RETURN(auto y, Backend::template allocate<float>(cfg.n));
+    void* scratch = nullptr; // what call 3 frees: an allocation unrelated to the fault
+    PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaMalloc(&scratch, 256));
+    // DELIBERATE FAULT: y[i * stride] leaves y for i >= n / stride (far into unmapped
+    // addresses for the largest i). for_each checks the launch (cudaGetLastError) itself.
+    calls.run("launch_check", [&]() -> pitfall::status {
+        PITFALL_TRY(Backend::for_each(cfg.n, strided_store{y.data(), cfg.stride}));
+        if (check_at_once)
+            PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaStreamSynchronize(nullptr));
+        return pitfall::status::ok();
+    });
+    calls.run("copy_other_to_device", [&]() -> pitfall::status {
+        PITFALL_CUDA_TRY(pitfall::stage::copy,
+                         cudaMemcpy(d_other.data(), h_other.data(), cfg.other * sizeof(float),
+                                    cudaMemcpyHostToDevice));
+        return pitfall::status::ok();
+    });
+    calls.run("copy_other_to_host", [&]() -> pitfall::status {
+        PITFALL_CUDA_TRY(pitfall::stage::copy,
+                         cudaMemcpy(h_back.data(), d_other.data(), cfg.other * sizeof(float),
+                                    cudaMemcpyDeviceToHost));
+        return pitfall::status::ok();
+    });
+    calls.run("free_scratch", [&]() -> pitfall::status {
+        PITFALL_CUDA_TRY(pitfall::stage::alloc, cudaFree(scratch));
+        return pitfall::status::ok();
+    });
+    calls.run("device_synchronize", [&]() -> pitfall::status {
+        PITFALL_CUDA_TRY(pitfall::stage::synchronize, cudaDeviceSynchronize());
+        return pitfall::status::ok();
+    });
+#else
+    (void)cfg, (void)check_at_once, (void)h_other, (void)h_back, (void)d_other, (void)calls;
+#endif
+    return pitfall::status::ok();
+}
+
+/// The checks on who reported the fault, and (CPU reproduce) how late.
+template <class Backend>
+void check_reporting(pitfall::context& ctx, const call_log& calls, bool check_at_once) {
     const pitfall::status& reported = calls.first_failure();
     ctx.check("fault_reported", !reported.is_ok(),
               reported.is_ok() ? "no call reported the faulty launch" : reported.describe());
@@ -272,7 +280,24 @@ pitfall::status faulty_sequence(pitfall::context& ctx, bool check_at_once) {
                       std::to_string(calls.unaware()) +
                       " call(s) succeeded after the fault before one reported it");
     }
-    return reported;
+}
+
+/// The whole sequence: the faulty launch, then the calls. `check_at_once`: the launch check
+/// also waits for the work (remedy_check_after_launch).
+template <class Backend>
+pitfall::status faulty_sequence(pitfall::context& ctx, bool check_at_once) {
+    PITFALL_ASSIGN_OR_RETURN(const config cfg, read_config(ctx));
+    const std::vector<float> h_other(cfg.other, 2.f);
+    std::vector<float> h_back(cfg.other, 0.f);
+    PITFALL_ASSIGN_OR_RETURN(auto d_other, Backend::template allocate<float>(cfg.other));
+    call_log calls(ctx);
+    ctx.ran_on(Backend::describe_device());
+    if constexpr (Backend::kind == pitfall::backend_kind::cpu)
+        cpu_sequence<Backend>(cfg, check_at_once, h_other, h_back, d_other, calls);
+    else
+        PITFALL_TRY(cuda_sequence<Backend>(cfg, check_at_once, h_other, h_back, d_other, calls));
+    check_reporting<Backend>(ctx, calls, check_at_once);
+    return calls.first_failure();
 }
 
 template <class Backend> pitfall::status reproduce_reported_later(pitfall::context& ctx) {

@@ -781,100 +781,116 @@ status record_crossover(pitfall::context& ctx, const config& cfg, const dataset&
     return status::ok();
 }
 
-status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
-                const std::vector<double>& init) {
-    stream_executor exec;
-    PITFALL_TRY(exec.init());
+/// The census: one step captured (not run) with the launches recorded; leaves the capture in
+/// `graph`.
+status census_of_step(pitfall::context& ctx, const config& cfg, stream_executor& exec,
+                      gpu_model_t& model, step_graph& graph) {
+    exec.log().clear();
+    exec.launches().clear();
+    exec.log().keep_entries = true;
+    PITFALL_TRY(capture_step(exec, model, graph));
+    exec.log().keep_entries = false;
+    record_launch_counts(ctx, exec.log(), cfg.batch);
+    int sm_count = 0;
+    PITFALL_TRY(record_occupancy(ctx, exec.launches(), sm_count));
+    graph_census census;
+    PITFALL_TRY(census_of(graph, exec.launches(), sm_count, census));
+    record_graph_census(ctx, census);
+    return status::ok();
+}
+
+/// The timed fit: eager steps, or the graph replayed once per step. The comparisons
+/// the baselines gate on alternate with it chunk by chunk (time_interleaved):
+/// remedy_batch_* against a batch-1 model, remedy_cuda_graph against eager batch 1.
+/// Leaves the fit's seconds per sample in `own_seconds_per_sample`.
+status timed_gpu_fit(pitfall::context& ctx, const config& cfg, const dataset& data,
+                     const std::vector<double>& init, stream_executor& exec, gpu_model_t& model,
+                     step_graph& graph, std::vector<double>& own_seconds_per_sample) {
     const int steps = steps_per_timing(cfg, cfg.batch);
-    std::vector<double> own_seconds_per_sample;
-    {
+    if (cfg.graph) {
+        // ...WithFlags: cudaGraphInstantiate took five arguments before CUDA 12 and three
+        // since; this one has one signature from 11.4 to 13 (the matrix's 11.8 cell).
+        PITFALL_TRY(graph.instantiate(pitfall::stage::init));
+        ctx.record("graph_launches_per_step", 1);
+        ctx.record("api_launches_per_sample", 1.0 / cfg.batch);
+    } else {
+        ctx.record("api_launches_per_sample",
+                   static_cast<double>(exec.log().for_each_calls + exec.log().gemm_calls) /
+                       cfg.batch);
+    }
+    const cudaGraphExec_t replay = graph.exec();
+    const cudaStream_t stream = exec.stream();
+    auto fit = [&]() -> status {
+        if (!cfg.graph)
+            return chunk_of(model, steps)();
+        for (int s = 0; s < steps; ++s)
+            PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(replay, stream));
+        return status::ok();
+    };
+    std::vector<double> seconds;
+    if (cfg.batch == 1 && !cfg.graph) {
+        PITFALL_ASSIGN_OR_RETURN(seconds, pitfall::time_samples<pitfall::cuda_backend>(ctx, fit));
+    } else {
         PITFALL_ASSIGN_OR_RETURN(
-            auto model,
-            gpu_model_t::create(exec, cfg.batch, adam_config{cfg.learning_rate}, init, data));
-        // An eager step first: it loads the kernels (lazy loading) and lets cuBLAS pick its
-        // algorithms outside any capture.
-        PITFALL_TRY(model.train_step());
-        PITFALL_TRY(pitfall::cuda_backend::synchronize());
-
-        // 1. census: one step captured (not run) with the launches recorded.
-        exec.log().clear();
-        exec.launches().clear();
-        exec.log().keep_entries = true;
-        step_graph graph;
-        PITFALL_TRY(capture_step(exec, model, graph));
-        exec.log().keep_entries = false;
-        record_launch_counts(ctx, exec.log(), cfg.batch);
-        int sm_count = 0;
-        PITFALL_TRY(record_occupancy(ctx, exec.launches(), sm_count));
-        graph_census census;
-        PITFALL_TRY(census_of(graph, exec.launches(), sm_count, census));
-        record_graph_census(ctx, census);
-
-        // 2. the timed fit: eager steps, or the graph replayed once per step. The comparisons
-        // the baselines gate on alternate with it chunk by chunk (time_interleaved):
-        // remedy_batch_* against a batch-1 model, remedy_cuda_graph against eager batch 1.
+            auto model_1, gpu_model_t::create(exec, 1, adam_config{cfg.learning_rate}, init, data));
+        const int steps_1 = steps_per_timing(cfg, 1);
+        PITFALL_ASSIGN_OR_RETURN(auto both, time_interleaved<pitfall::cuda_backend>(
+                                                ctx, fit, chunk_of(model_1, steps_1)));
+        seconds = std::move(both.first);
+        const auto b1 = per_sample(both.second, steps_1, 1);
+        const double own = median(per_sample(seconds, steps, cfg.batch));
         if (cfg.graph) {
-            // ...WithFlags: cudaGraphInstantiate took five arguments before CUDA 12 and three
-            // since; this one has one signature from 11.4 to 13 (the matrix's 11.8 cell).
-            PITFALL_TRY(graph.instantiate(pitfall::stage::init));
-            ctx.record("graph_launches_per_step", 1);
-            ctx.record("api_launches_per_sample", 1.0 / cfg.batch);
+            ctx.record_samples("eager_seconds_per_sample", b1, "s");
+            ctx.record("graph_speedup_over_eager", median(b1) / own);
         } else {
-            ctx.record("api_launches_per_sample",
-                       static_cast<double>(exec.log().for_each_calls + exec.log().gemm_calls) /
-                           cfg.batch);
+            ctx.record_samples("batch_1_seconds_per_sample", b1, "s");
+            ctx.record("throughput_over_batch_1", median(b1) / own);
         }
-        const cudaGraphExec_t replay = graph.exec();
-        const cudaStream_t stream = exec.stream();
-        auto fit = [&]() -> status {
-            if (!cfg.graph)
-                return chunk_of(model, steps)();
-            for (int s = 0; s < steps; ++s)
-                PITFALL_CUDA_TRY(pitfall::stage::launch, cudaGraphLaunch(replay, stream));
-            return status::ok();
-        };
-        std::vector<double> seconds;
-        if (cfg.batch == 1 && !cfg.graph) {
-            PITFALL_ASSIGN_OR_RETURN(seconds,
-                                     pitfall::time_samples<pitfall::cuda_backend>(ctx, fit));
-        } else {
-            PITFALL_ASSIGN_OR_RETURN(
-                auto model_1,
-                gpu_model_t::create(exec, 1, adam_config{cfg.learning_rate}, init, data));
-            const int steps_1 = steps_per_timing(cfg, 1);
-            PITFALL_ASSIGN_OR_RETURN(auto both, time_interleaved<pitfall::cuda_backend>(
-                                                    ctx, fit, chunk_of(model_1, steps_1)));
-            seconds = std::move(both.first);
-            const auto b1 = per_sample(both.second, steps_1, 1);
-            const double own = median(per_sample(seconds, steps, cfg.batch));
-            if (cfg.graph) {
-                ctx.record_samples("eager_seconds_per_sample", b1, "s");
-                ctx.record("graph_speedup_over_eager", median(b1) / own);
-            } else {
-                ctx.record_samples("batch_1_seconds_per_sample", b1, "s");
-                ctx.record("throughput_over_batch_1", median(b1) / own);
-            }
-        }
-        PITFALL_TRY(record_fit(ctx, cfg, data, init, model, seconds, steps));
-        own_seconds_per_sample = per_sample(seconds, steps, cfg.batch);
     }
+    PITFALL_TRY(record_fit(ctx, cfg, data, init, model, seconds, steps));
+    own_seconds_per_sample = per_sample(seconds, steps, cfg.batch);
+    return status::ok();
+}
 
-    // 3. the CPU on this host at the same batch, for the crossover (sequential: the CPU timing
-    // must not share the host with the GPU run's launches).
-    {
-        cpu_exec_t cpu;
-        PITFALL_ASSIGN_OR_RETURN(const auto c,
-                                 eager_seconds_per_sample(cpu, cfg, cfg.batch, data, init,
-                                                          ctx.warmup_count(), ctx.sample_count()));
-        ctx.record_samples("cpu_seconds_per_sample", c, "s");
-        ctx.record("gpu_over_cpu_throughput", median(c) / median(own_seconds_per_sample));
-    }
-    if (cfg.crossover)
-        PITFALL_TRY(record_crossover(ctx, cfg, data, init, exec));
+/// The GPU's part: a model, its census and its timed fit (steps 1 and 2).
+status gpu_fit(pitfall::context& ctx, const config& cfg, const dataset& data,
+               const std::vector<double>& init, stream_executor& exec,
+               std::vector<double>& own_seconds_per_sample) {
+    PITFALL_ASSIGN_OR_RETURN(
+        auto model,
+        gpu_model_t::create(exec, cfg.batch, adam_config{cfg.learning_rate}, init, data));
+    // An eager step first: it loads the kernels (lazy loading) and lets cuBLAS pick its
+    // algorithms outside any capture.
+    PITFALL_TRY(model.train_step());
+    PITFALL_TRY(pitfall::cuda_backend::synchronize());
 
-    // 4. the check: a fresh model, trained the way this variant trains (the graph variant: one
-    // eager step, then replays of a step captured after it, which must carry on from the
-    // device state rather than repeat the captured step's values).
+    // 1. census: one step captured (not run) with the launches recorded.
+    step_graph graph;
+    PITFALL_TRY(census_of_step(ctx, cfg, exec, model, graph));
+
+    // 2. the timed fit: eager steps, or the graph replayed once per step.
+    return timed_gpu_fit(ctx, cfg, data, init, exec, model, graph, own_seconds_per_sample);
+}
+
+/// The CPU on this host at the same batch, for the crossover (sequential: the CPU timing
+/// must not share the host with the GPU run's launches).
+status record_cpu_at_same_batch(pitfall::context& ctx, const config& cfg, const dataset& data,
+                                const std::vector<double>& init,
+                                const std::vector<double>& own_seconds_per_sample) {
+    cpu_exec_t cpu;
+    PITFALL_ASSIGN_OR_RETURN(const auto c,
+                             eager_seconds_per_sample(cpu, cfg, cfg.batch, data, init,
+                                                      ctx.warmup_count(), ctx.sample_count()));
+    ctx.record_samples("cpu_seconds_per_sample", c, "s");
+    ctx.record("gpu_over_cpu_throughput", median(c) / median(own_seconds_per_sample));
+    return status::ok();
+}
+
+/// The check: a fresh model, trained the way this variant trains (the graph variant: one
+/// eager step, then replays of a step captured after it, which must carry on from the
+/// device state rather than repeat the captured step's values).
+status check_gpu_training(pitfall::context& ctx, const config& cfg, const dataset& data,
+                          const std::vector<double>& init, stream_executor& exec) {
     PITFALL_ASSIGN_OR_RETURN(
         auto model,
         gpu_model_t::create(exec, cfg.batch, adam_config{cfg.learning_rate}, init, data));
@@ -895,6 +911,23 @@ status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
     PITFALL_ASSIGN_OR_RETURN(const auto state, model.state_to_host());
     record_check(ctx, cfg, data, init, h_params, state.step);
     return status::ok();
+}
+
+status run_cuda(pitfall::context& ctx, const config& cfg, const dataset& data,
+                const std::vector<double>& init) {
+    stream_executor exec;
+    PITFALL_TRY(exec.init());
+    // 1. census and 2. the timed fit, the GPU model released before the CPU runs.
+    std::vector<double> own_seconds_per_sample;
+    PITFALL_TRY(gpu_fit(ctx, cfg, data, init, exec, own_seconds_per_sample));
+
+    // 3. the CPU on this host at the same batch, for the crossover.
+    PITFALL_TRY(record_cpu_at_same_batch(ctx, cfg, data, init, own_seconds_per_sample));
+    if (cfg.crossover)
+        PITFALL_TRY(record_crossover(ctx, cfg, data, init, exec));
+
+    // 4. the check: a fresh model, trained the way this variant trains.
+    return check_gpu_training(ctx, cfg, data, init, exec);
 }
 #endif // PITFALL_HAS_CUDA
 

@@ -742,15 +742,12 @@ constexpr double weight_tolerance = 1e-4;
 // ---------------------------------------------------------------------------------------------
 // One variant on one backend: timed epochs, then the check epoch.
 // ---------------------------------------------------------------------------------------------
+/// Timed epochs: the SDK's warm-up first (untimed, count and time), then `samples` epochs, and
+/// their records.
 template <class Backend, class Pipeline>
-status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& data,
-                    Pipeline& pipeline, const char* description) {
-    ctx.record_info("pipeline", description);
-    PITFALL_ASSIGN_OR_RETURN(auto model, linear_model<Backend>::create(cfg, data));
-    PITFALL_TRY(pipeline.prepare(cfg));
-    kernel_clock<Backend> clock;
-
-    // Timed epochs: the SDK's warm-up first (untimed, count and time), then `samples` epochs.
+status timed_epochs(pitfall::context& ctx, const config& cfg, const dataset& data,
+                    Pipeline& pipeline, linear_model<Backend>& model,
+                    kernel_clock<Backend>& clock) {
     auto untimed_epoch = [&]() -> status {
         PITFALL_TRY(pipeline.epoch(cfg, data, cfg.rows, model, clock));
         return status::ok();
@@ -785,15 +782,13 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
     ctx.record("overlap_factor", median(overlap), "1");
     ctx.record("elements_per_epoch",
                static_cast<double>(cfg.rows) * static_cast<double>(cfg.features));
+    return status::ok();
+}
 
-    // The check epoch: zero weights, check_rows rows, the same pipeline.
-    PITFALL_TRY(model.zero_weights());
-    PITFALL_ASSIGN_OR_RETURN(const epoch_stats last,
-                             pipeline.epoch(cfg, data, cfg.check_rows, model, clock));
-    std::vector<float> h_w(model.d_w.size());
-    PITFALL_TRY(Backend::copy_to_host(h_w.data(), model.d_w, h_w.size()));
-
-    // 1. The last batch as the device holds it, bit for bit against sqrt in double.
+/// The last batch as the device holds it, bit for bit against sqrt in double.
+template <class Backend, class Pipeline>
+status check_device_batch(pitfall::context& ctx, const config& cfg, const dataset& data,
+                          Pipeline& pipeline, const epoch_stats& last) {
     const std::size_t f = static_cast<std::size_t>(cfg.features);
     const std::size_t count = static_cast<std::size_t>(last.last_n) * f;
     std::vector<float> h_batch(count);
@@ -810,9 +805,14 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
     ctx.check("device_batch_is_sqrt", mismatches == 0,
               std::to_string(mismatches) + " of " + std::to_string(count) +
                   " preprocessed values differ from (float)sqrt((double)x)");
+    return status::ok();
+}
 
-    // 2. The weights against the float64 replay.
+/// The weights (column-major on the device) against the float64 replay.
+void check_weights(pitfall::context& ctx, const config& cfg, const dataset& data,
+                   const std::vector<float>& h_w) {
     const std::vector<double> w_ref = reference_weights(cfg, data, cfg.check_rows);
+    const std::size_t f = static_cast<std::size_t>(cfg.features);
     const std::size_t h = static_cast<std::size_t>(cfg.hidden);
     double worst = 0, scale = 0;
     bool finite = true;
@@ -832,6 +832,31 @@ status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& dat
               "max |w - w_ref| / max |w_ref| = " + scientific(rel) + " after one epoch of " +
                   std::to_string(cfg.check_rows) + " rows; tolerance " +
                   scientific(weight_tolerance));
+}
+
+template <class Backend, class Pipeline>
+status run_pipeline(pitfall::context& ctx, const config& cfg, const dataset& data,
+                    Pipeline& pipeline, const char* description) {
+    ctx.record_info("pipeline", description);
+    PITFALL_ASSIGN_OR_RETURN(auto model, linear_model<Backend>::create(cfg, data));
+    PITFALL_TRY(pipeline.prepare(cfg));
+    kernel_clock<Backend> clock;
+
+    // Timed epochs: the SDK's warm-up first (untimed, count and time), then `samples` epochs.
+    PITFALL_TRY((timed_epochs<Backend>(ctx, cfg, data, pipeline, model, clock)));
+
+    // The check epoch: zero weights, check_rows rows, the same pipeline.
+    PITFALL_TRY(model.zero_weights());
+    PITFALL_ASSIGN_OR_RETURN(const epoch_stats last,
+                             pipeline.epoch(cfg, data, cfg.check_rows, model, clock));
+    std::vector<float> h_w(model.d_w.size());
+    PITFALL_TRY(Backend::copy_to_host(h_w.data(), model.d_w, h_w.size()));
+
+    // 1. The last batch as the device holds it, bit for bit against sqrt in double.
+    PITFALL_TRY((check_device_batch<Backend>(ctx, cfg, data, pipeline, last)));
+
+    // 2. The weights against the float64 replay.
+    check_weights(ctx, cfg, data, h_w);
     return status::ok();
 }
 

@@ -621,6 +621,105 @@ template <class Backend> pitfall::status_or<std::vector<float>> sum_of_ones() {
     return to_host<Backend>(d_sums);
 }
 
+/// What sweep_16 counts over its results.
+struct sweep_tally {
+    long long fp16_mismatch = 0, bf16_mismatch = 0, fp16_vs_soft = 0, bf16_vs_soft = 0;
+    std::size_t first_fp16_mismatch = 0, first_bf16_mismatch = 0; ///< n when there is none
+    double fp16_max_rel = 0.0, bf16_max_rel = 0.0;
+    class_counts fp16_counts, bf16_counts;
+    fnv1a hash;
+};
+
+/// Judges every result with the arithmetic reference; on the GPU also with the bit-level
+/// software converter (the CPU backend's), which is the CPU-GPU agreement figure.
+sweep_tally tally_sweep(const std::vector<float>& h_in, const std::vector<std::uint16_t>& h_fp16,
+                        const std::vector<std::uint16_t>& h_bf16, bool on_gpu) {
+    const std::size_t n = h_in.size();
+    sweep_tally t;
+    t.first_fp16_mismatch = n;
+    t.first_bf16_mismatch = n;
+    for (std::size_t i = 0; i < n; ++i) {
+        const float x = h_in[i];
+        if (!same_encoding(h_fp16[i], reference_bits(x, fp16_format), fp16_format)) {
+            ++t.fp16_mismatch;
+            t.first_fp16_mismatch = t.first_fp16_mismatch == n ? i : t.first_fp16_mismatch;
+        }
+        if (!same_encoding(h_bf16[i], reference_bits(x, bf16_format), bf16_format)) {
+            ++t.bf16_mismatch;
+            t.first_bf16_mismatch = t.first_bf16_mismatch == n ? i : t.first_bf16_mismatch;
+        }
+        if (on_gpu) {
+            t.fp16_vs_soft += !same_encoding(h_fp16[i], soft_float_to_fp16(x), fp16_format);
+            t.bf16_vs_soft += !same_encoding(h_bf16[i], soft_bf16_bits(x), bf16_format);
+        }
+        const fp_class c16 = classify(h_fp16[i], fp16_format);
+        const fp_class cbf = classify(h_bf16[i], bf16_format);
+        t.fp16_counts.add(c16);
+        t.bf16_counts.add(cbf);
+        t.hash.add(h_fp16[i], fp16_format);
+        t.hash.add(h_bf16[i], bf16_format);
+        const double xd = static_cast<double>(x);
+        if (c16 == fp_class::normal)
+            t.fp16_max_rel =
+                std::fmax(t.fp16_max_rel,
+                          std::fabs(reference_value(h_fp16[i], fp16_format) - xd) / std::fabs(xd));
+        if (cbf == fp_class::normal)
+            t.bf16_max_rel =
+                std::fmax(t.bf16_max_rel,
+                          std::fabs(reference_value(h_bf16[i], bf16_format) - xd) / std::fabs(xd));
+    }
+    return t;
+}
+
+/// The sweep's agreement with the arithmetic reference (and, on the GPU, the software one).
+void record_sweep_agreement(pitfall::context& ctx, const sweep_tally& t,
+                            const std::vector<float>& h_in,
+                            const std::vector<std::uint16_t>& h_fp16,
+                            const std::vector<std::uint16_t>& h_bf16, bool on_gpu) {
+    const std::size_t n = h_in.size();
+    const auto where = [&](std::size_t i) {
+        return i == n ? std::string("none")
+                      : "first at input " + hex(bits_of(h_in[i]), 8) + " -> fp16 " +
+                            hex(h_fp16[i], 4) + ", bf16 " + hex(h_bf16[i], 4);
+    };
+    ctx.record("sweep_values", static_cast<double>(n));
+    ctx.record("sweep_fp16_mismatches", static_cast<double>(t.fp16_mismatch));
+    ctx.record("sweep_bf16_mismatches", static_cast<double>(t.bf16_mismatch));
+    ctx.check("sweep fp16 == arithmetic reference", t.fp16_mismatch == 0,
+              num(static_cast<double>(t.fp16_mismatch)) + " of " + num(static_cast<double>(n)) +
+                  " differ; " + where(t.first_fp16_mismatch));
+    ctx.check("sweep bf16 == arithmetic reference", t.bf16_mismatch == 0,
+              num(static_cast<double>(t.bf16_mismatch)) + " of " + num(static_cast<double>(n)) +
+                  " differ; " + where(t.first_bf16_mismatch));
+    if (on_gpu) {
+        ctx.record("sweep_fp16_device_vs_software_mismatches", static_cast<double>(t.fp16_vs_soft));
+        ctx.record("sweep_bf16_device_vs_software_mismatches", static_cast<double>(t.bf16_vs_soft));
+        ctx.check("sweep device fp16 == software fp16", t.fp16_vs_soft == 0,
+                  num(static_cast<double>(t.fp16_vs_soft)) + " differ (NaN payloads excepted)");
+        ctx.check("sweep device bf16 == software bf16", t.bf16_vs_soft == 0,
+                  num(static_cast<double>(t.bf16_vs_soft)) + " differ (NaN payloads excepted)");
+    }
+}
+
+/// The sweep's classes, hash and precision.
+void record_sweep_classes(pitfall::context& ctx, const sweep_tally& t) {
+    ctx.record_info("sweep_fnv1a64", hex(t.hash.state, 16));
+    ctx.record("sweep_fp16_inf_count", static_cast<double>(t.fp16_counts.inf));
+    ctx.record("sweep_fp16_nan_count", static_cast<double>(t.fp16_counts.nan));
+    ctx.record("sweep_fp16_zero_count", static_cast<double>(t.fp16_counts.zero));
+    ctx.record("sweep_fp16_subnormal_count", static_cast<double>(t.fp16_counts.subnormal));
+    ctx.record("sweep_bf16_inf_count", static_cast<double>(t.bf16_counts.inf));
+    ctx.record("sweep_bf16_nan_count", static_cast<double>(t.bf16_counts.nan));
+    ctx.record("sweep_bf16_zero_count", static_cast<double>(t.bf16_counts.zero));
+    ctx.record("sweep_bf16_subnormal_count", static_cast<double>(t.bf16_counts.subnormal));
+    ctx.record("sweep_fp16_max_rel_error", t.fp16_max_rel);
+    ctx.record("sweep_bf16_max_rel_error", t.bf16_max_rel);
+    ctx.check("sweep fp16 normal results within 2^-11", t.fp16_max_rel <= u_fp16,
+              "max relative error " + num(t.fp16_max_rel));
+    ctx.check("sweep bf16 normal results within 2^-8", t.bf16_max_rel <= u_bf16,
+              "max relative error " + num(t.bf16_max_rel));
+}
+
 template <class Backend> pitfall::status sweep_16(pitfall::context& ctx) {
     // At least 4 (scenario.json): one value of each of sweep_value's four kinds.
     PITFALL_ASSIGN_OR_RETURN(const long long count, ctx.param_int("sweep_count"));
@@ -642,81 +741,10 @@ template <class Backend> pitfall::status sweep_16(pitfall::context& ctx) {
     PITFALL_ASSIGN_OR_RETURN(const auto h_fp16, (to_host<Backend>(d_fp16)));
     PITFALL_ASSIGN_OR_RETURN(const auto h_bf16, (to_host<Backend>(d_bf16)));
 
-    // Judge every result with the arithmetic reference; on the GPU also with the bit-level
-    // software converter (the CPU backend's), which is the CPU-GPU agreement figure.
     constexpr bool on_gpu = Backend::kind == pitfall::backend_kind::cuda;
-    long long fp16_mismatch = 0, bf16_mismatch = 0, fp16_vs_soft = 0, bf16_vs_soft = 0;
-    std::size_t first_fp16_mismatch = n, first_bf16_mismatch = n;
-    double fp16_max_rel = 0.0, bf16_max_rel = 0.0;
-    class_counts fp16_counts, bf16_counts;
-    fnv1a hash;
-    for (std::size_t i = 0; i < n; ++i) {
-        const float x = h_in[i];
-        if (!same_encoding(h_fp16[i], reference_bits(x, fp16_format), fp16_format)) {
-            ++fp16_mismatch;
-            first_fp16_mismatch = first_fp16_mismatch == n ? i : first_fp16_mismatch;
-        }
-        if (!same_encoding(h_bf16[i], reference_bits(x, bf16_format), bf16_format)) {
-            ++bf16_mismatch;
-            first_bf16_mismatch = first_bf16_mismatch == n ? i : first_bf16_mismatch;
-        }
-        if (on_gpu) {
-            fp16_vs_soft += !same_encoding(h_fp16[i], soft_float_to_fp16(x), fp16_format);
-            bf16_vs_soft += !same_encoding(h_bf16[i], soft_bf16_bits(x), bf16_format);
-        }
-        const fp_class c16 = classify(h_fp16[i], fp16_format);
-        const fp_class cbf = classify(h_bf16[i], bf16_format);
-        fp16_counts.add(c16);
-        bf16_counts.add(cbf);
-        hash.add(h_fp16[i], fp16_format);
-        hash.add(h_bf16[i], bf16_format);
-        const double xd = static_cast<double>(x);
-        if (c16 == fp_class::normal)
-            fp16_max_rel =
-                std::fmax(fp16_max_rel,
-                          std::fabs(reference_value(h_fp16[i], fp16_format) - xd) / std::fabs(xd));
-        if (cbf == fp_class::normal)
-            bf16_max_rel =
-                std::fmax(bf16_max_rel,
-                          std::fabs(reference_value(h_bf16[i], bf16_format) - xd) / std::fabs(xd));
-    }
-    const auto where = [&](std::size_t i) {
-        return i == n ? std::string("none")
-                      : "first at input " + hex(bits_of(h_in[i]), 8) + " -> fp16 " +
-                            hex(h_fp16[i], 4) + ", bf16 " + hex(h_bf16[i], 4);
-    };
-    ctx.record("sweep_values", static_cast<double>(n));
-    ctx.record("sweep_fp16_mismatches", static_cast<double>(fp16_mismatch));
-    ctx.record("sweep_bf16_mismatches", static_cast<double>(bf16_mismatch));
-    ctx.check("sweep fp16 == arithmetic reference", fp16_mismatch == 0,
-              num(static_cast<double>(fp16_mismatch)) + " of " + num(static_cast<double>(n)) +
-                  " differ; " + where(first_fp16_mismatch));
-    ctx.check("sweep bf16 == arithmetic reference", bf16_mismatch == 0,
-              num(static_cast<double>(bf16_mismatch)) + " of " + num(static_cast<double>(n)) +
-                  " differ; " + where(first_bf16_mismatch));
-    if (on_gpu) {
-        ctx.record("sweep_fp16_device_vs_software_mismatches", static_cast<double>(fp16_vs_soft));
-        ctx.record("sweep_bf16_device_vs_software_mismatches", static_cast<double>(bf16_vs_soft));
-        ctx.check("sweep device fp16 == software fp16", fp16_vs_soft == 0,
-                  num(static_cast<double>(fp16_vs_soft)) + " differ (NaN payloads excepted)");
-        ctx.check("sweep device bf16 == software bf16", bf16_vs_soft == 0,
-                  num(static_cast<double>(bf16_vs_soft)) + " differ (NaN payloads excepted)");
-    }
-    ctx.record_info("sweep_fnv1a64", hex(hash.state, 16));
-    ctx.record("sweep_fp16_inf_count", static_cast<double>(fp16_counts.inf));
-    ctx.record("sweep_fp16_nan_count", static_cast<double>(fp16_counts.nan));
-    ctx.record("sweep_fp16_zero_count", static_cast<double>(fp16_counts.zero));
-    ctx.record("sweep_fp16_subnormal_count", static_cast<double>(fp16_counts.subnormal));
-    ctx.record("sweep_bf16_inf_count", static_cast<double>(bf16_counts.inf));
-    ctx.record("sweep_bf16_nan_count", static_cast<double>(bf16_counts.nan));
-    ctx.record("sweep_bf16_zero_count", static_cast<double>(bf16_counts.zero));
-    ctx.record("sweep_bf16_subnormal_count", static_cast<double>(bf16_counts.subnormal));
-    ctx.record("sweep_fp16_max_rel_error", fp16_max_rel);
-    ctx.record("sweep_bf16_max_rel_error", bf16_max_rel);
-    ctx.check("sweep fp16 normal results within 2^-11", fp16_max_rel <= u_fp16,
-              "max relative error " + num(fp16_max_rel));
-    ctx.check("sweep bf16 normal results within 2^-8", bf16_max_rel <= u_bf16,
-              "max relative error " + num(bf16_max_rel));
+    const sweep_tally tally = tally_sweep(h_in, h_fp16, h_bf16, on_gpu);
+    record_sweep_agreement(ctx, tally, h_in, h_fp16, h_bf16, on_gpu);
+    record_sweep_classes(ctx, tally);
     return pitfall::status::ok();
 }
 
@@ -777,51 +805,31 @@ constexpr long long normalised_wrong_labels = 8;
 const float float_labels[] = {2.99999976158142089844f, 16777216.f};
 const std::int32_t true_float_labels[] = {3, 16777217};
 
-template <class Backend> pitfall::status run_index_and_labels(pitfall::context& ctx, bool wide) {
-    // ---- inputs -------------------------------------------------------------------------
-    std::vector<std::int32_t> h_rows, h_cols;
+/// The host inputs of run_index_and_labels: the probed (row, column) pairs, the class labels
+/// and the labels that arrive as float32.
+struct index_and_label_inputs {
+    std::vector<std::int32_t> rows, cols, classes;
+    std::vector<float> float_labels;
+};
+
+index_and_label_inputs make_index_and_label_inputs() {
+    index_and_label_inputs in;
     for (std::int32_t r = 0; r < matrix_side; ++r) {
-        h_rows.push_back(r);
-        h_cols.push_back(matrix_side - 1);
+        in.rows.push_back(r);
+        in.cols.push_back(matrix_side - 1);
     }
-    h_rows.insert(h_rows.end(), {42949, 42949});
-    h_cols.insert(h_cols.end(), {33647, 33648});
-    std::vector<std::int32_t> h_classes(num_classes);
+    in.rows.insert(in.rows.end(), {42949, 42949});
+    in.cols.insert(in.cols.end(), {33647, 33648});
+    in.classes.resize(num_classes);
     for (std::int32_t k = 0; k < num_classes; ++k)
-        h_classes[static_cast<std::size_t>(k)] = k;
-    const std::vector<float> h_float_labels(std::begin(float_labels), std::end(float_labels));
+        in.classes[static_cast<std::size_t>(k)] = k;
+    in.float_labels.assign(std::begin(float_labels), std::end(float_labels));
+    return in;
+}
 
-    PITFALL_ASSIGN_OR_RETURN(auto d_rows, (to_device<Backend>(h_rows)));
-    PITFALL_ASSIGN_OR_RETURN(auto d_cols, (to_device<Backend>(h_cols)));
-    PITFALL_ASSIGN_OR_RETURN(auto d_index, Backend::template allocate<std::int64_t>(h_rows.size()));
-    PITFALL_ASSIGN_OR_RETURN(auto d_classes, (to_device<Backend>(h_classes)));
-    PITFALL_ASSIGN_OR_RETURN(auto d_via_fp16,
-                             Backend::template allocate<std::int32_t>(h_classes.size()));
-    PITFALL_ASSIGN_OR_RETURN(auto d_via_norm,
-                             Backend::template allocate<std::int32_t>(normalised_classes));
-    PITFALL_ASSIGN_OR_RETURN(auto d_float_labels, (to_device<Backend>(h_float_labels)));
-    PITFALL_ASSIGN_OR_RETURN(auto d_float_classes, Backend::template allocate<std::int32_t>(2));
-
-    // ---- the timed work: index arithmetic and label decoding -----------------------------
-    const std::size_t n_index = h_rows.size();
-    const flat_index_int32 index32{d_rows.data(), d_cols.data(), matrix_side, d_index.data()};
-    const flat_index_int64 index64{d_rows.data(), d_cols.data(), matrix_side, d_index.data()};
-    const decode_labels labels{d_classes.data(), normalised_classes, wide, d_via_fp16.data(),
-                               d_via_norm.data()};
-    PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
-                                 PITFALL_TRY(wide ? Backend::for_each(n_index, index64)
-                                                  : Backend::for_each(n_index, index32));
-                                 return Backend::for_each(h_classes.size(), labels);
-                             }));
-    ctx.record_samples("pipeline_seconds", seconds, "s");
-    if (!wide)
-        PITFALL_TRY(Backend::for_each(
-            2, float_label_to_class{d_float_labels.data(), d_float_classes.data()}));
-    PITFALL_TRY(Backend::synchronize());
-
-    // ---- index ---------------------------------------------------------------------------
-    PITFALL_ASSIGN_OR_RETURN(const auto h_index, (to_host<Backend>(d_index)));
-    // Judge: the row's true index, in int64 on the host.
+/// Judges the flat indices against the row's true index, in int64 on the host.
+void judge_index(pitfall::context& ctx, const std::vector<std::int64_t>& h_index, bool wide) {
+    const std::size_t n_index = h_index.size();
     long long wrapped = 0, first_wrapped = -1;
     for (std::int32_t r = 0; r < matrix_side; ++r) {
         const std::int64_t want = std::int64_t{r} * matrix_side + (matrix_side - 1);
@@ -850,10 +858,12 @@ template <class Backend> pitfall::status run_index_and_labels(pitfall::context& 
                 "INT32_MAX, the last index int32 holds");
     check_equal(ctx, "index of row 42949 column 33648", static_cast<double>(past_limit),
                 wide ? 2147483648.0 : -2147483648.0, wide ? "2^31" : "wraps to INT32_MIN");
+}
 
-    // ---- labels --------------------------------------------------------------------------
-    PITFALL_ASSIGN_OR_RETURN(const auto h_via_fp16, (to_host<Backend>(d_via_fp16)));
-    PITFALL_ASSIGN_OR_RETURN(const auto h_via_norm, (to_host<Backend>(d_via_norm)));
+/// Judges the decoded labels (through fp16, and min-max normalised) against the true classes.
+void judge_labels(pitfall::context& ctx, const std::vector<std::int32_t>& h_via_fp16,
+                  const std::vector<std::int32_t>& h_via_norm,
+                  const std::vector<std::int32_t>& h_classes, bool wide) {
     long long wrong_fp16 = 0, out_of_range = 0, wrong_norm = 0;
     std::string wrong_norm_list;
     for (std::size_t k = 0; k < h_via_fp16.size(); ++k) {
@@ -878,17 +888,66 @@ template <class Backend> pitfall::status run_index_and_labels(pitfall::context& 
     check_equal(ctx, "normalised float labels: wrong classes", static_cast<double>(wrong_norm),
                 wide ? 0.0 : static_cast<double>(normalised_wrong_labels),
                 wide ? "rounded, not truncated" : "7,14,25,28,31,50,56,62");
+}
+
+/// Judges the classes decoded by truncating float32 labels (the narrow pipeline only).
+void judge_float_labels(pitfall::context& ctx, const std::vector<std::int32_t>& h_float_classes) {
+    long long wrong_float = 0;
+    for (std::size_t i = 0; i < h_float_classes.size(); ++i)
+        wrong_float += h_float_classes[i] != true_float_labels[i];
+    ctx.record("float_label_wrong_count", static_cast<double>(wrong_float));
+    check_equal(ctx, "float label 2.9999998 -> class", h_float_classes[0], 2,
+                "truncation of 3 - 2^-22");
+    check_equal(ctx, "float label 16777217 -> class", h_float_classes[1], 16777216,
+                "16777217 is not a float32");
+}
+
+template <class Backend> pitfall::status run_index_and_labels(pitfall::context& ctx, bool wide) {
+    // ---- inputs -------------------------------------------------------------------------
+    const index_and_label_inputs in = make_index_and_label_inputs();
+    const std::vector<std::int32_t>& h_rows = in.rows;
+    const std::vector<std::int32_t>& h_classes = in.classes;
+
+    PITFALL_ASSIGN_OR_RETURN(auto d_rows, (to_device<Backend>(h_rows)));
+    PITFALL_ASSIGN_OR_RETURN(auto d_cols, (to_device<Backend>(in.cols)));
+    PITFALL_ASSIGN_OR_RETURN(auto d_index, Backend::template allocate<std::int64_t>(h_rows.size()));
+    PITFALL_ASSIGN_OR_RETURN(auto d_classes, (to_device<Backend>(h_classes)));
+    PITFALL_ASSIGN_OR_RETURN(auto d_via_fp16,
+                             Backend::template allocate<std::int32_t>(h_classes.size()));
+    PITFALL_ASSIGN_OR_RETURN(auto d_via_norm,
+                             Backend::template allocate<std::int32_t>(normalised_classes));
+    PITFALL_ASSIGN_OR_RETURN(auto d_float_labels, (to_device<Backend>(in.float_labels)));
+    PITFALL_ASSIGN_OR_RETURN(auto d_float_classes, Backend::template allocate<std::int32_t>(2));
+
+    // ---- the timed work: index arithmetic and label decoding -----------------------------
+    const std::size_t n_index = h_rows.size();
+    const flat_index_int32 index32{d_rows.data(), d_cols.data(), matrix_side, d_index.data()};
+    const flat_index_int64 index64{d_rows.data(), d_cols.data(), matrix_side, d_index.data()};
+    const decode_labels labels{d_classes.data(), normalised_classes, wide, d_via_fp16.data(),
+                               d_via_norm.data()};
+    PITFALL_ASSIGN_OR_RETURN(const auto seconds, pitfall::time_samples<Backend>(ctx, [&] {
+                                 PITFALL_TRY(wide ? Backend::for_each(n_index, index64)
+                                                  : Backend::for_each(n_index, index32));
+                                 return Backend::for_each(h_classes.size(), labels);
+                             }));
+    ctx.record_samples("pipeline_seconds", seconds, "s");
+    if (!wide)
+        PITFALL_TRY(Backend::for_each(
+            2, float_label_to_class{d_float_labels.data(), d_float_classes.data()}));
+    PITFALL_TRY(Backend::synchronize());
+
+    // ---- index ---------------------------------------------------------------------------
+    PITFALL_ASSIGN_OR_RETURN(const auto h_index, (to_host<Backend>(d_index)));
+    judge_index(ctx, h_index, wide);
+
+    // ---- labels --------------------------------------------------------------------------
+    PITFALL_ASSIGN_OR_RETURN(const auto h_via_fp16, (to_host<Backend>(d_via_fp16)));
+    PITFALL_ASSIGN_OR_RETURN(const auto h_via_norm, (to_host<Backend>(d_via_norm)));
+    judge_labels(ctx, h_via_fp16, h_via_norm, h_classes, wide);
 
     if (!wide) {
         PITFALL_ASSIGN_OR_RETURN(const auto h_float_classes, (to_host<Backend>(d_float_classes)));
-        long long wrong_float = 0;
-        for (std::size_t i = 0; i < h_float_classes.size(); ++i)
-            wrong_float += h_float_classes[i] != true_float_labels[i];
-        ctx.record("float_label_wrong_count", static_cast<double>(wrong_float));
-        check_equal(ctx, "float label 2.9999998 -> class", h_float_classes[0], 2,
-                    "truncation of 3 - 2^-22");
-        check_equal(ctx, "float label 16777217 -> class", h_float_classes[1], 16777216,
-                    "16777217 is not a float32");
+        judge_float_labels(ctx, h_float_classes);
     } else {
         // fp32 accumulation of fp16-stored values: the remedy for the stalled fp16 sum.
         PITFALL_ASSIGN_OR_RETURN(const auto sums, sum_of_ones<Backend>());

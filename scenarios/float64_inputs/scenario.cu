@@ -133,98 +133,151 @@ struct reference_result {
     long long steps = 0;                 ///< Adam steps taken
 };
 
+/// One value per parameter of the reference, W1 row-major (w1[h * F + f]): the weights, their
+/// gradients, or one of Adam's two moments.
+struct reference_parameters {
+    std::vector<double> w1, b1, w2;
+    double b2 = 0.0;
+    reference_parameters(std::size_t hidden, std::size_t features)
+        : w1(hidden * features, 0.0), b1(hidden, 0.0), w2(hidden, 0.0) {}
+};
+
+/// The reference's training state, all float64: weights, Adam's moments, the batch's gradients.
+class reference_model {
+public:
+    reference_model(const model_shape& shape, const adam_config& adam,
+                    const std::vector<double>& flat_initial)
+        : m_shape(shape), m_adam(adam), m_features(static_cast<std::size_t>(shape.features)),
+          m_hidden(static_cast<std::size_t>(shape.hidden)), m_w(m_hidden, m_features),
+          m_m(m_hidden, m_features), m_v(m_hidden, m_features), m_g(m_hidden, m_features),
+          m_a1(m_hidden) {
+        const std::size_t F = m_features;
+        const std::size_t H = m_hidden;
+        // Unpack: w1[h][f] row-major here; the flat layout is column-major W1[h + f * H].
+        for (std::size_t h = 0; h < H; ++h)
+            for (std::size_t f = 0; f < F; ++f)
+                m_w.w1[h * F + f] = flat_initial[shape.w1_offset() + h + f * H];
+        for (std::size_t h = 0; h < H; ++h) {
+            m_w.b1[h] = flat_initial[shape.b1_offset() + h];
+            m_w.w2[h] = flat_initial[shape.w2_offset() + h];
+        }
+        m_w.b2 = flat_initial[shape.b2_offset()];
+    }
+
+    // One sample forward; leaves the hidden activations in a1 for the backward pass.
+    double forward(const double* x) {
+        const std::size_t F = m_features;
+        const std::size_t H = m_hidden;
+        for (std::size_t h = 0; h < H; ++h) {
+            double z = m_w.b1[h];
+            for (std::size_t f = 0; f < F; ++f)
+                z += m_w.w1[h * F + f] * x[f];
+            m_a1[h] = z > 0.0 ? z : 0.0;
+        }
+        double z2 = m_w.b2;
+        for (std::size_t h = 0; h < H; ++h)
+            z2 += m_w.w2[h] * m_a1[h];
+        return 1.0 / (1.0 + std::exp(-z2));
+    }
+
+    /// One batch of rows [start, start + n): the gradients, then one Adam step.
+    void train_batch(const dataset& data, std::size_t start, std::size_t n) {
+        accumulate_gradients(data, start, n);
+        ++m_steps;
+        const double alpha_t =
+            m_adam.learning_rate *
+            std::sqrt(1.0 - std::pow(m_adam.beta2, static_cast<double>(m_steps))) /
+            (1.0 - std::pow(m_adam.beta1, static_cast<double>(m_steps)));
+        for (std::size_t i = 0; i < m_hidden * m_features; ++i)
+            adam_step(m_w.w1[i], m_m.w1[i], m_v.w1[i], m_g.w1[i], alpha_t);
+        for (std::size_t h = 0; h < m_hidden; ++h) {
+            adam_step(m_w.b1[h], m_m.b1[h], m_v.b1[h], m_g.b1[h], alpha_t);
+            adam_step(m_w.w2[h], m_m.w2[h], m_v.w2[h], m_g.w2[h], alpha_t);
+        }
+        adam_step(m_w.b2, m_m.b2, m_v.b2, m_g.b2, alpha_t);
+    }
+
+    /// The weights converted back to model_shape's flat layout.
+    std::vector<double> flat_parameters() const {
+        const std::size_t F = m_features;
+        const std::size_t H = m_hidden;
+        std::vector<double> flat(m_shape.parameter_count(), 0.0);
+        for (std::size_t h = 0; h < H; ++h) {
+            for (std::size_t f = 0; f < F; ++f)
+                flat[m_shape.w1_offset() + h + f * H] = m_w.w1[h * F + f];
+            flat[m_shape.b1_offset() + h] = m_w.b1[h];
+            flat[m_shape.w2_offset() + h] = m_w.w2[h];
+        }
+        flat[m_shape.b2_offset()] = m_w.b2;
+        return flat;
+    }
+
+    /// Adam steps taken.
+    long long steps() const { return m_steps; }
+
+private:
+    void accumulate_gradients(const dataset& data, std::size_t start, std::size_t n) {
+        const std::size_t F = m_features;
+        const std::size_t H = m_hidden;
+        std::fill(m_g.w1.begin(), m_g.w1.end(), 0.0);
+        std::fill(m_g.b1.begin(), m_g.b1.end(), 0.0);
+        std::fill(m_g.w2.begin(), m_g.w2.end(), 0.0);
+        m_g.b2 = 0.0;
+        // Gradients accumulate sample by sample, all from the weights as they were at the
+        // start of the batch; the update follows once per batch, as in the model.
+        for (std::size_t r = start; r < start + n; ++r) {
+            const double* x = data.x.data() + r * F;
+            const double p = forward(x);
+            const double dz = (p - data.y[r]) / static_cast<double>(n);
+            m_g.b2 += dz;
+            for (std::size_t h = 0; h < H; ++h) {
+                m_g.w2[h] += dz * m_a1[h];
+                if (m_a1[h] > 0.0) { // relu' = 1 where the unit fired, 0 elsewhere
+                    const double dh = m_w.w2[h] * dz;
+                    m_g.b1[h] += dh;
+                    for (std::size_t f = 0; f < F; ++f)
+                        m_g.w1[h * F + f] += dh * x[f];
+                }
+            }
+        }
+    }
+
+    void adam_step(double& w, double& m, double& v, double g, double alpha_t) const {
+        m = m_adam.beta1 * m + (1.0 - m_adam.beta1) * g;
+        v = m_adam.beta2 * v + (1.0 - m_adam.beta2) * g * g;
+        w -= alpha_t * m / (std::sqrt(v) + m_adam.epsilon);
+    }
+
+    model_shape m_shape;
+    adam_config m_adam;
+    std::size_t m_features;
+    std::size_t m_hidden;
+    reference_parameters m_w; ///< the weights
+    reference_parameters m_m; ///< Adam's first moment
+    reference_parameters m_v; ///< Adam's second moment
+    reference_parameters m_g; ///< the gradients of the current batch
+    std::vector<double> m_a1; ///< hidden activations of the last forward
+    long long m_steps = 0;
+};
+
 reference_result reference_train(const dataset& data, std::size_t rows, const model_shape& shape,
                                  int batch, int epochs, const adam_config& adam,
                                  const std::vector<double>& flat_initial) {
     const std::size_t F = static_cast<std::size_t>(shape.features);
-    const std::size_t H = static_cast<std::size_t>(shape.hidden);
-    // Unpack: w1[h][f] row-major here; the flat layout is column-major W1[h + f * H].
-    std::vector<double> w1(H * F), b1(H), w2(H);
-    for (std::size_t h = 0; h < H; ++h)
-        for (std::size_t f = 0; f < F; ++f)
-            w1[h * F + f] = flat_initial[shape.w1_offset() + h + f * H];
-    for (std::size_t h = 0; h < H; ++h) {
-        b1[h] = flat_initial[shape.b1_offset() + h];
-        w2[h] = flat_initial[shape.w2_offset() + h];
-    }
-    double b2 = flat_initial[shape.b2_offset()];
-
-    std::vector<double> m_w1(H * F, 0.0), v_w1(H * F, 0.0), m_b1(H, 0.0), v_b1(H, 0.0);
-    std::vector<double> m_w2(H, 0.0), v_w2(H, 0.0);
-    double m_b2 = 0.0, v_b2 = 0.0;
-    std::vector<double> g_w1(H * F), g_b1(H), g_w2(H), a1(H);
-    long long t = 0;
-
-    // One sample forward; leaves the hidden activations in a1 for the backward pass.
-    auto forward = [&](const double* x) {
-        for (std::size_t h = 0; h < H; ++h) {
-            double z = b1[h];
-            for (std::size_t f = 0; f < F; ++f)
-                z += w1[h * F + f] * x[f];
-            a1[h] = z > 0.0 ? z : 0.0;
-        }
-        double z2 = b2;
-        for (std::size_t h = 0; h < H; ++h)
-            z2 += w2[h] * a1[h];
-        return 1.0 / (1.0 + std::exp(-z2));
-    };
-    auto adam_step = [&](double& w, double& m, double& v, double g, double alpha_t) {
-        m = adam.beta1 * m + (1.0 - adam.beta1) * g;
-        v = adam.beta2 * v + (1.0 - adam.beta2) * g * g;
-        w -= alpha_t * m / (std::sqrt(v) + adam.epsilon);
-    };
-
+    reference_model model(shape, adam, flat_initial);
     for (int epoch = 0; epoch < epochs; ++epoch) {
         for (std::size_t start = 0; start < rows; start += static_cast<std::size_t>(batch)) {
             const std::size_t n = std::min(static_cast<std::size_t>(batch), rows - start);
-            std::fill(g_w1.begin(), g_w1.end(), 0.0);
-            std::fill(g_b1.begin(), g_b1.end(), 0.0);
-            std::fill(g_w2.begin(), g_w2.end(), 0.0);
-            double g_b2 = 0.0;
-            // Gradients accumulate sample by sample, all from the weights as they were at the
-            // start of the batch; the update follows once per batch, as in the model.
-            for (std::size_t r = start; r < start + n; ++r) {
-                const double* x = data.x.data() + r * F;
-                const double p = forward(x);
-                const double dz = (p - data.y[r]) / static_cast<double>(n);
-                g_b2 += dz;
-                for (std::size_t h = 0; h < H; ++h) {
-                    g_w2[h] += dz * a1[h];
-                    if (a1[h] > 0.0) { // relu' = 1 where the unit fired, 0 elsewhere
-                        const double dh = w2[h] * dz;
-                        g_b1[h] += dh;
-                        for (std::size_t f = 0; f < F; ++f)
-                            g_w1[h * F + f] += dh * x[f];
-                    }
-                }
-            }
-            ++t;
-            const double alpha_t = adam.learning_rate *
-                                   std::sqrt(1.0 - std::pow(adam.beta2, static_cast<double>(t))) /
-                                   (1.0 - std::pow(adam.beta1, static_cast<double>(t)));
-            for (std::size_t i = 0; i < H * F; ++i)
-                adam_step(w1[i], m_w1[i], v_w1[i], g_w1[i], alpha_t);
-            for (std::size_t h = 0; h < H; ++h) {
-                adam_step(b1[h], m_b1[h], v_b1[h], g_b1[h], alpha_t);
-                adam_step(w2[h], m_w2[h], v_w2[h], g_w2[h], alpha_t);
-            }
-            adam_step(b2, m_b2, v_b2, g_b2, alpha_t);
+            model.train_batch(data, start, n);
         }
     }
 
     reference_result out;
     out.predictions.resize(rows);
     for (std::size_t r = 0; r < rows; ++r)
-        out.predictions[r] = forward(data.x.data() + r * F);
-    out.flat_parameters.assign(shape.parameter_count(), 0.0);
-    for (std::size_t h = 0; h < H; ++h) {
-        for (std::size_t f = 0; f < F; ++f)
-            out.flat_parameters[shape.w1_offset() + h + f * H] = w1[h * F + f];
-        out.flat_parameters[shape.b1_offset() + h] = b1[h];
-        out.flat_parameters[shape.w2_offset() + h] = w2[h];
-    }
-    out.flat_parameters[shape.b2_offset()] = b2;
-    out.steps = t;
+        out.predictions[r] = model.forward(data.x.data() + r * F);
+    out.flat_parameters = model.flat_parameters();
+    out.steps = model.steps();
     return out;
 }
 
@@ -349,20 +402,143 @@ pitfall::status observe_cudnn_double(pitfall::context& ctx, int n) {
 // ---------------------------------------------------------------------------------------------
 // One variant: train in element type T on Backend (double = reproduce, float = remedy).
 // ---------------------------------------------------------------------------------------------
+template <class Backend, class T> void record_precision_info(pitfall::context& ctx) {
+    constexpr bool is_float64 = std::is_same_v<T, double>;
+    ctx.record_info("dtype", is_float64 ? "float64" : "float32");
+    if (Backend::kind == pitfall::backend_kind::cuda)
+        ctx.record_info("gemm", is_float64 ? "cublasDgemm" : "cublasSgemm");
+    else
+        ctx.record_info("gemm", is_float64 ? "cblas_dgemm (OpenBLAS)" : "cblas_sgemm (OpenBLAS)");
+}
+
+/// remedy's cast at the boundary (x.astype(np.float32)), timed.
+template <class T>
+void cast_inputs(pitfall::context& ctx, const dataset& data, std::vector<T>& h_x_cast,
+                 std::vector<T>& h_y_cast) {
+    const auto cast_start = std::chrono::steady_clock::now();
+    h_x_cast.assign(data.x.begin(), data.x.end()); // element-wise static_cast<float>
+    h_y_cast.assign(data.y.begin(), data.y.end());
+    ctx.record("cast_seconds",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - cast_start).count(),
+               "s");
+}
+
+template <class T>
+void record_input_bytes(pitfall::context& ctx, std::size_t n_x, std::size_t n_y) {
+    const double input_bytes = static_cast<double>((n_x + n_y) * sizeof(T));
+    ctx.record("input_bytes", input_bytes, "B");
+    ctx.record("input_bytes_saved", static_cast<double>((n_x + n_y) * sizeof(double)) - input_bytes,
+               "B");
+}
+
+/// The fit: one timed sample = one epoch over every row; warm-up epochs train as well.
+/// first_loss is the mean loss of the first (warm-up) epoch, already learning as it goes;
+/// final_loss that of the last timed one. The harness turns the two variants' samples into
+/// fp64_over_fp32_epoch_time (scenario.json, "ratios").
+template <class Backend, class T, class DeviceBuffer>
+pitfall::status timed_fit(pitfall::context& ctx, const config& cfg, const model_shape& shape,
+                          const adam_config& adam, const std::vector<double>& h_initial,
+                          const DeviceBuffer& d_x, const DeviceBuffer& d_y, std::size_t rows) {
+    using model_t = pitfall::dense::dense_model<Backend, T>;
+    PITFALL_ASSIGN_OR_RETURN(auto model, model_t::create(shape, cfg.batch, adam, h_initial));
+    ctx.record("model_bytes", static_cast<double>(model.parameter_bytes()), "B");
+    ctx.record("model_state_bytes", static_cast<double>(model.state_bytes()), "B");
+    std::vector<double> epoch_losses;
+    PITFALL_ASSIGN_OR_RETURN(
+        const auto seconds, pitfall::time_samples<Backend>(ctx, [&]() -> pitfall::status {
+            PITFALL_ASSIGN_OR_RETURN(const double loss,
+                                     model.train_epoch(d_x.data(), d_y.data(), rows));
+            epoch_losses.push_back(loss);
+            return pitfall::status::ok();
+        }));
+    ctx.record_samples("epoch_seconds", seconds, "s");
+    ctx.record("epochs_trained", static_cast<double>(epoch_losses.size()));
+    ctx.record("steps_trained", static_cast<double>(model.steps()));
+    ctx.record("first_loss", epoch_losses.front());
+    ctx.record("final_loss", epoch_losses.back());
+    // A model that learns: the mean BCE of the last epoch is below that of the first
+    // (ln 2 = 0.693 is a coin flip). Needs two epochs to say anything.
+    if (epoch_losses.size() >= 2)
+        ctx.check("loss_decreased",
+                  std::isfinite(epoch_losses.back()) && epoch_losses.back() < epoch_losses.front(),
+                  "first epoch " + scientific(epoch_losses.front()) + ", last epoch " +
+                      scientific(epoch_losses.back()));
+    else
+        ctx.record_info("loss_decreased", "not judged: warmup + samples < 2 epochs");
+    return pitfall::status::ok();
+}
+
+/// What the check run leaves: predictions and weights widened to double, and its step count.
+struct check_run_result {
+    std::vector<double> predictions;
+    std::vector<double> parameters;
+    long long steps = 0;
+};
+
+/// The check: a fresh model from the same weights, check_epochs epochs on check_rows rows.
+/// The predictions come back as T and are widened to double on the host: exact, so what
+/// the comparison sees is what the model computed.
+template <class Backend, class T, class DeviceBuffer>
+pitfall::status check_run(const config& cfg, const model_shape& shape, const adam_config& adam,
+                          const std::vector<double>& h_initial, const DeviceBuffer& d_x,
+                          const DeviceBuffer& d_y, check_run_result& out) {
+    using model_t = pitfall::dense::dense_model<Backend, T>;
+    PITFALL_ASSIGN_OR_RETURN(auto model, model_t::create(shape, cfg.batch, adam, h_initial));
+    for (int epoch = 0; epoch < cfg.check_epochs; ++epoch)
+        PITFALL_TRY(model.train_epoch(d_x.data(), d_y.data(), cfg.check_rows));
+    PITFALL_ASSIGN_OR_RETURN(auto d_predictions, Backend::template allocate<T>(cfg.check_rows));
+    PITFALL_TRY(model.predict(d_x.data(), cfg.check_rows, d_predictions.data()));
+    std::vector<T> h_pred_t(cfg.check_rows);
+    PITFALL_TRY(Backend::copy_to_host(h_pred_t.data(), d_predictions, cfg.check_rows));
+    out.predictions.assign(h_pred_t.begin(), h_pred_t.end());
+    std::vector<T> h_params_t;
+    PITFALL_TRY(model.parameters_to_host(h_params_t));
+    out.parameters.assign(h_params_t.begin(), h_params_t.end());
+    out.steps = model.steps();
+    return pitfall::status::ok();
+}
+
+/// The float64 reference replays the check run on the float64 data, on the host, and the
+/// check run is judged against it.
+void compare_with_reference(pitfall::context& ctx, const config& cfg, const dataset& data,
+                            const model_shape& shape, const adam_config& adam,
+                            const std::vector<double>& h_initial, const check_run_result& check,
+                            double tolerance) {
+    const auto reference_start = std::chrono::steady_clock::now();
+    const reference_result reference =
+        reference_train(data, cfg.check_rows, shape, cfg.batch, cfg.check_epochs, adam, h_initial);
+    ctx.record(
+        "reference_seconds",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start).count(),
+        "s");
+    // The relative error of a probability: for p = sigmoid(z) it is (1 - p) |dz|, i.e. about
+    // the absolute error of the logit, so it stays meaningful for confident predictions.
+    const double rel = max_relative_difference(check.predictions, reference.predictions);
+    ctx.record("max_rel_diff_vs_fp64_reference", rel);
+    ctx.record("max_abs_diff_vs_fp64_reference",
+               max_absolute_difference(check.predictions, reference.predictions));
+    ctx.record("check_steps", static_cast<double>(check.steps));
+    // Like with like: the same number of Adam steps on both sides, or the comparison is moot.
+    ctx.check("same_steps_as_reference", check.steps == reference.steps,
+              std::to_string(check.steps) + " steps vs the reference's " +
+                  std::to_string(reference.steps));
+    ctx.record("max_abs_weight_diff_vs_fp64_reference",
+               max_absolute_difference(check.parameters, reference.flat_parameters));
+    ctx.check("predictions_match_fp64_reference", rel <= tolerance,
+              "max |p - p_ref| / p_ref = " + scientific(rel) + " over " +
+                  std::to_string(cfg.check_rows) + " rows after " +
+                  std::to_string(cfg.check_epochs) + " epochs; tolerance " + scientific(tolerance));
+}
+
 template <class Backend, class T>
 pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dataset& data) {
-    using model_t = pitfall::dense::dense_model<Backend, T>;
     constexpr bool is_float64 = std::is_same_v<T, double>;
     const model_shape shape{cfg.features, cfg.hidden};
     const adam_config adam{cfg.learning_rate};
     const std::size_t n_x = data.x.size();
     const std::size_t n_y = data.y.size();
 
-    ctx.record_info("dtype", is_float64 ? "float64" : "float32");
-    if (Backend::kind == pitfall::backend_kind::cuda)
-        ctx.record_info("gemm", is_float64 ? "cublasDgemm" : "cublasSgemm");
-    else
-        ctx.record_info("gemm", is_float64 ? "cblas_dgemm (OpenBLAS)" : "cblas_sgemm (OpenBLAS)");
+    record_precision_info<Backend, T>(ctx);
 
     // The boundary. reproduce hands numpy's float64 straight to the backend; remedy casts once
     // on the host (x.astype(np.float32)) and ships half the bytes.
@@ -373,20 +549,11 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
         h_x = data.x.data();
         h_y = data.y.data();
     } else {
-        const auto cast_start = std::chrono::steady_clock::now();
-        h_x_cast.assign(data.x.begin(), data.x.end()); // element-wise static_cast<float>
-        h_y_cast.assign(data.y.begin(), data.y.end());
-        ctx.record(
-            "cast_seconds",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - cast_start).count(),
-            "s");
+        cast_inputs(ctx, data, h_x_cast, h_y_cast);
         h_x = h_x_cast.data();
         h_y = h_y_cast.data();
     }
-    const double input_bytes = static_cast<double>((n_x + n_y) * sizeof(T));
-    ctx.record("input_bytes", input_bytes, "B");
-    ctx.record("input_bytes_saved", static_cast<double>((n_x + n_y) * sizeof(double)) - input_bytes,
-               "B");
+    record_input_bytes<T>(ctx, n_x, n_y);
 
     // On the CPU backend "device" memory is host memory counted by the tracker, so the memory
     // figure of the result (tracked_peak_bytes) shows the halving too.
@@ -396,86 +563,16 @@ pitfall::status run_training(pitfall::context& ctx, const config& cfg, const dat
     PITFALL_TRY(Backend::copy_to_device(d_y, h_y, n_y));
     const std::vector<double> h_initial = pitfall::dense::initial_parameters(shape, cfg.seed);
 
-    // 1. fit: one timed sample = one epoch over every row; warm-up epochs train as well.
-    // first_loss is the mean loss of the first (warm-up) epoch, already learning as it goes;
-    // final_loss that of the last timed one. The harness turns the two variants' samples into
-    // fp64_over_fp32_epoch_time (scenario.json, "ratios").
-    {
-        PITFALL_ASSIGN_OR_RETURN(auto model, model_t::create(shape, cfg.batch, adam, h_initial));
-        ctx.record("model_bytes", static_cast<double>(model.parameter_bytes()), "B");
-        ctx.record("model_state_bytes", static_cast<double>(model.state_bytes()), "B");
-        std::vector<double> epoch_losses;
-        PITFALL_ASSIGN_OR_RETURN(
-            const auto seconds, pitfall::time_samples<Backend>(ctx, [&]() -> pitfall::status {
-                PITFALL_ASSIGN_OR_RETURN(const double loss,
-                                         model.train_epoch(d_x.data(), d_y.data(), data.rows));
-                epoch_losses.push_back(loss);
-                return pitfall::status::ok();
-            }));
-        ctx.record_samples("epoch_seconds", seconds, "s");
-        ctx.record("epochs_trained", static_cast<double>(epoch_losses.size()));
-        ctx.record("steps_trained", static_cast<double>(model.steps()));
-        ctx.record("first_loss", epoch_losses.front());
-        ctx.record("final_loss", epoch_losses.back());
-        // A model that learns: the mean BCE of the last epoch is below that of the first
-        // (ln 2 = 0.693 is a coin flip). Needs two epochs to say anything.
-        if (epoch_losses.size() >= 2)
-            ctx.check("loss_decreased",
-                      std::isfinite(epoch_losses.back()) &&
-                          epoch_losses.back() < epoch_losses.front(),
-                      "first epoch " + scientific(epoch_losses.front()) + ", last epoch " +
-                          scientific(epoch_losses.back()));
-        else
-            ctx.record_info("loss_decreased", "not judged: warmup + samples < 2 epochs");
-    }
+    // 1. fit, timed.
+    PITFALL_TRY((timed_fit<Backend, T>(ctx, cfg, shape, adam, h_initial, d_x, d_y, data.rows)));
 
-    // 2. check: a fresh model from the same weights, check_epochs epochs on check_rows rows.
-    // The predictions come back as T and are widened to double on the host: exact, so what
-    // the comparison sees is what the model computed.
-    std::vector<double> h_predictions(cfg.check_rows);
-    std::vector<double> h_parameters;
-    long long check_steps = 0;
-    {
-        PITFALL_ASSIGN_OR_RETURN(auto model, model_t::create(shape, cfg.batch, adam, h_initial));
-        for (int epoch = 0; epoch < cfg.check_epochs; ++epoch)
-            PITFALL_TRY(model.train_epoch(d_x.data(), d_y.data(), cfg.check_rows));
-        PITFALL_ASSIGN_OR_RETURN(auto d_predictions, Backend::template allocate<T>(cfg.check_rows));
-        PITFALL_TRY(model.predict(d_x.data(), cfg.check_rows, d_predictions.data()));
-        std::vector<T> h_pred_t(cfg.check_rows);
-        PITFALL_TRY(Backend::copy_to_host(h_pred_t.data(), d_predictions, cfg.check_rows));
-        h_predictions.assign(h_pred_t.begin(), h_pred_t.end());
-        std::vector<T> h_params_t;
-        PITFALL_TRY(model.parameters_to_host(h_params_t));
-        h_parameters.assign(h_params_t.begin(), h_params_t.end());
-        check_steps = model.steps();
-    }
+    // 2. check: a fresh model from the same weights on check_rows rows.
+    check_run_result check;
+    PITFALL_TRY((check_run<Backend, T>(cfg, shape, adam, h_initial, d_x, d_y, check)));
 
     // 3. the float64 reference replays the check run on the float64 data, on the host.
-    const auto reference_start = std::chrono::steady_clock::now();
-    const reference_result reference =
-        reference_train(data, cfg.check_rows, shape, cfg.batch, cfg.check_epochs, adam, h_initial);
-    ctx.record(
-        "reference_seconds",
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start).count(),
-        "s");
-    // The relative error of a probability: for p = sigmoid(z) it is (1 - p) |dz|, i.e. about
-    // the absolute error of the logit, so it stays meaningful for confident predictions.
-    const double rel = max_relative_difference(h_predictions, reference.predictions);
-    const double tolerance = is_float64 ? float64_tolerance : float32_tolerance;
-    ctx.record("max_rel_diff_vs_fp64_reference", rel);
-    ctx.record("max_abs_diff_vs_fp64_reference",
-               max_absolute_difference(h_predictions, reference.predictions));
-    ctx.record("check_steps", static_cast<double>(check_steps));
-    // Like with like: the same number of Adam steps on both sides, or the comparison is moot.
-    ctx.check("same_steps_as_reference", check_steps == reference.steps,
-              std::to_string(check_steps) + " steps vs the reference's " +
-                  std::to_string(reference.steps));
-    ctx.record("max_abs_weight_diff_vs_fp64_reference",
-               max_absolute_difference(h_parameters, reference.flat_parameters));
-    ctx.check("predictions_match_fp64_reference", rel <= tolerance,
-              "max |p - p_ref| / p_ref = " + scientific(rel) + " over " +
-                  std::to_string(cfg.check_rows) + " rows after " +
-                  std::to_string(cfg.check_epochs) + " epochs; tolerance " + scientific(tolerance));
+    compare_with_reference(ctx, cfg, data, shape, adam, h_initial, check,
+                           is_float64 ? float64_tolerance : float32_tolerance);
 
 #if PITFALL_HAS_CUDA && PITFALL_HAS_CUDNN
     if constexpr (Backend::kind == pitfall::backend_kind::cuda && is_float64)

@@ -743,63 +743,65 @@ double median(std::vector<double> v) {
 // ---------------------------------------------------------------------------------------------
 // The case.
 // ---------------------------------------------------------------------------------------------
-/// Both variants: `remedy` shards the whole batch and reduces sums; otherwise the classic
-/// sharding (integer division, means averaged over replicas).
-template <class Backend> status data_parallel_step(pitfall::context& ctx, bool remedy) {
-    PITFALL_ASSIGN_OR_RETURN(const long long replicas_param, ctx.param_int("replicas"));
-    PITFALL_ASSIGN_OR_RETURN(const long long batch_param, ctx.param_int("global_batch"));
-    PITFALL_ASSIGN_OR_RETURN(const long long features_param, ctx.param_int("features"));
-    PITFALL_ASSIGN_OR_RETURN(const double learning_rate, ctx.param_double("learning_rate"));
-    PITFALL_ASSIGN_OR_RETURN(const long long seed, ctx.param_int("seed"));
-    // Bounds (replicas 0..1024 with 0 = automatic, global_batch 1..2^24, features 1..2^20, a
-    // positive learning rate) are in scenario.json; only the rule between two parameters is here.
+/// The case's parameters. Bounds (replicas 0..1024 with 0 = automatic, global_batch 1..2^24,
+/// features 1..2^20, a positive learning rate) are in scenario.json; only the rule between two
+/// parameters is checked in the case.
+struct step_params {
+    long long replicas = 0;
+    long long global_batch = 0;
+    long long features = 0;
+    double learning_rate = 0;
+    long long seed = 0;
+};
 
-    // How many replicas: every visible GPU, or threads on the CPU. On the GPU the order is
-    // what a person debugging the machine needs: the device count (the reason a case cannot
-    // run), NCCL's presence and version (recorded even when the count says no), then the
-    // replica count against the devices.
-    int replicas = static_cast<int>(replicas_param);
-    backend_extras extras;
-    std::vector<int> devices;
+status_or<step_params> read_step_params(const pitfall::context& ctx) {
+    step_params sp;
+    PITFALL_ASSIGN_OR_RETURN(sp.replicas, ctx.param_int("replicas"));
+    PITFALL_ASSIGN_OR_RETURN(sp.global_batch, ctx.param_int("global_batch"));
+    PITFALL_ASSIGN_OR_RETURN(sp.features, ctx.param_int("features"));
+    PITFALL_ASSIGN_OR_RETURN(sp.learning_rate, ctx.param_double("learning_rate"));
+    PITFALL_ASSIGN_OR_RETURN(sp.seed, ctx.param_int("seed"));
+    return sp;
+}
+
 #if PITFALL_HAS_CUDA
-    nccl_api nccl;
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-        int count = 0;
-        PITFALL_CUDA_TRY(pitfall::stage::init, cudaGetDeviceCount(&count));
-        ctx.record("device_count", count);
-        auto loaded = load_nccl();
-        ctx.record_event("nccl_load", loaded.is_ok() ? status::ok() : loaded.error());
-        if (loaded.is_ok()) {
-            nccl = std::move(loaded).value();
-            ctx.record_info("nccl_version", std::to_string(nccl.version));
-            ctx.record_info("nccl_library", nccl.path);
-        }
-        if (count < 2)
-            return PITFALL_UNSUPPORTED(std::to_string(count) +
-                                       " CUDA device visible (cudaGetDeviceCount): a data-parallel "
-                                       "step needs at least 2");
-        if (replicas == 0)
-            replicas = count;
-        if (replicas > count)
-            return PITFALL_UNSUPPORTED("asked for " + std::to_string(replicas) + " replicas, " +
-                                       std::to_string(count) + " CUDA devices visible");
-        if (!loaded.is_ok())
-            return status::unsupported_because(loaded.error(),
-                                               "NCCL missing: " + loaded.error().message());
-        extras.nccl = &nccl;
-        ctx.record_info("allreduce", "ncclAllReduce (ncclSum, float32, in place), one group call");
+/// How many replicas on the GPU, in the order a person debugging the machine needs: the device
+/// count (the reason a case cannot run), NCCL's presence and version (recorded even when the
+/// count says no), then the replica count against the devices. `nccl` is loaded here and must
+/// outlive `extras`, which points to it.
+status choose_cuda_replicas(pitfall::context& ctx, int& replicas, nccl_api& nccl,
+                            backend_extras& extras) {
+    int count = 0;
+    PITFALL_CUDA_TRY(pitfall::stage::init, cudaGetDeviceCount(&count));
+    ctx.record("device_count", count);
+    auto loaded = load_nccl();
+    ctx.record_event("nccl_load", loaded.is_ok() ? status::ok() : loaded.error());
+    if (loaded.is_ok()) {
+        nccl = std::move(loaded).value();
+        ctx.record_info("nccl_version", std::to_string(nccl.version));
+        ctx.record_info("nccl_library", nccl.path);
     }
+    if (count < 2)
+        return PITFALL_UNSUPPORTED(std::to_string(count) +
+                                   " CUDA device visible (cudaGetDeviceCount): a data-parallel "
+                                   "step needs at least 2");
+    if (replicas == 0)
+        replicas = count;
+    if (replicas > count)
+        return PITFALL_UNSUPPORTED("asked for " + std::to_string(replicas) + " replicas, " +
+                                   std::to_string(count) + " CUDA devices visible");
+    if (!loaded.is_ok())
+        return status::unsupported_because(loaded.error(),
+                                           "NCCL missing: " + loaded.error().message());
+    extras.nccl = &nccl;
+    ctx.record_info("allreduce", "ncclAllReduce (ncclSum, float32, in place), one group call");
+    return status::ok();
+}
 #endif
-    if (Backend::kind == pitfall::backend_kind::cpu) {
-        if (replicas == 0)
-            replicas = 3;
-        ctx.record_info("allreduce", "ring (reduce-scatter + all-gather) over shared memory, one "
-                                     "std::thread per replica");
-    }
-    for (int r = 0; r < replicas; ++r)
-        devices.push_back(Backend::kind == pitfall::backend_kind::cuda ? r : 0);
 
-    const std::size_t batch = static_cast<std::size_t>(batch_param);
+/// The one rule between two parameters (every replica gets a sample), and whether the classic
+/// sharding has anything to reproduce with this batch.
+status check_batch_for_replicas(std::size_t batch, int replicas, bool remedy) {
     const std::size_t R = static_cast<std::size_t>(replicas);
     if (batch < R)
         return pitfall::bad_parameter("global_batch", std::to_string(batch) +
@@ -810,22 +812,19 @@ template <class Backend> status data_parallel_step(pitfall::context& ctx, bool r
                                    std::to_string(replicas) +
                                    " replicas: no sample is dropped, nothing to reproduce "
                                    "(choose a global_batch that is not)");
+    return status::ok();
+}
 
-    // The same data and initial weights on every backend and for every replica count: the
-    // references below depend only on (global_batch, features, seed).
-    const problem p = make_problem(batch, static_cast<std::size_t>(features_param),
-                                   static_cast<std::uint64_t>(seed));
-    run_plan plan;
-    plan.shards = make_shards(batch, replicas, remedy);
-    plan.devices = devices;
-    plan.sum_rows = remedy;
-    plan.post_scale = remedy ? 1.0 / static_cast<double>(batch) : 1.0 / static_cast<double>(R);
-    plan.learning_rate = static_cast<float>(learning_rate);
-    plan.warmup = ctx.warmup_count();
-    plan.timed = ctx.sample_count();
+/// What the sharding did with the global batch.
+struct sharding_figures {
+    std::size_t used = 0;
+    std::size_t dropped = 0;
+};
 
-    // What the sharding did, before anything runs: these figures alone show the dropped
-    // samples (the remedy's samples_used is the whole batch; the classic one's is R * (B / R)).
+/// What the sharding did, before anything runs: these figures alone show the dropped
+/// samples (the remedy's samples_used is the whole batch; the classic one's is R * (B / R)).
+sharding_figures record_sharding(pitfall::context& ctx, const run_plan& plan, const problem& p,
+                                 std::size_t batch, int replicas) {
     std::size_t used = 0, smallest = batch, largest = 0;
     for (const auto& s : plan.shards) {
         used += s.rows;
@@ -841,28 +840,24 @@ template <class Backend> status data_parallel_step(pitfall::context& ctx, bool r
     ctx.record("samples_dropped", static_cast<double>(dropped));
     ctx.record("gradient_elements", static_cast<double>(p.parameter_count()));
     ctx.record("allreduce_bytes", static_cast<double>(p.parameter_count() * sizeof(float)), "B");
+    return {used, dropped};
+}
 
-    // 1. The data-parallel run under test.
-    PITFALL_ASSIGN_OR_RETURN(const run_result dp, run_data_parallel<Backend>(p, plan, extras));
-
-    // 2. The same code as one replica over the whole batch (device 0 / one thread): what the
-    // single-GPU run people compare with computes.
+/// The same code as one replica over the whole batch (device 0 / one thread): what the
+/// single-GPU run people compare with computes.
+run_plan single_replica_plan(const run_plan& plan, std::size_t batch) {
     run_plan single = plan;
     single.shards = make_shards(batch, 1, true);
-    single.devices = {devices[0]};
+    single.devices = {plan.devices[0]};
     single.sum_rows = true;
     single.post_scale = 1.0 / static_cast<double>(batch);
     single.warmup = 0;
     single.timed = 0;
-    PITFALL_ASSIGN_OR_RETURN(const run_result one, run_data_parallel<Backend>(p, single, extras));
+    return single;
+}
 
-    // 3. The float64 references: the whole batch, and the samples the shards kept.
-    const auto reference_start = clock_type::now();
-    const std::vector<double> ref_full = reference_mean_gradient(p, 0, batch);
-    const std::vector<double> ref_kept =
-        dropped == 0 ? ref_full : reference_mean_gradient(p, 0, used);
-    ctx.record("reference_seconds", seconds_since(reference_start), "s");
-
+void record_step_timings(pitfall::context& ctx, const run_result& dp, std::size_t R,
+                         const problem& p) {
     ctx.record_samples("step_seconds", dp.step_seconds, "s");
     ctx.record_samples("allreduce_seconds", dp.allreduce_seconds, "s");
     const double allreduce_median = median(dp.allreduce_seconds);
@@ -871,12 +866,45 @@ template <class Backend> status data_parallel_step(pitfall::context& ctx, bool r
                    2.0 * static_cast<double>(R - 1) / static_cast<double>(R) *
                        static_cast<double>(p.parameter_count() * sizeof(float)) / allreduce_median,
                    "B/s");
+}
 
+/// The float64 references (the whole batch, and the samples the shards kept) the gradients
+/// are judged against.
+struct gradient_references {
+    std::vector<double> full;
+    std::vector<double> kept;
+};
+
+/// The reproduced failure, pinned down: exactly global_batch % R samples are lost, the
+/// gradient is the kept samples' gradient, and its error is the references' own distance
+/// between the kept samples and the whole batch (not float32 noise).
+void check_dropped_samples(pitfall::context& ctx, const run_result& dp,
+                           const gradient_references& ref, const sharding_figures& sharded,
+                           std::size_t batch, std::size_t R, double vs_full) {
+    const double vs_kept = normwise_difference(dp.gradient, ref.kept);
+    const double expected_error = normwise_difference(ref.kept, ref.full);
+    ctx.record("grad_rel_diff_vs_fp64_kept_samples", vs_kept);
+    ctx.record("expected_grad_rel_diff_from_dropping", expected_error);
+    ctx.check("dropped_as_computed_by_hand", sharded.dropped == batch % R,
+              std::to_string(sharded.dropped) +
+                  " dropped; global_batch % replicas = " + std::to_string(batch % R));
+    ctx.check("gradient_matches_fp64_kept_samples", vs_kept <= agreement_tolerance,
+              scientific(vs_kept) + "; tolerance " + scientific(agreement_tolerance));
+    ctx.check("error_is_the_dropped_samples",
+              std::fabs(vs_full - expected_error) <= agreement_tolerance,
+              "observed " + scientific(vs_full) + " vs the float64 kept-vs-full distance " +
+                  scientific(expected_error));
+}
+
+/// The data-parallel gradient against the single replica and the float64 references.
+void check_gradients(pitfall::context& ctx, const run_result& dp, const run_result& one,
+                     const gradient_references& ref, const sharding_figures& sharded,
+                     std::size_t batch, std::size_t R, bool remedy) {
     // All distances are relative to the largest entry of the second argument (see
     // normwise_difference): the gradient of a barely trained softmax has many entries near 0.
-    const double vs_full = normwise_difference(dp.gradient, ref_full);
+    const double vs_full = normwise_difference(dp.gradient, ref.full);
     const double vs_single = normwise_difference(dp.gradient, one.gradient);
-    const double single_vs_full = normwise_difference(one.gradient, ref_full);
+    const double single_vs_full = normwise_difference(one.gradient, ref.full);
     ctx.record("grad_rel_diff_vs_fp64_full_batch", vs_full);
     ctx.record("grad_rel_diff_vs_single_replica", vs_single);
     ctx.record("single_replica_grad_rel_diff_vs_fp64", single_vs_full);
@@ -888,30 +916,76 @@ template <class Backend> status data_parallel_step(pitfall::context& ctx, bool r
               "one replica vs the float64 full-batch gradient: " + scientific(single_vs_full) +
                   "; tolerance " + scientific(agreement_tolerance));
     if (remedy) {
-        ctx.check("all_samples_used", used == batch,
-                  std::to_string(used) + " of " + std::to_string(batch) + " samples in a shard");
+        ctx.check("all_samples_used", sharded.used == batch,
+                  std::to_string(sharded.used) + " of " + std::to_string(batch) +
+                      " samples in a shard");
         ctx.check("gradient_matches_fp64_full_batch", vs_full <= agreement_tolerance,
                   scientific(vs_full) + "; tolerance " + scientific(agreement_tolerance));
         ctx.check("gradient_matches_single_replica", vs_single <= agreement_tolerance,
                   scientific(vs_single) + "; tolerance " + scientific(agreement_tolerance));
-        return status::ok();
+        return;
     }
-    // The reproduced failure, pinned down: exactly global_batch % R samples are lost, the
-    // gradient is the kept samples' gradient, and its error is the references' own distance
-    // between the kept samples and the whole batch (not float32 noise).
-    const double vs_kept = normwise_difference(dp.gradient, ref_kept);
-    const double expected_error = normwise_difference(ref_kept, ref_full);
-    ctx.record("grad_rel_diff_vs_fp64_kept_samples", vs_kept);
-    ctx.record("expected_grad_rel_diff_from_dropping", expected_error);
-    ctx.check("dropped_as_computed_by_hand", dropped == batch % R,
-              std::to_string(dropped) +
-                  " dropped; global_batch % replicas = " + std::to_string(batch % R));
-    ctx.check("gradient_matches_fp64_kept_samples", vs_kept <= agreement_tolerance,
-              scientific(vs_kept) + "; tolerance " + scientific(agreement_tolerance));
-    ctx.check("error_is_the_dropped_samples",
-              std::fabs(vs_full - expected_error) <= agreement_tolerance,
-              "observed " + scientific(vs_full) + " vs the float64 kept-vs-full distance " +
-                  scientific(expected_error));
+    check_dropped_samples(ctx, dp, ref, sharded, batch, R, vs_full);
+}
+
+/// Both variants: `remedy` shards the whole batch and reduces sums; otherwise the classic
+/// sharding (integer division, means averaged over replicas).
+template <class Backend> status data_parallel_step(pitfall::context& ctx, bool remedy) {
+    PITFALL_ASSIGN_OR_RETURN(const step_params params, read_step_params(ctx));
+
+    // How many replicas: every visible GPU, or threads on the CPU.
+    int replicas = static_cast<int>(params.replicas);
+    backend_extras extras;
+    std::vector<int> devices;
+#if PITFALL_HAS_CUDA
+    nccl_api nccl;
+    if constexpr (Backend::kind == pitfall::backend_kind::cuda)
+        PITFALL_TRY(choose_cuda_replicas(ctx, replicas, nccl, extras));
+#endif
+    if (Backend::kind == pitfall::backend_kind::cpu) {
+        if (replicas == 0)
+            replicas = 3;
+        ctx.record_info("allreduce", "ring (reduce-scatter + all-gather) over shared memory, one "
+                                     "std::thread per replica");
+    }
+    for (int r = 0; r < replicas; ++r)
+        devices.push_back(Backend::kind == pitfall::backend_kind::cuda ? r : 0);
+
+    const std::size_t batch = static_cast<std::size_t>(params.global_batch);
+    const std::size_t R = static_cast<std::size_t>(replicas);
+    PITFALL_TRY(check_batch_for_replicas(batch, replicas, remedy));
+
+    // The same data and initial weights on every backend and for every replica count: the
+    // references below depend only on (global_batch, features, seed).
+    const problem p = make_problem(batch, static_cast<std::size_t>(params.features),
+                                   static_cast<std::uint64_t>(params.seed));
+    run_plan plan;
+    plan.shards = make_shards(batch, replicas, remedy);
+    plan.devices = devices;
+    plan.sum_rows = remedy;
+    plan.post_scale = remedy ? 1.0 / static_cast<double>(batch) : 1.0 / static_cast<double>(R);
+    plan.learning_rate = static_cast<float>(params.learning_rate);
+    plan.warmup = ctx.warmup_count();
+    plan.timed = ctx.sample_count();
+    const sharding_figures sharded = record_sharding(ctx, plan, p, batch, replicas);
+
+    // 1. The data-parallel run under test.
+    PITFALL_ASSIGN_OR_RETURN(const run_result dp, run_data_parallel<Backend>(p, plan, extras));
+
+    // 2. The same code as one replica over the whole batch (device 0 / one thread).
+    PITFALL_ASSIGN_OR_RETURN(
+        const run_result one,
+        run_data_parallel<Backend>(p, single_replica_plan(plan, batch), extras));
+
+    // 3. The float64 references: the whole batch, and the samples the shards kept.
+    const auto reference_start = clock_type::now();
+    gradient_references ref;
+    ref.full = reference_mean_gradient(p, 0, batch);
+    ref.kept = sharded.dropped == 0 ? ref.full : reference_mean_gradient(p, 0, sharded.used);
+    ctx.record("reference_seconds", seconds_since(reference_start), "s");
+
+    record_step_timings(ctx, dp, R, p);
+    check_gradients(ctx, dp, one, ref, sharded, batch, R, remedy);
     return status::ok();
 }
 

@@ -1414,14 +1414,10 @@ template <class Backend> status reproduce_model(pitfall::context& ctx) {
     return outcome;
 }
 
-/// The two model remedies: allocate the remedy's plan, initialise, train, measure.
-/// "Bytes saved" is measured: the reproduce plan's total (what the failing run asked for) minus
-/// the tracked device peak of this run (what it really held). The tracked peak must equal the
-/// plan (every byte accounted for) and stay within the budget; the first step's per-row losses
-/// must match the float64 reference; every loss must be finite.
-template <class Backend, class S>
-status train_remedy(pitfall::context& ctx, const model_config& cfg, const model_plan& plan,
-                    const model_plan& reproduce_plan) {
+/// The remedy's storage and plans, next to the reproduce plan it is measured against.
+template <class S>
+void record_remedy_plans(pitfall::context& ctx, const model_plan& plan,
+                         const model_plan& reproduce_plan) {
     constexpr bool fp16 = std::is_same_v<S, fp16_bits>;
     ctx.record_info("storage", fp16 ? "fp16 input/activations/activation gradients; fp32 "
                                       "weights, gradients, Adam moments, logits, GEMMs"
@@ -1429,22 +1425,12 @@ status train_remedy(pitfall::context& ctx, const model_config& cfg, const model_
     record_plan(ctx, "plan_", plan);
     record_plan(ctx, "reproduce_plan_", reproduce_plan);
     ctx.record("chunk_rows", static_cast<double>(plan.chunk));
-#if PITFALL_HAS_CUDA
-    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
-        // cuBLAS takes its own device memory at creation: create it before the plan takes the rest.
-        auto handle = pitfall::cuda_backend::blas_handle();
-        if (!handle.is_ok())
-            return handle.error();
-    }
-#endif
-    device_memory<Backend> memory(cfg.limit.enforced);
-    model_buffers<Backend, S> m;
-    std::string failed;
-    if (status s = allocate_model(memory, plan, m, failed); !s.is_ok()) {
-        ctx.record_info("oom_at", failed);
-        return s;
-    }
-    const u64 peak = pitfall::memory_tracker::for_backend(Backend::kind).peak();
+}
+
+/// "Bytes saved", measured: the reproduce plan's total minus the tracked device peak `peak`;
+/// the peak must equal the plan and stay within the budget.
+void record_memory_saved(pitfall::context& ctx, const model_config& cfg, const model_plan& plan,
+                         const model_plan& reproduce_plan, u64 peak) {
     ctx.record("device_peak_bytes", static_cast<double>(peak), "B");
     ctx.record("bytes_saved",
                static_cast<double>(reproduce_plan.total()) - static_cast<double>(peak), "B");
@@ -1462,10 +1448,14 @@ status train_remedy(pitfall::context& ctx, const model_config& cfg, const model_
     ctx.check("plan_accounts_every_byte", peak == plan.total(),
               "tracked peak " + std::to_string(peak) + " B, plan " + std::to_string(plan.total()) +
                   " B");
+}
 
-    PITFALL_TRY(initialise_model(m, plan, cfg.seed));
+/// Trains cfg.train_steps steps, each timed on its own, and records the times and losses;
+/// leaves the first step's per-row losses in `first_losses`.
+template <class Backend, class S>
+status train_and_record(pitfall::context& ctx, const model_config& cfg, const model_plan& plan,
+                        model_buffers<Backend, S>& m, std::vector<float>& first_losses) {
     std::vector<float> h_losses;
-    std::vector<float> first_losses;
     std::vector<double> step_seconds;
     std::vector<double> step_losses;
     std::size_t non_finite = 0;
@@ -1496,26 +1486,64 @@ status train_remedy(pitfall::context& ctx, const model_config& cfg, const model_
     ctx.check("losses_finite", non_finite == 0,
               std::to_string(non_finite) + " non-finite per-sample losses over " +
                   std::to_string(cfg.train_steps) + " steps (fp16 overflow would show here)");
+    return status::ok();
+}
 
-    // The float64 reference judges the first forward pass row by row.
+/// The float64 reference judges the first forward pass row by row.
+void check_first_losses(pitfall::context& ctx, const model_config& cfg, const model_plan& plan,
+                        const std::vector<float>& first_losses, bool fp16) {
     const std::size_t rows = std::min(cfg.check_rows, static_cast<std::size_t>(plan.batch));
-    if (rows > 0) {
-        const std::vector<double> expected = reference_losses(cfg.shape, cfg.seed, rows);
-        double worst = 0.0;
-        for (std::size_t r = 0; r < rows; ++r) {
-            const double d = std::fabs(static_cast<double>(first_losses[r]) - expected[r]);
-            worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-        }
-        // float32: inputs exact, GEMM sums of <= 1024 products: ~1e-6 on a loss of ~2.3; 1e-3
-        // also allows TF32 GEMMs (10-bit mantissa). fp16 storage rounds the inputs and every
-        // activation to 11 bits (2^-12 relative, three layers deep): ~1e-3; 3e-2 says "the same
-        // model" and still fails on garbage (a wrong chunk, a swapped layout: errors of O(1)).
-        const double tolerance = fp16 ? 3e-2 : 1e-3;
-        ctx.record("max_abs_loss_diff_vs_fp64_reference", worst);
-        ctx.check("first_step_loss_matches_fp64_reference", worst <= tolerance,
-                  "max |loss - loss_ref| = " + std::to_string(worst) + " over " +
-                      std::to_string(rows) + " rows; tolerance " + std::to_string(tolerance));
+    if (rows == 0)
+        return;
+    const std::vector<double> expected = reference_losses(cfg.shape, cfg.seed, rows);
+    double worst = 0.0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const double d = std::fabs(static_cast<double>(first_losses[r]) - expected[r]);
+        worst = std::isnan(d) ? INFINITY : std::max(worst, d);
     }
+    // float32: inputs exact, GEMM sums of <= 1024 products: ~1e-6 on a loss of ~2.3; 1e-3
+    // also allows TF32 GEMMs (10-bit mantissa). fp16 storage rounds the inputs and every
+    // activation to 11 bits (2^-12 relative, three layers deep): ~1e-3; 3e-2 says "the same
+    // model" and still fails on garbage (a wrong chunk, a swapped layout: errors of O(1)).
+    const double tolerance = fp16 ? 3e-2 : 1e-3;
+    ctx.record("max_abs_loss_diff_vs_fp64_reference", worst);
+    ctx.check("first_step_loss_matches_fp64_reference", worst <= tolerance,
+              "max |loss - loss_ref| = " + std::to_string(worst) + " over " + std::to_string(rows) +
+                  " rows; tolerance " + std::to_string(tolerance));
+}
+
+/// The two model remedies: allocate the remedy's plan, initialise, train, measure.
+/// "Bytes saved" is measured: the reproduce plan's total (what the failing run asked for) minus
+/// the tracked device peak of this run (what it really held). The tracked peak must equal the
+/// plan (every byte accounted for) and stay within the budget; the first step's per-row losses
+/// must match the float64 reference; every loss must be finite.
+template <class Backend, class S>
+status train_remedy(pitfall::context& ctx, const model_config& cfg, const model_plan& plan,
+                    const model_plan& reproduce_plan) {
+    constexpr bool fp16 = std::is_same_v<S, fp16_bits>;
+    record_remedy_plans<S>(ctx, plan, reproduce_plan);
+#if PITFALL_HAS_CUDA
+    if constexpr (Backend::kind == pitfall::backend_kind::cuda) {
+        // cuBLAS takes its own device memory at creation: create it before the plan takes the rest.
+        auto handle = pitfall::cuda_backend::blas_handle();
+        if (!handle.is_ok())
+            return handle.error();
+    }
+#endif
+    device_memory<Backend> memory(cfg.limit.enforced);
+    model_buffers<Backend, S> m;
+    std::string failed;
+    if (status s = allocate_model(memory, plan, m, failed); !s.is_ok()) {
+        ctx.record_info("oom_at", failed);
+        return s;
+    }
+    const u64 peak = pitfall::memory_tracker::for_backend(Backend::kind).peak();
+    record_memory_saved(ctx, cfg, plan, reproduce_plan, peak);
+
+    PITFALL_TRY(initialise_model(m, plan, cfg.seed));
+    std::vector<float> first_losses;
+    PITFALL_TRY((train_and_record<Backend, S>(ctx, cfg, plan, m, first_losses)));
+    check_first_losses(ctx, cfg, plan, first_losses, fp16);
     return status::ok();
 }
 

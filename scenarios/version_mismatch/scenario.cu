@@ -556,81 +556,115 @@ std::optional<pitfall::cuda::math_library> opened_on_first_call(const std::strin
 }
 #endif
 
-status run_without_library(context& ctx, pitfall::backend_kind backend) {
-    PITFALL_ASSIGN_OR_RETURN(const std::string hide, ctx.param_string("hide_library"));
-    // What to hide, in order: cuDNN, else cuBLAS (the GPU build); OpenBLAS (the CPU path).
-    std::vector<std::string> candidates;
+/// What to hide, in order: cuDNN, else cuBLAS (the GPU build); OpenBLAS (the CPU path).
+std::vector<std::string> libraries_to_hide(const std::string& hide, pitfall::backend_kind backend) {
     if (hide != "auto")
-        candidates = {"lib" + hide};
-    else if (backend == pitfall::backend_kind::cuda)
-        candidates = {"libcudnn", "libcublas"};
-    else
-        candidates = {"libopenblas"};
+        return {"lib" + hide};
+    if (backend == pitfall::backend_kind::cuda)
+        return {"libcudnn", "libcublas"};
+    return {"libopenblas"};
+}
 
-    // A later life: the loader started us with `hidden` kept off its path (a library linked
-    // at start-up that it found anyway, or one opened on first call, tried below).
-    std::string found = std::getenv(found_env) != nullptr ? std::getenv(found_env) : "";
-    const std::string program =
+/// What an earlier life of this case left in the environment for this one (all empty in the
+/// first life, the program then being this executable).
+struct earlier_life {
+    std::string found;        ///< "libcudnn=/lib/...;": libraries the loader found anyway
+    std::string program;      ///< our own path
+    std::string previous_dir; ///< the folder of symlinks the earlier life made
+    std::string hidden;       ///< the library kept off the loader's path for this life
+};
+
+/// Reads the earlier life's variables and removes them from the environment.
+earlier_life take_earlier_life() {
+    earlier_life life;
+    life.found = std::getenv(found_env) != nullptr ? std::getenv(found_env) : "";
+    life.program =
         std::getenv(program_env) != nullptr ? std::getenv(program_env) : self_executable();
-    const std::string previous_dir =
-        std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
-    const std::string hidden =
-        std::getenv(hidden_env) != nullptr ? std::getenv(hidden_env) : std::string();
+    life.previous_dir = std::getenv(hidden_dir_env) != nullptr ? std::getenv(hidden_dir_env) : "";
+    life.hidden = std::getenv(hidden_env) != nullptr ? std::getenv(hidden_env) : std::string();
     for (const char* key : {hidden_env, hidden_dir_env, program_env, found_env})
         ::unsetenv(key);
-    if (!hidden.empty()) {
-#if PITFALL_HAS_CUDA
-        // The hidden library is opened by its first call, now: the loader's answer to that
-        // dlopen, a missing library in its own words, is this case's outcome.
-        if (const auto lib = opened_on_first_call(hidden)) {
-            const status opened = pitfall::cuda::open_library(*lib);
-            if (!opened.is_ok()) {
-                ctx.record_info("hidden_library", hidden);
-                if (!found.empty())
-                    ctx.record_info("found_anyway", found);
-                if (!previous_dir.empty())
-                    remove_symlink_folder(previous_dir);
-                return opened;
-            }
-        }
-#endif
-        const auto where = loaded_matching(hidden);
-        found += hidden + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
-    }
-    if (!found.empty())
-        ctx.record_info("found_anyway", found);
+    return life;
+}
 
+/// A later life: the library hidden from it, opened on first call where it is one of those;
+/// its failure is returned. Otherwise notes in `life.found` where the loader found it anyway.
+status try_hidden_library(context& ctx, earlier_life& life) {
+#if PITFALL_HAS_CUDA
+    // The hidden library is opened by its first call, now: the loader's answer to that
+    // dlopen, a missing library in its own words, is this case's outcome.
+    if (const auto lib = opened_on_first_call(life.hidden)) {
+        const status opened = pitfall::cuda::open_library(*lib);
+        if (!opened.is_ok()) {
+            ctx.record_info("hidden_library", life.hidden);
+            if (!life.found.empty())
+                ctx.record_info("found_anyway", life.found);
+            if (!life.previous_dir.empty())
+                remove_symlink_folder(life.previous_dir);
+            return opened;
+        }
+    }
+#else
+    (void)ctx;
+#endif
+    const auto where = loaded_matching(life.hidden);
+    life.found += life.hidden + "=" + (where.empty() ? std::string("?") : where.front()) + ";";
+    return status::ok();
+}
+
+#if PITFALL_HAS_CUDA
+/// A candidate opened on first call is opened here, as its first call would: a file to keep off
+/// the loader's path, or, when even that fails, the missing library this case is about, hidden
+/// or not (returned). `skip`: not in this build, nothing to hide.
+status open_candidate_first(context& ctx, const std::string& prefix, earlier_life& life,
+                            bool& skip) {
+    skip = false;
+    if (const auto lib = opened_on_first_call(prefix)) {
+        const status opened = pitfall::cuda::open_library(*lib);
+        if (opened.is_unsupported()) {
+            life.found += prefix + "=(not in this build);";
+            skip = true;
+            return status::ok();
+        }
+        if (!opened.is_ok()) {
+            ctx.record_info("hidden_library", "none: " + prefix + " is missing already");
+            if (!life.previous_dir.empty())
+                remove_symlink_folder(life.previous_dir);
+            return opened;
+        }
+    }
+    return status::ok();
+}
+#endif
+
+/// Hides the first candidate the loader loaded at start-up and starts this program again
+/// without it (the outcome is then the new life's). nullopt: none could be hidden.
+std::optional<status> hide_first_candidate(context& ctx, const std::vector<std::string>& candidates,
+                                           earlier_life& life) {
     for (const auto& prefix : candidates) {
-        if (found.find(prefix + "=") != std::string::npos)
+        if (life.found.find(prefix + "=") != std::string::npos)
             continue; // tried: the loader found it anyway
 #if PITFALL_HAS_CUDA
-        if (const auto lib = opened_on_first_call(prefix)) {
-            // Opened here, as its first call would: a file to keep off the loader's path, or,
-            // when even that fails, the missing library this case is about, hidden or not.
-            const status opened = pitfall::cuda::open_library(*lib);
-            if (opened.is_unsupported()) {
-                found += prefix + "=(not in this build);";
-                continue;
-            }
-            if (!opened.is_ok()) {
-                ctx.record_info("hidden_library", "none: " + prefix + " is missing already");
-                if (!previous_dir.empty())
-                    remove_symlink_folder(previous_dir);
-                return opened;
-            }
-        }
+        bool skip = false;
+        const status opened = open_candidate_first(ctx, prefix, life, skip);
+        if (!opened.is_ok())
+            return opened;
+        if (skip)
+            continue;
 #endif
         if (loaded_matching(prefix).empty()) {
-            found += prefix + "=(not loaded at start-up: nothing to hide);";
+            life.found += prefix + "=(not loaded at start-up: nothing to hide);";
             continue;
         }
         sweep_stale_loader_folders();
         ctx.record_info("hidden_library", prefix);
-        return reexecute_without(ctx, prefix, program, found, previous_dir);
+        return reexecute_without(ctx, prefix, life.program, life.found, life.previous_dir);
     }
-    if (!previous_dir.empty())
-        remove_symlink_folder(previous_dir);
-    // Nothing could be hidden: say where the loader found each one.
+    return std::nullopt;
+}
+
+/// Nothing could be hidden: say where the loader found each one.
+status nothing_could_be_hidden(const std::string& found) {
     std::string where;
     for (const auto& entry : split(found, ';', true)) {
         const auto eq = entry.find('=');
@@ -643,6 +677,25 @@ status run_without_library(context& ctx, pitfall::backend_kind backend) {
         where +
         ": built-in system directories, which no option or variable removes from the search; "
         "this case needs the library installed outside them");
+}
+
+status run_without_library(context& ctx, pitfall::backend_kind backend) {
+    PITFALL_ASSIGN_OR_RETURN(const std::string hide, ctx.param_string("hide_library"));
+    const std::vector<std::string> candidates = libraries_to_hide(hide, backend);
+
+    // A later life: the loader started us with `hidden` kept off its path (a library linked
+    // at start-up that it found anyway, or one opened on first call, tried below).
+    earlier_life life = take_earlier_life();
+    if (!life.hidden.empty())
+        PITFALL_TRY(try_hidden_library(ctx, life));
+    if (!life.found.empty())
+        ctx.record_info("found_anyway", life.found);
+
+    if (auto decided = hide_first_candidate(ctx, candidates, life))
+        return *decided;
+    if (!life.previous_dir.empty())
+        remove_symlink_folder(life.previous_dir);
+    return nothing_could_be_hidden(life.found);
 }
 
 // =============================================================================================
@@ -770,20 +823,42 @@ status openblas_compiled_vs_loaded(context& ctx) {
 /// __builtin_cpu_supports("x86-64-vN") decides it, but the same with every compiler): v2 = SSE3,
 /// SSSE3, SSE4.1/4.2, POPCNT, CX16, LAHF; v3 adds AVX, AVX2, BMI1/2, F16C, FMA, LZCNT, MOVBE,
 /// XSAVE with the OS saving the YMM state; v4 adds AVX-512 F, BW, CD, DQ, VL with ZMM state.
+bool has_bit(unsigned reg, int bit) {
+    return ((reg >> bit) & 1U) != 0;
+}
+
+/// v2: SSE3, SSSE3, SSE4.1/4.2, POPCNT, CX16 (leaf 1 ECX) and LAHF (leaf 0x80000001 ECX).
+bool meets_x86_v2(unsigned leaf1_ecx, unsigned ext_ecx) {
+    return has_bit(leaf1_ecx, 0) && has_bit(leaf1_ecx, 9) && has_bit(leaf1_ecx, 19) &&
+           has_bit(leaf1_ecx, 20) && has_bit(leaf1_ecx, 23) && has_bit(leaf1_ecx, 13) &&
+           has_bit(ext_ecx, 0);
+}
+
+/// v3: the YMM state saved, AVX, AVX2, BMI1/2, F16C, FMA, LZCNT, MOVBE, XSAVE.
+bool meets_x86_v3(bool ymm, unsigned leaf1_ecx, unsigned leaf7_ebx, unsigned ext_ecx) {
+    return ymm && has_bit(leaf1_ecx, 28) && has_bit(leaf7_ebx, 5) && has_bit(leaf7_ebx, 3) &&
+           has_bit(leaf7_ebx, 8) && has_bit(leaf1_ecx, 29) && has_bit(leaf1_ecx, 12) &&
+           has_bit(ext_ecx, 5) && has_bit(leaf1_ecx, 22) && has_bit(leaf1_ecx, 26);
+}
+
+/// v4: the ZMM state saved, AVX-512 F, BW, CD, DQ, VL.
+bool meets_x86_v4(bool zmm, unsigned leaf7_ebx) {
+    return zmm && has_bit(leaf7_ebx, 16) && has_bit(leaf7_ebx, 30) && has_bit(leaf7_ebx, 28) &&
+           has_bit(leaf7_ebx, 17) && has_bit(leaf7_ebx, 31);
+}
+
 int cpu_x86_level() {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(1, &a, &b, &c, &d) == 0)
         return 1;
     const unsigned leaf1_ecx = c;
-    const auto has = [](unsigned reg, int bit) { return ((reg >> bit) & 1U) != 0; };
     unsigned ext_ecx = 0;
     if (__get_cpuid(0x80000001U, &a, &b, &c, &d) != 0)
         ext_ecx = c;
-    if (!(has(leaf1_ecx, 0) && has(leaf1_ecx, 9) && has(leaf1_ecx, 19) && has(leaf1_ecx, 20) &&
-          has(leaf1_ecx, 23) && has(leaf1_ecx, 13) && has(ext_ecx, 0)))
+    if (!meets_x86_v2(leaf1_ecx, ext_ecx))
         return 1;
     unsigned long long xcr0 = 0; // which register states the OS saves (OSXSAVE, then XGETBV)
-    if (has(leaf1_ecx, 27)) {
+    if (has_bit(leaf1_ecx, 27)) {
         unsigned lo = 0, hi = 0;
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
@@ -792,13 +867,10 @@ int cpu_x86_level() {
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0)
         leaf7_ebx = b;
     const bool ymm = (xcr0 & 0x6) == 0x6;
-    if (!(ymm && has(leaf1_ecx, 28) && has(leaf7_ebx, 5) && has(leaf7_ebx, 3) &&
-          has(leaf7_ebx, 8) && has(leaf1_ecx, 29) && has(leaf1_ecx, 12) && has(ext_ecx, 5) &&
-          has(leaf1_ecx, 22) && has(leaf1_ecx, 26)))
+    if (!meets_x86_v3(ymm, leaf1_ecx, leaf7_ebx, ext_ecx))
         return 2;
     const bool zmm = (xcr0 & 0xe6) == 0xe6;
-    if (!(zmm && has(leaf7_ebx, 16) && has(leaf7_ebx, 30) && has(leaf7_ebx, 28) &&
-          has(leaf7_ebx, 17) && has(leaf7_ebx, 31)))
+    if (!meets_x86_v4(zmm, leaf7_ebx))
         return 3;
     return 4;
 }
@@ -1106,14 +1178,8 @@ status record_predictions(context& ctx, const std::vector<fatbin_image>& images,
     return status::ok();
 }
 
-/// arch_coverage: this program's fatbinary, the predictions, and on a GPU the real launch.
-status arch_coverage_cuda(context& ctx) {
-    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities,
-                             ctx.param_string("compute_capabilities"));
-    const std::string self = self_executable();
-    PITFALL_ASSIGN_OR_RETURN(const elf_image elf, read_elf(self));
-    PITFALL_ASSIGN_OR_RETURN(const std::vector<fatbin_image> images, fatbin_images(elf, self));
-    // 1. What this program carries: one line per image, counted by kind.
+/// What this program carries: one line per image, counted by kind.
+void record_embedded_images(context& ctx, const std::vector<fatbin_image>& images) {
     std::vector<std::string> described;
     int sass = 0;
     int ptx = 0;
@@ -1124,10 +1190,12 @@ status arch_coverage_cuda(context& ctx) {
     ctx.record_info("embedded", images.empty() ? "no device code" : join(described, ", "));
     ctx.record("sass_images", sass);
     ctx.record("ptx_images", ptx);
+}
 
-    // Independent of the file: the architectures nvcc was asked for (__CUDA_ARCH_LIST__, one
-    // entry per -gencode arch=compute_XY) must be exactly the ones the fatbinary carries.
 #ifdef __CUDA_ARCH_LIST__
+/// Independent of the file: the architectures nvcc was asked for (__CUDA_ARCH_LIST__, one
+/// entry per -gencode arch=compute_XY) must be exactly the ones the fatbinary carries.
+void check_fatbin_matches_compiler(context& ctx, const std::vector<fatbin_image>& images) {
     constexpr int compiler_list[] = {__CUDA_ARCH_LIST__};
     std::vector<unsigned> from_compiler;
     for (const int a : compiler_list)
@@ -1145,15 +1213,12 @@ status arch_coverage_cuda(context& ctx) {
     ctx.check("fatbin_matches_compiler", from_compiler == from_file,
               "architectures in .nv_fatbin vs nvcc's __CUDA_ARCH_LIST__ (" +
                   join(compiler_text, ",") + ")");
+}
 #endif
 
-    // 2. The prediction for each compute capability asked for, under the JIT switches and the
-    //    driver (its PTX ISA) of this environment.
-    const jit_environment jit = read_jit_environment(ctx);
-    PITFALL_TRY(record_predictions(ctx, images, capabilities, jit));
-
-    // 3. A device, if there is one: its answer is the confirmation. Without one (no driver
-    //    here) the case ends ok with its predictions; the device query's error is an event.
+/// Whether there is a device; without one, its reason is recorded (the device query's error
+/// is an event) and the case ends with its predictions.
+bool device_present(context& ctx) {
     int count = 0;
     const cudaError_t count_err = cudaGetDeviceCount(&count);
     if (count_err != cudaSuccess || count == 0) {
@@ -1164,23 +1229,40 @@ status arch_coverage_cuda(context& ctx) {
                                 "cudaGetDeviceCount reported 0 devices", stage::init);
         ctx.record_event("device_query", none);
         ctx.record_info("device", "none (" + none.name() + "): predictions only");
-        return status::ok();
+        return false;
     }
     ctx.record_event("device_query", status::ok());
-    int device = 0;
-    cudaDeviceProp prop{};
-    PITFALL_CUDA_TRY(stage::init, cudaGetDevice(&device));
-    PITFALL_CUDA_TRY(stage::init, cudaGetDeviceProperties(&prop, device));
-    const unsigned cc = static_cast<unsigned>(prop.major * 10 + prop.minor);
-    const image_prediction p =
-        predict_image(images, cc, jit.driver, jit.force_ptx, jit.disable_ptx);
-    ctx.record("device_compute_capability", prop.major + prop.minor / 10.0);
-    ctx.record_info("device",
-                    std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
+    return true;
+}
 
-    // 4. The launch as users meet it: with lazy loading (the default since CUDA 12.2) a missing
-    //    image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice (or, for
-    //    PTX newer than the driver, cudaErrorUnsupportedPtxVersion).
+/// The image that ran (its __CUDA_ARCH__ and binaryVersion), against the prediction.
+template <class DeviceBuffer>
+status check_image_that_ran(context& ctx, const DeviceBuffer& d_arch, const image_prediction& p,
+                            unsigned cc) {
+    std::vector<int> h_arch(32, 0);
+    PITFALL_TRY(pitfall::cuda_backend::copy_to_host(h_arch.data(), d_arch, h_arch.size()));
+    cudaFuncAttributes attributes{};
+    PITFALL_CUDA_TRY(stage::launch, cudaFuncGetAttributes(&attributes, arch_probe_kernel));
+    ctx.record("kernel_cuda_arch", h_arch[0]);
+    ctx.record("kernel_binary_version", attributes.binaryVersion);
+    ctx.record("kernel_ptx_version", attributes.ptxVersion);
+    // SASS: the image of the predicted sm_XY ran as it is. PTX JIT: the compute_XY source ran,
+    // compiled for this device (binaryVersion = the device's own XY).
+    const int image_arch = static_cast<int>(p.image.arch);
+    const bool image_ok =
+        h_arch[0] == image_arch * 10 &&
+        attributes.binaryVersion == (p.how == image_path::sass ? image_arch : static_cast<int>(cc));
+    ctx.check("image_matches_prediction", image_ok,
+              "kernel saw __CUDA_ARCH__ " + std::to_string(h_arch[0]) + ", binaryVersion " +
+                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) +
+                  "'");
+    return status::ok();
+}
+
+/// The launch as users meet it: with lazy loading (the default since CUDA 12.2) a missing
+/// image surfaces here, at the first launch, as cudaErrorNoKernelImageForDevice (or, for
+/// PTX newer than the driver, cudaErrorUnsupportedPtxVersion).
+status launch_against_prediction(context& ctx, const image_prediction& p, unsigned cc) {
     PITFALL_ASSIGN_OR_RETURN(auto d_arch, pitfall::cuda_backend::allocate<int>(32));
     arch_probe_kernel<<<1, 32>>>(d_arch.data());
     const cudaError_t launch_err = cudaGetLastError();
@@ -1200,25 +1282,44 @@ status arch_coverage_cuda(context& ctx) {
                   (launched.is_ok() ? "cudaSuccess" : launched.name()));
     if (!launched.is_ok())
         return launched;
+    return check_image_that_ran(ctx, d_arch, p, cc);
+}
 
-    std::vector<int> h_arch(32, 0);
-    PITFALL_TRY(pitfall::cuda_backend::copy_to_host(h_arch.data(), d_arch, h_arch.size()));
-    cudaFuncAttributes attributes{};
-    PITFALL_CUDA_TRY(stage::launch, cudaFuncGetAttributes(&attributes, arch_probe_kernel));
-    ctx.record("kernel_cuda_arch", h_arch[0]);
-    ctx.record("kernel_binary_version", attributes.binaryVersion);
-    ctx.record("kernel_ptx_version", attributes.ptxVersion);
-    // SASS: the image of the predicted sm_XY ran as it is. PTX JIT: the compute_XY source ran,
-    // compiled for this device (binaryVersion = the device's own XY).
-    const int image_arch = static_cast<int>(p.image.arch);
-    const bool image_ok =
-        h_arch[0] == image_arch * 10 &&
-        attributes.binaryVersion == (p.how == image_path::sass ? image_arch : static_cast<int>(cc));
-    ctx.check("image_matches_prediction", image_ok,
-              "kernel saw __CUDA_ARCH__ " + std::to_string(h_arch[0]) + ", binaryVersion " +
-                  std::to_string(attributes.binaryVersion) + "; predicted '" + p.describe(cc) +
-                  "'");
-    return status::ok();
+/// arch_coverage: this program's fatbinary, the predictions, and on a GPU the real launch.
+status arch_coverage_cuda(context& ctx) {
+    PITFALL_ASSIGN_OR_RETURN(const std::string capabilities,
+                             ctx.param_string("compute_capabilities"));
+    const std::string self = self_executable();
+    PITFALL_ASSIGN_OR_RETURN(const elf_image elf, read_elf(self));
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<fatbin_image> images, fatbin_images(elf, self));
+    // 1. What this program carries: one line per image, counted by kind.
+    record_embedded_images(ctx, images);
+#ifdef __CUDA_ARCH_LIST__
+    check_fatbin_matches_compiler(ctx, images);
+#endif
+
+    // 2. The prediction for each compute capability asked for, under the JIT switches and the
+    //    driver (its PTX ISA) of this environment.
+    const jit_environment jit = read_jit_environment(ctx);
+    PITFALL_TRY(record_predictions(ctx, images, capabilities, jit));
+
+    // 3. A device, if there is one: its answer is the confirmation. Without one (no driver
+    //    here) the case ends ok with its predictions; the device query's error is an event.
+    if (!device_present(ctx))
+        return status::ok();
+    int device = 0;
+    cudaDeviceProp prop{};
+    PITFALL_CUDA_TRY(stage::init, cudaGetDevice(&device));
+    PITFALL_CUDA_TRY(stage::init, cudaGetDeviceProperties(&prop, device));
+    const unsigned cc = static_cast<unsigned>(prop.major * 10 + prop.minor);
+    const image_prediction p =
+        predict_image(images, cc, jit.driver, jit.force_ptx, jit.disable_ptx);
+    ctx.record("device_compute_capability", prop.major + prop.minor / 10.0);
+    ctx.record_info("device",
+                    std::string(prop.name) + " (sm_" + std::to_string(cc) + "): " + p.describe(cc));
+
+    // 4. The launch as users meet it: a missing image surfaces at the first launch.
+    return launch_against_prediction(ctx, p, cc);
 }
 
 /// The stub libcuda.so of the toolkit whose runtime we loaded: <its lib dir>/stubs/libcuda.so.
