@@ -260,7 +260,7 @@ json kept_build_images(const std::vector<std::pair<std::string, std::string>>& p
     std::string key = std::to_string(::geteuid()) + '\n';
     json stamps = json::object();
     for (const auto& [name, path] : programs) {
-        key += name + '\t' + path + '\n';
+        key.append(name).append(1, '\t').append(path).append(1, '\n');
         stamps[name] = file_stamp(path);
     }
     const std::string cache = dir + "/build-images-" + hex16(fnv1a(key)) + ".json";

@@ -284,7 +284,7 @@ status_or<fs::path> profile_folder(const bless_options& options, const std::stri
         return bad_run_input("profile '" + profile_name + "' (from " + named_by +
                              "): not a profile name (a letter or digit, then letters, digits, "
                              "'.', '_' and '-')");
-    const fs::path profile_dir = fs::path(options.common.expected_dir) / profile_name;
+    fs::path profile_dir = fs::path(options.common.expected_dir) / profile_name;
     std::error_code ec;
     if (fs::weakly_canonical(profile_dir, ec).parent_path() !=
         fs::weakly_canonical(options.common.expected_dir, ec))

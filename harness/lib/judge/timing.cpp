@@ -222,6 +222,7 @@ std::string why_times_not_judged(const json& prov, std::optional<int> threads,
 }
 
 /// A series as this run timed it.
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct timed_candidate {
     json series;                               ///< the result's samples.<name> (null: none)
     std::optional<std::vector<double>> values; ///< its samples, when they are valid

@@ -16,6 +16,7 @@ struct scenario_entry {
     manifest description;
 };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct scenario_index {
     std::string path;
     bool built_with_cuda = false;

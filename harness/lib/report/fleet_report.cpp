@@ -423,6 +423,7 @@ std::string cases_html(const fleet_view& f) {
     for (const auto& g : f.fingerprint_groups)
         differing.insert(g.differing.begin(), g.differing.end());
     std::vector<std::string> titles;
+    titles.reserve(f.ran.size());
     for (const auto& node : f.ran)
         titles.push_back(fingerprint_group(node));
     return "<h2>Cases</h2>\n" + case_grid_html(f.m, titles, differing);

@@ -477,7 +477,7 @@ chart memory_chart(const run_data& run) {
             const std::string not_judged =
                 marks.empty() ? "" : rss_bound_not_judged(run, obj(r["baseline"], "entry"));
             c.bars.push_back({key, "rss", rss, human_bytes(rss) + not_judged,
-                              "peak RSS " + key + ": " + human_bytes(rss) + not_judged, marks});
+                              cat("peak RSS ", key, ": ", human_bytes(rss), not_judged), marks});
         }
     }
     return c;

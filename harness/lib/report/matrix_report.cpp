@@ -390,6 +390,7 @@ std::string render_matrix_html(const std::vector<run_data>& runs) {
     if (any_cell(runs))
         h << cells_html(runs, m) << "<h2>Cases</h2>\n";
     std::vector<std::string> titles;
+    titles.reserve(runs.size());
     for (const auto& run : runs)
         titles.push_back(run.dir);
     h << case_grid_html(m, titles, std::set<std::string>(m.differing.begin(), m.differing.end()))
