@@ -9,8 +9,9 @@ option(PITFALL_CCACHE "Compile through ccache where it is installed" ON)
 if(PITFALL_CCACHE)
   find_program(PITFALL_CCACHE_PROGRAM ccache)
   if(PITFALL_CCACHE_PROGRAM)
-    # The precompiled headers (harness/CMakeLists.txt) are cached as ccache documents it: the
-    # pch_defines and time_macros sloppiness, and GCC's -fpch-preprocess.
+    # Precompiled headers (harness/CMakeLists.txt; off by default under ccache, on when asked)
+    # are cached as ccache documents it: the pch_defines and time_macros sloppiness, and GCC's
+    # -fpch-preprocess.
     set(pitfall_launcher "${CMAKE_COMMAND}" -E env "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}"
         CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines,time_macros "${PITFALL_CCACHE_PROGRAM}")
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
