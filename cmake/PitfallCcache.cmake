@@ -12,8 +12,12 @@ if(PITFALL_CCACHE)
     # Precompiled headers (harness/CMakeLists.txt; off by default under ccache, on when asked)
     # are cached as ccache documents it: the pch_defines and time_macros sloppiness, and GCC's
     # -fpch-preprocess.
+    # nvcc gets the __FILE__ prefix map as -Xcompiler=-fmacro-prefix-map=<tree>/=, which ccache
+    # does not read as a path: left in the hash, it made every clone miss every nvcc entry. It
+    # maps each clone's own root to "", so the objects are alike and it can be left out.
     set(pitfall_launcher "${CMAKE_COMMAND}" -E env "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}"
-        CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines,time_macros "${PITFALL_CCACHE_PROGRAM}")
+        CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines,time_macros
+        "CCACHE_IGNOREOPTIONS=-Xcompiler=-fmacro-prefix-map=*" "${PITFALL_CCACHE_PROGRAM}")
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
     endif()
