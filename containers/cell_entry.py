@@ -269,6 +269,10 @@ def main() -> int:
         result["doctor"] = {"exit_code": rc, "error": first_error(text)}
     stage("doctor", "errors" in result["doctor"], t, exit_code=rc)
     argv = [pitfall, "run", "--out", str(OUT / "run"), "--replace"]
+    # A GPU runner's cell expects its GPU: without one, `pitfall run --require gpu` exits 1
+    # before any case, in the doctor's words, instead of passing on the driver's errors.
+    if (cell.get("expect") or {}).get("gpu"):
+        argv += ["--require", "gpu"]
     for s in spec.get("scenarios") or []:
         argv += ["--scenario", s]
     rc, text = run_logged(argv, logs / "run.log", env=env)

@@ -5,6 +5,7 @@
 
 #include "judge/bless.hpp"
 #include "judge/compare.hpp"
+#include "gate/gate.hpp"
 #include "report/report.hpp"
 #include "run/runner.hpp"
 
@@ -37,6 +38,9 @@ struct command_line {
     runner::compare_options compare;
     runner::bless_options bless;
     runner::report_options report;
+    runner::gate_options gate;
+    bool slurm_prolog = false;       ///< gate --slurm-prolog
+    bool slurm_health_check = false; ///< gate --slurm-health-check
     std::vector<std::string> argv; ///< recorded in a run's header
 };
 

@@ -1,8 +1,14 @@
 // `pitfall run`: run cases, record and judge them.
 #include "commands.hpp"
 
+#include "environment_probe.hpp"
+
+#include "gate/requirement.hpp"
 #include "model/locate.hpp"
 #include "run/runner.hpp"
+
+#include <iostream>
+#include <set>
 
 namespace pitfall::cli {
 namespace {
@@ -73,6 +79,10 @@ void declare_execution(CLI::App& sub, runner::run_options& r) {
     sub.add_flag("--timed-in-parallel", r.timed_in_parallel,
                  "with --jobs, let cases whose times are judged run beside others\n"
                  "(faster, and their times measure the contention too)");
+    sub.add_option("--require", r.require,
+                   "exit 1 before any case unless this machine is what the job\n"
+                   "expects: gpu (a usable GPU) or a baseline profile's name")
+        ->type_name("gpu|PROFILE");
     add_checked(sub, "--skip-code", r.skip_code, parse_exit_code, "0..255",
                 "exit N when every selected case is UNSUPPORTED (SKIP_RETURN_CODE)")
         ->type_name("N");
@@ -94,6 +104,33 @@ examples:
   pitfall run --scenario float64_inputs --variant reproduce,remedy --samples 15 --out runs/a
   pitfall run --backend cpu --jobs 2
   pitfall run --resume runs/a)");
+}
+
+/// --require: this machine, as the doctor sees it, against what the job expects. exit_ok when
+/// it is, exit_failed (said in the doctor's words) when not, exit_bad_input for a requirement
+/// no profile has or baselines that cannot be read.
+int check_machine(const runner::run_options& r) {
+    auto index = runner::load_index(r.common.index_path);
+    if (!index.is_ok())
+        return input_error(index.error());
+    temporary_folder logs;
+    if (logs.path.empty())
+        return usage_error("cannot make a folder under $TMPDIR for the probe's log");
+    runner::machine_view view;
+    if (auto seen = runner::examine_machine(r.probe_program, logs.path, index.value(),
+                                            r.common.expected_dir, !r.fresh_probe, view);
+        !seen.is_ok())
+        return input_error(seen);
+    if (auto known = runner::check_requirement(r.require, view.profiles, "--require");
+        !known.is_ok())
+        return usage_error(known.message(), "run");
+    if (const auto unmet = runner::unmet_requirement(r.require, view)) {
+        std::cerr << "pitfall: this machine is not what --require " << r.require
+                  << " expects: " << *unmet
+                  << "\n(`pitfall doctor` for the evidence and the fix; no case was run)\n";
+        return exit_failed;
+    }
+    return exit_ok;
 }
 
 int run_run(const CLI::App&, command_line& cl) {
@@ -119,6 +156,9 @@ int run_run(const CLI::App&, command_line& cl) {
     r.probe_program = probe.value();
     r.runs_dir = at->runs;
     r.argv = cl.argv;
+    if (!r.require.empty())
+        if (const int rc = check_machine(r); rc != exit_ok)
+            return rc;
     return runner::run_cases(r);
 }
 

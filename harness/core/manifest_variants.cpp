@@ -11,7 +11,7 @@ namespace pitfall::manifest_parts {
 namespace {
 const std::vector<std::string> known_variant_keys{
     "name",   "kind",      "doc",     "labels",     "backends", "needs_device", "helper",
-    "params", "param_set", "threads", "memory_per", "timings",  "prediction"};
+    "params", "param_set", "threads", "memory_per", "timings",  "prediction", "gate"};
 
 std::string dotted_key(const std::string& field, const std::string& key) {
     std::string out = field;
@@ -159,12 +159,19 @@ status read_variant(const reader& r, const json& v, const std::string& path, man
             return r.fail(path + "backends", "'" + b + "' is not among the scenario's backends");
     for (const auto& [key, flag] :
          {std::pair<const char*, bool*>{"needs_device", &spec.needs_device},
-          std::pair<const char*, bool*>{"helper", &spec.helper}}) {
+          std::pair<const char*, bool*>{"helper", &spec.helper},
+          std::pair<const char*, bool*>{"gate", &spec.gate}}) {
         if (!v.contains(key))
             continue;
         if (!v[key].is_boolean())
             return r.fail(path + key, "expected true or false");
         *flag = v[key].get<bool>();
+    }
+    if (spec.gate) {
+        const auto backends = m.backends_of(spec);
+        if (spec.helper || std::find(backends.begin(), backends.end(), "cuda") == backends.end())
+            return r.fail(path + "gate", "a gate case runs on the GPU: the variant needs the "
+                                         "cuda backend and cannot be a helper");
     }
     PITFALL_TRY(read_variant_params(r, v, path, m, spec));
     PITFALL_TRY(read_variant_threads(r, v, path, spec));

@@ -68,6 +68,8 @@ std::vector<std::string> case_ref::labels() const {
                                  scenario->description.failure_class, variant->kind};
     if (backend == "cuda")
         out.emplace_back("gpu");
+    if (backend == "cuda" && variant->gate)
+        out.emplace_back("gate");
     for (const auto* list : {&scenario->description.labels, &variant->labels})
         for (const auto& l : *list)
             if (!contains(out, l))

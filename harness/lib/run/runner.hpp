@@ -65,6 +65,9 @@ struct run_options {
     /// only outcomes, events and checks are judged.
     bool full = false;
     std::vector<std::string> argv; ///< recorded in the run header
+    /// --require gpu|PROFILE: what the machine must be; the run exits 1 before any case when
+    /// it is not (a GPU job on a machine without one must not pass on driver errors).
+    std::string require;
 };
 
 int list_cases(const common_options& options, bool as_json);

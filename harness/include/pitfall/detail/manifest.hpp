@@ -53,6 +53,9 @@ struct variant_spec {
     std::vector<std::string> backends; ///< subset of the scenario's; empty = all
     bool needs_device = true;          ///< false: the CUDA case runs even where no GPU answers
     bool helper = false; ///< a role another case starts with run_self(): no case of its own
+    /// A gate case (`pitfall gate`): fast, judged by its outcome, run on every GPU of a node
+    /// before work lands on it. Its CUDA case carries the label "gate".
+    bool gate = false;
     /// A named parameter set: values this variant runs with instead of the scenario's defaults
     /// (each a declared parameter, of its type, within its bounds); `--param` still wins.
     nlohmann::json params = nlohmann::json::object();
