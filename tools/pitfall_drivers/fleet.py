@@ -6,7 +6,8 @@ slurm.py) `fleet run` submits one array job, a task pinned to each node, follows
 the node runs into one report that groups the nodes by fingerprint and puts first the cases
 whose verdict or outcome differs between nodes of one group (fleet_folder.py); `fleet status`,
 `collect` and `cancel` act on a fleet folder. On Kubernetes (schedulers/kubernetes.py) `fleet
-manifest` writes an Indexed Job for kubectl. A node that fails is a result, never an abort.
+manifest` writes an Indexed Job for kubectl, or with --gate-init / --gate-npd the manifests that
+run `pitfall gate` before a workload or on every node (schedulers/kubernetes_gate.py). A node that fails is a result, never an abort.
 
 Exit status: 0 every node ran and met its baselines, and no case differs within a fingerprint
 group; 1 not; 2 bad usage or bad input (no Slurm client, unknown node, malformed fleet folder);
@@ -40,6 +41,12 @@ commands:
   manifest --engine kubernetes ...
                       a Kubernetes Indexed Job doing the same, one pod per GPU node
                       (`pitfall fleet manifest --help`; docs/kubernetes.md)
+  manifest --engine kubernetes --gate-init --workload-image IMAGE ...
+                      a Pod whose init container runs `pitfall gate --require R` on its GPUs:
+                      the workload starts only on a node the gate admits
+  manifest --engine kubernetes --gate-npd ...
+                      node-problem-detector running `pitfall gate` on every GPU node: the
+                      NodeCondition PitfallGateProblem is True where the gate drains
 
 run options:
   --engine slurm      the scheduler (Slurm is the one there is; Kubernetes: `fleet manifest`)

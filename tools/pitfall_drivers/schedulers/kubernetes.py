@@ -6,21 +6,31 @@ run leaves on its shared file system:
   <results>/nodes/<node>/run/          that node's `pitfall run` folder
   <results>/nodes/<node>/node.json     the node's record ("schema": "pitfall.fleet-node/1")
 
-so that `pitfall report --merge <results>/nodes/*` compares the nodes. docs/kubernetes.md says
-what each part of the manifest does and why.
+so that `pitfall report --merge <results>/nodes/*` compares the nodes. With --gate-init or
+--gate-npd it writes `pitfall gate` manifests instead (kubernetes_gate.py). docs/kubernetes.md
+says what each part of each manifest does and why.
 
 usage: pitfall fleet manifest --engine kubernetes --image IMAGE (--nodes N | --nodelist a,b,c)
          [--gpus G] [--namespace NS] [--name NAME] (--claim PVC | --host-path DIR)
          [--results-dir PATH] [--time T] [--format yaml|json] [--out FILE]
          [--scenario S] [--backend B] [--variant V] [--label L]
+       pitfall fleet manifest --engine kubernetes --image IMAGE --gate-init
+         --workload-image IMAGE [--workload-command ARG]... [--require gpu|PROFILE] [--gpus G]
+         [--nodelist a,b,c] [--runtime-class RC] [--namespace NS] [--name NAME]
+         [--format yaml|json] [--out FILE]
+       pitfall fleet manifest --engine kubernetes --image IMAGE --gate-npd
+         [--require gpu|PROFILE] [--npd-image IMAGE] [--interval T] [--time T]
+         [--node-label KEY=VALUE] [--nodelist a,b,c] [--runtime-class RC] [--namespace NS]
+         [--name NAME] [--format yaml|json] [--out FILE]
 
 Exit status: 0 the manifest was printed (or written to --out); 2 a bad flag (the message names
 it) or --out could not be written (the message names the file and the reason). The pitfall
 binary reaches it as `pitfall fleet manifest` (fleet.py hands it the flags).
 
 Standard library only: the YAML is written by hand, every string as a JSON string (a JSON string
-is a valid YAML double-quoted scalar) but the node script, which is a literal block ("|") so a
-person can read what will run; no YAML library is needed to make it.
+is a valid YAML double-quoted scalar) but multi-line text (scripts, the plugin config), which is
+a literal block ("|") so a person can read what will run; no YAML library is needed to make it.
+Several objects are a YAML stream of documents ("---"), or in JSON one v1 List.
 """
 from __future__ import annotations
 
@@ -47,44 +57,62 @@ COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 MAX_NODES = 100_000
 # More GPUs than any one node carries would leave every pod Pending; this only catches typos.
 MAX_GPUS_PER_NODE = 64
+# A time limit past a year is a typo; it also keeps every duration well inside Go's (NPD's).
+MAX_TIME_S = 366 * 86400
 
 # RFC 1123 label (names, namespaces) and subdomain (node names, claim names), as Kubernetes
 # validates them: lower case alphanumerics and '-', starting and ending alphanumeric.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 FILTER_FLAGS = ("scenario", "backend", "variant", "label")
+# The flags (argparse dests) the Indexed Job takes; kubernetes_gate.FLAGS_OF has the gate's.
+JOB_FLAGS = {"engine", "image", "gate_init", "gate_npd", "mode", "nodes", "nodelist", "gpus",
+             "namespace", "name", "claim", "host_path", "results_dir", "time", "format", "out",
+             *FILTER_FLAGS}
 BACKENDS = ("cpu", "cuda")
 
 
 def _parser() -> Parser:
     p = Parser(prog=PROG, add_help=True, allow_abbrev=False,
                 description="Print a Kubernetes Indexed Job that runs `pitfall doctor --json` and "
-                            "`pitfall run` once on each of N GPU nodes (docs/kubernetes.md).")
+                            "`pitfall run` once on each of N GPU nodes; with --gate-init, a Pod "
+                            "whose init container runs `pitfall gate` before its workload; with "
+                            "--gate-npd, node-problem-detector running `pitfall gate` on every "
+                            "GPU node (docs/kubernetes.md).")
     p.add_argument("--engine", required=True, choices=["kubernetes"],
                    help="the only engine this command writes a manifest for")
     p.add_argument("--image", required=True, help="a container image with `pitfall` on its PATH")
-    count = p.add_mutually_exclusive_group(required=True)
+    # The Job's required groups are checked in parse_args: the gate's manifests take neither.
+    count = p.add_mutually_exclusive_group()
     count.add_argument("--nodes", help="how many GPU nodes, any N of them")
     count.add_argument("--nodelist", help="exactly these nodes, by Kubernetes node name: a,b,c")
-    p.add_argument("--gpus", default="1", help="GPUs each pod asks for (default 1)")
-    p.add_argument("--namespace", default="default", help="(default default)")
-    p.add_argument("--name", default="pitfall-fleet", help="the Job's name (default pitfall-fleet)")
-    volume = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--gpus", help="GPUs each pod asks for (default 1)")
+    p.add_argument("--namespace", help="(default default; kube-system with --gate-npd)")
+    p.add_argument("--name", help="the object's name (default pitfall-fleet; pitfall-gated with "
+                                  "--gate-init, pitfall-gate-npd with --gate-npd)")
+    volume = p.add_mutually_exclusive_group()
     volume.add_argument("--claim", help="a ReadWriteMany PersistentVolumeClaim every node mounts")
     volume.add_argument("--host-path", help="a folder of a file system mounted on every node")
-    p.add_argument("--results-dir", default="/results",
+    p.add_argument("--results-dir",
                    help="where the volume is mounted in the container (default /results)")
-    p.add_argument("--time", help="the Job's time limit, as Slurm writes it: MM, MM:SS, HH:MM:SS, "
-                                  "D-HH, D-HH:MM or D-HH:MM:SS")
+    p.add_argument("--time", help="the Job's time limit (with --gate-npd: the gate's), as Slurm "
+                                  "writes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
     p.add_argument("--format", default="yaml", choices=["yaml", "json"], help="(default yaml)")
     p.add_argument("--out", help="write the manifest to FILE (atomically) instead of printing it")
     for flag in FILTER_FLAGS:
         p.add_argument(f"--{flag}", action="append", default=[],
                        help=f"passed to `pitfall run --{flag}` (repeatable)")
+    kubernetes_gate().add_arguments(p)
     return p
 
 
-def _check_text(flag: str, value: str) -> str:
+def kubernetes_gate():
+    # Imported when used: kubernetes_gate.py imports this module's checks.
+    from . import kubernetes_gate as gate
+    return gate
+
+
+def check_text(flag: str, value: str) -> str:
     # One rule for every value that reaches the manifest or the script: present, and nothing
     # that is not printable (a newline would start a new shell command in an unquoted context,
     # and a control character is not allowed in a YAML stream).
@@ -96,8 +124,8 @@ def _check_text(flag: str, value: str) -> str:
     return value
 
 
-def _check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str) -> str:
-    _check_text(flag, value)
+def check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str) -> str:
+    check_text(flag, value)
     if len(value) > limit or not pattern.fullmatch(value):
         raise BadInput(f"--{flag} {value!r}: not {what} (lower case letters, digits and '-'"
                          f"{', dots between parts' if pattern is DNS_SUBDOMAIN else ''}; starting "
@@ -105,14 +133,14 @@ def _check_dns(flag: str, value: str, pattern: re.Pattern, limit: int, what: str
     return value
 
 
-def _check_count(flag: str, value: str, limit: int) -> int:
+def check_count(flag: str, value: str, limit: int) -> int:
     if not re.fullmatch(r"[0-9]+", value or "") or not 1 <= int(value) <= limit:
         raise BadInput(f"--{flag} {value!r}: expected a whole number in [1, {limit}]")
     return int(value)
 
 
 def _check_abs_path(flag: str, value: str) -> str:
-    _check_text(flag, value)
+    check_text(flag, value)
     parts = value.split("/")
     if not value.startswith("/") or ".." in parts:
         raise BadInput(f"--{flag} {value!r}: expected an absolute path with no '..'")
@@ -121,39 +149,44 @@ def _check_abs_path(flag: str, value: str) -> str:
     return value
 
 
-def parse_time(value: str) -> int:
+def parse_time(value: str, flag: str = "time") -> int:
     """Slurm's --time forms, in seconds: "minutes", "minutes:seconds", "hours:minutes:seconds",
-    "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"."""
+    "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"; BadInput names --flag."""
+    n = "([0-9]{1,9})"  # ASCII digits only (\d takes any script's), and no endless numbers
     forms = (
-        (r"(\d+)", ("minutes",)),
-        (r"(\d+):(\d+)", ("minutes", "seconds")),
-        (r"(\d+):(\d+):(\d+)", ("hours", "minutes", "seconds")),
-        (r"(\d+)-(\d+)", ("days", "hours")),
-        (r"(\d+)-(\d+):(\d+)", ("days", "hours", "minutes")),
-        (r"(\d+)-(\d+):(\d+):(\d+)", ("days", "hours", "minutes", "seconds")),
+        (n, ("minutes",)),
+        (f"{n}:{n}", ("minutes", "seconds")),
+        (f"{n}:{n}:{n}", ("hours", "minutes", "seconds")),
+        (f"{n}-{n}", ("days", "hours")),
+        (f"{n}-{n}:{n}", ("days", "hours", "minutes")),
+        (f"{n}-{n}:{n}:{n}", ("days", "hours", "minutes", "seconds")),
     )
     for pattern, names in forms:
         m = re.fullmatch(pattern, value)
         if m:
             break
     else:
-        raise BadInput(f"--time {value!r}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+        raise BadInput(f"--{flag} {value!r}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
                          "D-HH:MM:SS")
     fields = dict(zip(names, (int(g) for g in m.groups())))
     # The first field may be as large as it likes (Slurm reads "90" as 90 minutes); the ones
     # after it are on a clock.
     for unit, limit in (("hours", 24), ("minutes", 60), ("seconds", 60)):
         if unit in fields and unit != names[0] and fields[unit] >= limit:
-            raise BadInput(f"--time {value!r}: {unit} after the first field must be below {limit}")
+            raise BadInput(f"--{flag} {value!r}: {unit} after the first field must be below "
+                           f"{limit}")
     scale = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
     total = sum(scale[unit] * n for unit, n in fields.items())
     if total <= 0:
-        raise BadInput(f"--time {value!r}: must be longer than 0 (leave --time out for no limit)")
+        raise BadInput(f"--{flag} {value!r}: must be longer than 0 (leave --{flag} out for "
+                       "the default)")
+    if total > MAX_TIME_S:
+        raise BadInput(f"--{flag} {value!r}: longer than a year")
     return total
 
 
 def _check_filter(flag: str, value: str) -> str:
-    _check_text(flag, value)
+    check_text(flag, value)
     items = value.split(",")
     if any(item == "" for item in items):
         raise BadInput(f"--{flag} {value!r}: an empty item in the list")
@@ -165,43 +198,69 @@ def _check_filter(flag: str, value: str) -> str:
     return value
 
 
+def check_image(flag: str, value: str) -> str:
+    check_text(flag, value)
+    if any(c.isspace() for c in value):
+        raise BadInput(f"--{flag} {value!r}: an image reference has no spaces")
+    return value
+
+
+def _check_nodelist(value: str) -> list[str]:
+    check_text("nodelist", value)
+    nodes = value.split(",")
+    for node in nodes:
+        if node == "":
+            raise BadInput(f"--nodelist {value!r}: an empty node name in the list")
+        check_dns("nodelist", node, DNS_SUBDOMAIN, 253, "a Kubernetes node name")
+    seen = set()
+    for node in nodes:
+        if node in seen:
+            raise BadInput(f"--nodelist: {node!r} is named twice (one pod runs per node)")
+        seen.add(node)
+    if len(nodes) > MAX_NODES:
+        raise BadInput(f"--nodelist: {len(nodes)} nodes, more than an Indexed Job "
+                       f"runs at once ({MAX_NODES})")
+    return nodes
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The flags, checked: raises BadInput naming the flag that is wrong."""
+    """The flags, checked: raises BadInput naming the flag that is wrong. opts.mode is `job`,
+    `gate-init` or `gate-npd`."""
     opts = parse(_parser(), argv)
-    _check_text("image", opts.image)
-    if any(c.isspace() for c in opts.image):
-        raise BadInput(f"--image {opts.image!r}: an image reference has no spaces")
-    _check_dns("name", opts.name, DNS_LABEL, 63, "a DNS-1123 label")
-    _check_dns("namespace", opts.namespace, DNS_LABEL, 63, "a DNS-1123 label")
+    gate = kubernetes_gate()
+    opts.mode = "gate-init" if opts.gate_init else "gate-npd" if opts.gate_npd else "job"
+    check_image("image", opts.image)
+    if opts.name is None:
+        opts.name = gate.DEFAULT_NAME.get(opts.mode, "pitfall-fleet")
+    if opts.namespace is None:
+        opts.namespace = gate.DEFAULT_NAMESPACE.get(opts.mode, "default")
+    check_dns("name", opts.name, DNS_LABEL, 63, "a DNS-1123 label")
+    check_dns("namespace", opts.namespace, DNS_LABEL, 63, "a DNS-1123 label")
     if opts.nodelist is not None:
-        _check_text("nodelist", opts.nodelist)
-        nodes = opts.nodelist.split(",")
-        for node in nodes:
-            if node == "":
-                raise BadInput(f"--nodelist {opts.nodelist!r}: an empty node name in the list")
-            _check_dns("nodelist", node, DNS_SUBDOMAIN, 253, "a Kubernetes node name")
-        seen = set()
-        for node in nodes:
-            if node in seen:
-                raise BadInput(f"--nodelist: {node!r} is named twice (one pod runs per node)")
-            seen.add(node)
-        if len(nodes) > MAX_NODES:
-            raise BadInput(f"--nodelist: {len(nodes)} nodes, more than an Indexed Job "
-                             f"runs at once ({MAX_NODES})")
-        opts.nodelist = nodes
-        opts.node_count = len(nodes)
+        opts.nodelist = _check_nodelist(opts.nodelist)
+    if opts.out is not None:
+        check_text("out", opts.out)
+    if opts.mode != "job":
+        gate.check_args(opts)
+        return opts
+    gate.refuse_foreign_flags(opts, "job", JOB_FLAGS)
+    if opts.nodelist is not None:
+        opts.node_count = len(opts.nodelist)
+    elif opts.nodes is not None:
+        opts.node_count = check_count("nodes", opts.nodes, MAX_NODES)
     else:
-        opts.node_count = _check_count("nodes", opts.nodes, MAX_NODES)
-    opts.gpus = _check_count("gpus", opts.gpus, MAX_GPUS_PER_NODE)
+        raise BadInput("the Job needs --nodes N or --nodelist a,b,c")
+    opts.gpus = check_count("gpus", opts.gpus if opts.gpus is not None else "1", MAX_GPUS_PER_NODE)
     if opts.claim is not None:
-        _check_dns("claim", opts.claim, DNS_SUBDOMAIN, 253, "a PersistentVolumeClaim name")
-    else:
+        check_dns("claim", opts.claim, DNS_SUBDOMAIN, 253, "a PersistentVolumeClaim name")
+    elif opts.host_path is not None:
         _check_abs_path("host-path", opts.host_path)
+    else:
+        raise BadInput("the Job needs a results volume: --claim PVC or --host-path DIR")
+    opts.results_dir = opts.results_dir if opts.results_dir is not None else "/results"
     _check_abs_path("results-dir", opts.results_dir)
     opts.results_dir = opts.results_dir.rstrip("/")
     opts.deadline_s = parse_time(opts.time) if opts.time is not None else None
-    if opts.out is not None:
-        _check_text("out", opts.out)
     for flag in FILTER_FLAGS:
         for value in getattr(opts, flag):
             _check_filter(flag, value)
@@ -397,12 +456,31 @@ def _yaml_inline(value) -> str:
     return _yaml_scalar(value)
 
 
-def render(manifest: dict, fmt: str) -> str:
+WHAT = {"job": "A Kubernetes Indexed Job",
+        "gate-init": "A Pod whose init container runs `pitfall gate`",
+        "gate-npd": "node-problem-detector running `pitfall gate` on every GPU node"}
+
+
+def render(objects: dict | list[dict], fmt: str, mode: str = "job") -> str:
+    """One object as itself; several as a v1 List (JSON) or a stream of YAML documents, in the
+    order kubectl should create them."""
+    objects = [objects] if isinstance(objects, dict) else objects
     if fmt == "json":
-        return json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    header = ("# A Kubernetes Indexed Job written by `pitfall fleet manifest --engine kubernetes`;"
+        doc = objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
+                                                      "items": objects}
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    header = (f"# {WHAT[mode]}, written by `pitfall fleet manifest --engine kubernetes`;"
               " docs/kubernetes.md says what each part does.\n")
-    return header + "\n".join(_yaml_lines(manifest, 0)) + "\n"
+    return header + "---\n".join("\n".join(_yaml_lines(o, 0)) + "\n" for o in objects)
+
+
+def build_objects(opts: argparse.Namespace) -> list[dict]:
+    """What opts.mode asks for, in applying order."""
+    if opts.mode == "gate-init":
+        return [kubernetes_gate().gate_init_pod(opts)]
+    if opts.mode == "gate-npd":
+        return kubernetes_gate().npd_objects(opts)
+    return [build_manifest(opts)]
 
 
 def main(argv: list[str]) -> int:
@@ -415,7 +493,7 @@ def main(argv: list[str]) -> int:
 
 def _manifest(argv: list[str]) -> int:
     opts = parse_args(argv)
-    text = render(build_manifest(opts), opts.format)
+    text = render(build_objects(opts), opts.format, opts.mode)
     if opts.out is None:
         sys.stdout.write(text)
         return 0
