@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include <unistd.h>
 
@@ -158,13 +159,18 @@ json judge_node(const gate_options& o, const std::string& node, const std::strin
     const auto cases = gate_cases(index.value());
     if (cases.empty())
         v.unjudged("the index marks no gate case (scenario.json \"gate\": true)");
+    std::set<std::string> accepted;
+    for (const auto& f : view.doctor.findings)
+        if (accepted_by_requirement(o.require, view, f))
+            accepted.insert(f.id);
     json counts = json::object();
     int n = 0;
     for (const auto& gpu : gpus_of(view.fingerprint)) {
         if (cases.empty())
             break;
         std::string why;
-        json entry = run_gate_cases(o, gpu, cases, folder + "/gpu-" + std::to_string(n++), why);
+        json entry =
+            run_gate_cases(o, gpu, cases, folder + "/gpu-" + std::to_string(n++), accepted, why);
         for (const auto& c : entry["cases"])
             counts[c["verdict"].get<std::string>()] = counts.value(c["verdict"].get<std::string>(), 0) + 1;
         if (entry["verdict"] == "drain")

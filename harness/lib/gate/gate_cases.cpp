@@ -2,6 +2,7 @@
 // visible, each case's verdict read back from the run's results.jsonl.
 #include "gate/gate_parts.hpp"
 
+#include "doctor/doctor.hpp"
 #include "run/runner.hpp"
 
 #include <cstdlib>
@@ -99,6 +100,28 @@ std::map<std::string, json> case_records(const std::string& results_path) {
     return records;
 }
 
+/// The doctor's errors and warnings over the fingerprint of the run that saw only this GPU;
+/// an error the requirement does not accept drains (`verdict`, `why`).
+json gpu_findings(const std::string& fingerprint_path, const std::set<std::string>& accepted,
+                  const std::string& where, std::string& verdict, std::string& why) {
+    json out = json::array();
+    std::ifstream in(fingerprint_path);
+    const json fingerprint = json::parse(in, nullptr, false);
+    if (!fingerprint.is_object())
+        return out;
+    for (const auto& f : diagnose(fingerprint).findings) {
+        if (f.severity == finding_severity::ok)
+            continue;
+        out.push_back({{"id", f.id}, {"severity", severity_name(f.severity)}, {"title", f.title}});
+        if (f.severity == finding_severity::error && accepted.count(f.id) == 0 &&
+            verdict != "drain") {
+            verdict = "drain";
+            why = f.title + " [" + f.id + "] on " + where;
+        }
+    }
+    return out;
+}
+
 /// The last non-empty line of the run's terminal output: why it could not run its cases.
 std::string last_line(const std::string& text) {
     std::istringstream in(text);
@@ -162,7 +185,7 @@ std::vector<gate_gpu> gpus_of(const json& fingerprint) {
 
 json run_gate_cases(const gate_options& options, const gate_gpu& gpu,
                     const std::vector<std::string>& cases, const std::string& folder,
-                    std::string& why) {
+                    const std::set<std::string>& accepted, std::string& why) {
     json entry = gpu.to_json();
     entry["cases"] = json::array();
     entry["failing_cases"] = json::array();
@@ -182,6 +205,7 @@ json run_gate_cases(const gate_options& options, const gate_gpu& gpu,
     }
     const auto records = case_records(folder + "/results.jsonl");
     std::string verdict = "admit";
+    entry["findings"] = gpu_findings(folder + "/fingerprint.json", accepted, where, verdict, why);
     for (const auto& c : cases) {
         const auto found = records.find(c);
         json one = {{"case", c}};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,14 @@ struct gate_gpu {
 std::vector<gate_gpu> gpus_of(const nlohmann::json& fingerprint);
 
 /// The gate cases run with only `gpu` visible, through `pitfall run` as a library call (a run
-/// folder under `folder`, its terminal lines kept out of the gate's output). Returns the GPU's
-/// entry of the gate JSON: {index, uuid, name, verdict, cases, failing_cases}, and `why` set to
-/// the first reason it did not admit.
+/// folder under `folder`, its terminal lines kept out of the gate's output), and the doctor's
+/// findings over that run's own fingerprint (the GPU seen alone): an error among them that is
+/// not in `accepted` (what the requirement accepts of the node) drains too. Returns the GPU's
+/// entry of the gate JSON: {index, uuid, name, verdict, findings, cases, failing_cases}, and
+/// `why` set to the first reason it did not admit.
 nlohmann::json run_gate_cases(const gate_options& options, const gate_gpu& gpu,
                               const std::vector<std::string>& cases, const std::string& folder,
-                              std::string& why);
+                              const std::set<std::string>& accepted, std::string& why);
 
 /// What the gate asked of Slurm: {mode, action, command, exit_code, error}. Drains `node` with
 /// `reason` when `drain`; resumes it after a pass when asked and it was drained by pitfall.

@@ -31,6 +31,7 @@ struct machine_view {
     diagnosis doctor;
     std::vector<profile> profiles; ///< read for their match only (no scenario's baselines)
     profile_choice choice;         ///< points into profiles: never copy a machine_view
+    // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its json fields
     machine_view() = default;
     machine_view(const machine_view&) = delete;
     machine_view& operator=(const machine_view&) = delete;
