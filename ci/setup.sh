@@ -7,7 +7,9 @@
 #   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
 #   (the HTML report opened headless in the tests), clang-format and clang-tidy
 #   (ci/lint-changed.sh), git (which files changed), clang and libclang-rt-14-dev (the asan
-#   preset's compiler and its sanitizer and libFuzzer runtimes: the fuzz targets)
+#   preset's compiler and its sanitizer and libFuzzer runtimes: the fuzz targets), prometheus
+#   (its promtool checks `pitfall export --openmetrics` output) and prometheus-node-exporter (the
+#   textfile collector the export test scrapes)
 #   .tools/cuda-tools: cuobjdump (from NVIDIA's wheel) when CUDA is here but cuobjdump is not on PATH
 #   with --matrix, podman, runc, debootstrap: the container matrix (`pitfall matrix`,
 #   containers/; ci/run-tests.sh asks for them unless PITFALL_MATRIX_SMOKE=off)
@@ -26,7 +28,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # diff (`pitfall bless`). The rest is for the tests, the linters and the benchmarks.
 run_packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev diffutils ccache)
 packages=("${run_packages[@]}" googletest libgtest-dev libbenchmark-dev python3 python3-pip
-          python3-jsonschema libxml2-utils chromium clang-format clang-tidy git clang libclang-rt-14-dev)
+          python3-jsonschema libxml2-utils chromium clang-format clang-tidy git clang libclang-rt-14-dev
+          prometheus prometheus-node-exporter)
 run_only=0
 for arg in "$@"; do
   case "$arg" in

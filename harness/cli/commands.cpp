@@ -11,6 +11,7 @@ command report_command();
 command matrix_command();
 command fleet_command();
 command doctor_command();
+command export_command();
 command gate_command();
 command resource_spec_command();
 command help_command();
@@ -27,6 +28,7 @@ const std::vector<command>& commands() {
         matrix_command(),        // matrix.cpp
         fleet_command(),         // fleet.cpp
         doctor_command(),        // doctor.cpp
+        export_command(),        // export.cpp
         gate_command(),          // gate.cpp
         resource_spec_command(), // resource_spec.cpp
         help_command(),          // help.cpp

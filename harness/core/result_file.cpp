@@ -30,16 +30,20 @@ const mode_t process_umask = [] {
 } // namespace
 
 status write_file_atomically(const std::string& path, const std::string& text) {
+    return write_file_atomically(path, text, 0644 & ~process_umask);
+}
+
+status write_file_atomically(const std::string& path, const std::string& text, unsigned mode) {
     // The temporary is made new (mkostemp: O_CREAT | O_EXCL, a name no one can predict), never
-    // opened through a link someone put at a predictable "<file>.tmp.<pid>"; then given the
-    // mode a plain create would have (0644 less the umask) and renamed over the file, which
-    // replaces a link at `path` itself rather than writing through it.
+    // opened through a link someone put at a predictable "<file>.tmp.<pid>"; then given its
+    // mode (by default the one a plain create would have: 0644 less the umask) and renamed
+    // over the file, which replaces a link at `path` itself rather than writing through it.
     std::string tmp = path + ".tmp.XXXXXX";
     const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0)
         return PITFALL_HOST_ERROR(stage::none, host_error::write_failed,
                                   "cannot write " + path + ": " + std::strerror(errno));
-    if (::fchmod(fd, 0644 & ~process_umask) != 0) {
+    if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) {
         const int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());

@@ -137,16 +137,17 @@ std::string verdict_line(const gate_verdict& v, const json& doc) {
 /// Everything but Slurm: the machine examined, the requirement, the cases on each GPU.
 json judge_node(const gate_options& o, const std::string& node, const std::string& folder,
                 gate_verdict& v) {
-    json doc = {{"schema", "pitfall.gate/1"}, {"node", node},         {"require", o.require},
-                {"profile", nullptr},         {"findings", json::array()}, {"gpus", json::array()}};
+    json doc = {{"schema", "pitfall.gate/1"}, {"node", node},
+                {"require", o.require},       {"profile", nullptr},
+                {"findings", json::array()},  {"gpus", json::array()}};
     auto index = load_index(o.index_path);
     if (!index.is_ok()) {
         v.unjudged("the scenario index cannot be read: " + index.error().message());
         return doc;
     }
     machine_view view;
-    if (auto seen = examine_machine(o.probe_program, folder, index.value(), o.expected_dir, false,
-                                    view);
+    if (auto seen =
+            examine_machine(o.probe_program, folder, index.value(), o.expected_dir, false, view);
         !seen.is_ok()) {
         v.unjudged("the baselines cannot be read: " + seen.message());
         return doc;
@@ -172,7 +173,8 @@ json judge_node(const gate_options& o, const std::string& node, const std::strin
         json entry =
             run_gate_cases(o, gpu, cases, folder + "/gpu-" + std::to_string(n++), accepted, why);
         for (const auto& c : entry["cases"])
-            counts[c["verdict"].get<std::string>()] = counts.value(c["verdict"].get<std::string>(), 0) + 1;
+            counts[c["verdict"].get<std::string>()] =
+                counts.value(c["verdict"].get<std::string>(), 0) + 1;
         if (entry["verdict"] == "drain")
             v.drain(why);
         else if (entry["verdict"] == "unjudged")

@@ -35,12 +35,14 @@ const json& member(const json& j, const char* key) {
     return j.is_object() && j.contains(key) ? j[key] : none;
 }
 
-std::string text_of(const json& j) { return j.is_string() ? j.get<std::string>() : std::string(); }
+std::string text_of(const json& j) {
+    return j.is_string() ? j.get<std::string>() : std::string();
+}
 
 /// Standard output and error sent to a string while it lives: the run's terminal lines are
 /// the gate's evidence, not its output.
 class captured_output {
-  public:
+public:
     captured_output()
         : out_(std::cout.rdbuf(text_.rdbuf())), err_(std::cerr.rdbuf(text_.rdbuf())) {}
     ~captured_output() {
@@ -51,7 +53,7 @@ class captured_output {
     captured_output& operator=(const captured_output&) = delete;
     std::string text() const { return text_.str(); }
 
-  private:
+private:
     std::ostringstream text_;
     std::streambuf* out_;
     std::streambuf* err_;
@@ -59,7 +61,7 @@ class captured_output {
 
 /// CUDA_VISIBLE_DEVICES set while it lives, and put back as it was (unset included).
 class visible_devices_set {
-  public:
+public:
     explicit visible_devices_set(const std::string& value) {
         if (const char* old = std::getenv("CUDA_VISIBLE_DEVICES"))
             old_ = old;
@@ -78,7 +80,7 @@ class visible_devices_set {
     visible_devices_set(const visible_devices_set&) = delete;
     visible_devices_set& operator=(const visible_devices_set&) = delete;
 
-  private:
+private:
     std::optional<std::string> old_;
     bool changed_ = false;
 };
@@ -224,16 +226,23 @@ json run_gate_cases(const gate_options& options, const gate_gpu& gpu,
         if (!reason.empty())
             one["why"] = reason;
         entry["cases"].push_back(one);
+        // "gate case C on GPU 0: FAIL: why", or "... could not be judged: NO_BASELINE: why".
+        std::string said = "gate case ";
+        said += c;
+        said += " on ";
+        said += where;
+        said += standing == "unjudged" ? " could not be judged: " : ": ";
+        said += one["verdict"].get<std::string>();
+        if (!reason.empty())
+            said += ": " + reason;
         if (standing == "failing") {
             entry["failing_cases"].push_back(c);
             if (verdict != "drain")
-                why = "gate case " + c + " on " + where + ": " + one["verdict"].get<std::string>() +
-                      (reason.empty() ? "" : ": " + reason);
+                why = said;
             verdict = "drain";
         } else if (standing == "unjudged" && verdict == "admit") {
             verdict = "unjudged";
-            why = "gate case " + c + " on " + where + " could not be judged: " +
-                  one["verdict"].get<std::string>() + (reason.empty() ? "" : ": " + reason);
+            why = said;
         }
     }
     entry["verdict"] = verdict;

@@ -56,7 +56,6 @@ bool accepted_by_requirement(const std::string& required, const machine_view& vi
                              const finding& f);
 
 /// Why this machine is not what `required` expects, in the doctor's words; nullopt when it is.
-std::optional<std::string> unmet_requirement(const std::string& required,
-                                             const machine_view& view);
+std::optional<std::string> unmet_requirement(const std::string& required, const machine_view& view);
 
 } // namespace pitfall::runner

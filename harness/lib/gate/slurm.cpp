@@ -55,7 +55,7 @@ scontrol_answer run_scontrol(const std::vector<std::string>& args) {
     req.output_path = pattern;
     req.timeout_seconds = 30;
     const process_outcome out = run_process(req);
-    answer.output = read_tail(pattern, 64 * 1024);
+    answer.output = read_tail(pattern, std::size_t{64} * 1024);
     ::unlink(pattern);
     answer.exit_code = out.exit_code;
     answer.ok = out.started && out.exit_code == 0;
@@ -83,8 +83,8 @@ bool drained_by_pitfall(const std::string& shown) {
 
 } // namespace
 
-json act_on_slurm(const gate_options& options, const std::string& node, bool drain,
-                  bool admitted, const std::string& reason) {
+json act_on_slurm(const gate_options& options, const std::string& node, bool drain, bool admitted,
+                  const std::string& reason) {
     json done = {{"mode", options.slurm == slurm_mode::prolog ? "prolog" : "health-check"},
                  {"action", "none"}};
     std::vector<std::string> args;

@@ -25,5 +25,8 @@ status_or<nlohmann::json> read_result_file(const std::string& path);
 /// Writes `text` to a temporary file beside `path`, flushes it, then renames it over `path`:
 /// readers see the old file or the whole new one, never half of it.
 status write_file_atomically(const std::string& path, const std::string& text);
+/// The same with the file's mode exactly `mode`, the umask left out: for a file that another
+/// user's daemon reads (node_exporter's textfile collector reads `pitfall export --out`).
+status write_file_atomically(const std::string& path, const std::string& text, unsigned mode);
 
 } // namespace pitfall
