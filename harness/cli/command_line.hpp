@@ -3,9 +3,9 @@
 // commands declare alike (--index/--expected, the case filters).
 #pragma once
 
+#include "gate/gate.hpp"
 #include "judge/bless.hpp"
 #include "judge/compare.hpp"
-#include "gate/gate.hpp"
 #include "report/report.hpp"
 #include "run/runner.hpp"
 
@@ -41,7 +41,7 @@ struct command_line {
     runner::gate_options gate;
     bool slurm_prolog = false;       ///< gate --slurm-prolog
     bool slurm_health_check = false; ///< gate --slurm-health-check
-    std::vector<std::string> argv; ///< recorded in a run's header
+    std::vector<std::string> argv;   ///< recorded in a run's header
 };
 
 /// "pitfall: error: WHAT (see `pitfall help COMMAND`)" on standard error; exit 2.

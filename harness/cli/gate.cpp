@@ -81,10 +81,9 @@ int run_gate_command(const CLI::App&, command_line& cl) {
         return usage_error("--slurm-prolog and --slurm-health-check exclude each other", "gate");
     g.slurm = cl.slurm_prolog         ? runner::slurm_mode::prolog
               : cl.slurm_health_check ? runner::slurm_mode::health_check
-                                        : runner::slurm_mode::none;
+                                      : runner::slurm_mode::none;
     if (g.resume_on_pass && g.slurm == runner::slurm_mode::none)
-        return usage_error("--resume-on-pass needs --slurm-prolog or --slurm-health-check",
-                           "gate");
+        return usage_error("--resume-on-pass needs --slurm-prolog or --slurm-health-check", "gate");
     if (!g.node.empty() && !runner::valid_node_name(g.node))
         return usage_error("--node '" + runner::one_line_reason(g.node, 64) +
                                "': not a node name (1-64 of A-Z a-z 0-9 . _ -, not starting "

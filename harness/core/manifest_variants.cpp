@@ -11,7 +11,7 @@ namespace pitfall::manifest_parts {
 namespace {
 const std::vector<std::string> known_variant_keys{
     "name",   "kind",      "doc",     "labels",     "backends", "needs_device", "helper",
-    "params", "param_set", "threads", "memory_per", "timings",  "prediction", "gate"};
+    "params", "param_set", "threads", "memory_per", "timings",  "prediction",   "gate"};
 
 std::string dotted_key(const std::string& field, const std::string& key) {
     std::string out = field;

@@ -24,11 +24,11 @@ TEST(GateReason, IsOnePrintableLineOfAtMost200Characters) {
 
 TEST(GateNodeName, AcceptsSlurmNamesAndRefusesFieldsAndOptions) {
     for (const std::string& ok : {std::string("n1"), std::string("gpu-node-07"),
-                                 std::string("a.b_c"), std::string(64, 'n')})
+                                  std::string("a.b_c"), std::string(64, 'n')})
         EXPECT_TRUE(valid_node_name(ok)) << ok;
-    for (const std::string& bad : {std::string(), std::string(65, 'n'), std::string("-x"),
-                                  std::string("n1 State=RESUME"), std::string("a;b"),
-                                  std::string("a\nb"), std::string("n\xc3\xa9")})
+    for (const std::string& bad :
+         {std::string(), std::string(65, 'n'), std::string("-x"), std::string("n1 State=RESUME"),
+          std::string("a;b"), std::string("a\nb"), std::string("n\xc3\xa9")})
         EXPECT_FALSE(valid_node_name(bad)) << bad;
 }
 
@@ -45,9 +45,10 @@ TEST(GateCaseStanding, PassAdmitsEnvironmentFaultsFailAbsenceIsUnjudged) {
 }
 
 TEST(GateGpus, FromNvmlElseCudaElseOneEntryForTheNode) {
-    const json nvml = {{"libraries",
-                        {{"nvml", {{"devices", {{{"uuid", "GPU-a"}, {"name", "H100"}}, {{"uuid", "GPU-b"}}}}}},
-                         {"cuda", {{"devices", {json::object()}}}}}}};
+    const json nvml = {
+        {"libraries",
+         {{"nvml", {{"devices", {{{"uuid", "GPU-a"}, {"name", "H100"}}, {{"uuid", "GPU-b"}}}}}},
+          {"cuda", {{"devices", {json::object()}}}}}}};
     auto gpus = gate_parts::gpus_of(nvml);
     ASSERT_EQ(gpus.size(), 2u);
     EXPECT_EQ(gpus[0].visible_devices(), "GPU-a");
