@@ -11,6 +11,7 @@ command report_command();
 command matrix_command();
 command fleet_command();
 command doctor_command();
+command bundle_command();
 command export_command();
 command gate_command();
 command resource_spec_command();
@@ -28,6 +29,7 @@ const std::vector<command>& commands() {
         matrix_command(),        // matrix.cpp
         fleet_command(),         // fleet.cpp
         doctor_command(),        // doctor.cpp
+        bundle_command(),        // bundle.cpp
         export_command(),        // export.cpp
         gate_command(),          // gate.cpp
         resource_spec_command(), // resource_spec.cpp

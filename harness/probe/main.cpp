@@ -4,6 +4,7 @@
 // libraries' own calls, never from tools on PATH.
 #include "probe.hpp"
 
+#include "pitfall/detail/loaded_libraries.hpp"
 #include "pitfall/detail/process.hpp"
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,10 @@ int main() try {
 #endif
     // After every library above is opened (each is left loaded): the list names them all.
     out["loaded_libraries"] = loaded_libraries();
+    // The same as a case records it (name, path, real path, version): what a run compares its
+    // cases' libraries with.
+    out["loaded_library_files"] =
+        pitfall::detail::loaded_libraries_json(pitfall::detail::read_loaded_libraries());
     out["loader_path_copies"] = loader_path_copies();
     out["loader_folders"] = loader_folders(); // stamped with a kept answer: see fingerprint.cpp
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << '\n';

@@ -2,6 +2,7 @@
 // calibration controls measured beside its timed series, and its result document.
 #include "pitfall/detail/inject.hpp"
 #include "pitfall/detail/json_file.hpp"
+#include "pitfall/detail/loaded_libraries.hpp"
 #include "pitfall/detail/mutate.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/scenario.hpp"
@@ -222,6 +223,9 @@ std::string context::result_json(const status& outcome) const {
     };
     if (!m_impl->gpu_work.is_null())
         doc["gpu_work"] = m_impl->gpu_work;
+    // What the process really mapped, read as it writes its result (cuBLAS and cuDNN load on
+    // first use): a case that loaded another cuDNN than the doctor found says so.
+    doc["loaded_libraries"] = detail::loaded_libraries_json(detail::read_loaded_libraries());
     if (!inject::active().empty())
         doc["injected"] = inject::active().applied;
     mutate::apply(mutate::active(), doc);

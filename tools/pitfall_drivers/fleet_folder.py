@@ -144,9 +144,11 @@ def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int
             problems.append(str(e))
     if (out / "fleet.md").exists():
         text = (out / "fleet.md").read_text(errors="replace")
-        section = re.search(r"^### Which node differs\n.*?(?=^### |\Z)", text, re.S | re.M)
-        if section:
-            print("\n" + section.group(0).rstrip())
+        # Which node differs in its cases, then in the libraries its cases loaded.
+        for heading in ("Which node differs", "Loaded libraries"):
+            section = re.search(rf"^### {heading}\n.*?(?=^### |\Z)", text, re.S | re.M)
+            if section:
+                print("\n" + section.group(0).rstrip())
         print(f"\nmerged report: {out / 'fleet.md'}, {out / 'fleet.html'}")
     problems += node_problems(records)
     if differing:

@@ -1,5 +1,6 @@
 // The fleet report as Markdown, JSON and HTML.
 #include "report/fleet_view.hpp"
+#include "report/loaded_libraries.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,14 @@ namespace pitfall::runner {
 using namespace report_parts;
 
 namespace {
+/// The items in one line, "none" when there are none.
+std::string joined_or_none(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items)
+        out += (out.empty() ? "" : ", ") + item;
+    return out.empty() ? "none" : out;
+}
+
 /// How many of a node's odd cases a report lists before "and N more".
 constexpr std::size_t odd_cases_listed = 20;
 
@@ -428,12 +437,45 @@ std::string cases_html(const fleet_view& f) {
         titles.push_back(fingerprint_group(node));
     return "<h2>Cases</h2>\n" + case_grid_html(f.m, titles, differing);
 }
+/// "### Loaded libraries": the nodes whose set of loaded (library, version) is not the one
+/// most nodes loaded; nothing where fewer than two nodes ran.
+std::string libraries_markdown(const std::vector<run_data>& nodes) {
+    const library_outliers o = fleet_library_outliers(nodes);
+    if (o.nodes_compared < 2)
+        return "";
+    std::string m = "\n### Loaded libraries\n\n";
+    if (o.nodes.empty())
+        return m + "Every node that ran loaded the same libraries.\n";
+    m += o.has_majority ? cat("Most nodes loaded: ", md_inline(joined_or_none(o.majority), 600),
+                              ". These differ:\n\n")
+                        : std::string("No set of libraries is loaded by most nodes:\n\n");
+    for (const auto& n : o.nodes)
+        m += cat("- ", md_inline(n.text(), 600), "\n");
+    return m;
+}
+
+std::string libraries_html(const std::vector<run_data>& nodes) {
+    const library_outliers o = fleet_library_outliers(nodes);
+    if (o.nodes_compared < 2)
+        return "";
+    std::string h = "<h2 id=\"loaded-libraries\">Loaded libraries</h2>\n";
+    if (o.nodes.empty())
+        return h + "<p>Every node that ran loaded the same libraries.</p>\n";
+    h += o.has_majority ? cat("<p>Most nodes loaded: ", escape_markup(joined_or_none(o.majority)),
+                              ". These differ:</p>\n")
+                        : std::string("<p>No set of libraries is loaded by most nodes:</p>\n");
+    h += "<ul>\n";
+    for (const auto& n : o.nodes)
+        h += cat("<li class=\"v warn\">", escape_markup(n.text()), "</li>\n");
+    return h + "</ul>\n";
+}
 } // namespace
 
 std::string render_fleet_markdown(const std::vector<run_data>& nodes) {
     const fleet_view f = build_fleet(nodes);
     return cat("## pitfall fleet: ", fleet_title(f), "\n\n", within_groups_markdown(f),
-               nodes_markdown(f, nodes), between_groups_markdown(f), cases_markdown(f));
+               nodes_markdown(f, nodes), libraries_markdown(nodes), between_groups_markdown(f),
+               cases_markdown(f));
 }
 
 json render_fleet_json(const std::vector<run_data>& nodes) {
@@ -450,6 +492,7 @@ json render_fleet_json(const std::vector<run_data>& nodes) {
     doc["fingerprint_outliers"] = outliers_json(f);
     doc["between_groups"] = between_groups_json(f);
     doc["cases"] = cases_json(f);
+    doc["loaded_libraries"] = runner::outliers_json(fleet_library_outliers(nodes));
     return doc;
 }
 
@@ -457,7 +500,8 @@ std::string render_fleet_html(const std::vector<run_data>& nodes) {
     const fleet_view f = build_fleet(nodes);
     return cat(grid_page_head("fleet"), "<p id=\"title\">", escape_markup(fleet_title(f)),
                " (cases differing within a group marked red).</p>\n", within_groups_html(f),
-               nodes_html(f, nodes), between_groups_html(f), cases_html(f), "</body></html>\n");
+               nodes_html(f, nodes), libraries_html(nodes), between_groups_html(f), cases_html(f),
+               "</body></html>\n");
 }
 
 } // namespace pitfall::runner

@@ -1,5 +1,6 @@
 // The HTML report: one self-contained page.
 #include "report/html_parts.hpp"
+#include "report/loaded_libraries.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -124,9 +125,45 @@ std::string html_verdict_grid(const run_data& run, const case_grid& g) {
     return h.str();
 }
 
+/// The CUDA libraries the cases had mapped, with a warning for each one the doctor found
+/// elsewhere or at another version. Nothing where no case mapped one.
+std::string html_libraries(const run_data& run) {
+    const auto uses = libraries_loaded(run);
+    const auto mismatches = library_mismatches(run);
+    if (uses.empty() && mismatches.empty())
+        return "";
+    std::ostringstream h;
+    h << "<section id=\"loaded-libraries\"><h2>Loaded libraries</h2>\n";
+    for (const auto& m : mismatches)
+        h << "<p class=\"v warn\">warning: " << escape_markup(m.text()) << "</p>\n";
+    h << "<table><tr><th>library</th><th>version</th><th>file</th><th>cases</th></tr>\n";
+    for (const auto& u : uses)
+        h << "<tr><td>" << escape_markup(u.name) << "</td><td>" << escape_markup(u.version)
+          << "</td><td><code>" << escape_markup(u.real_path) << "</code></td><td>" << u.cases.size()
+          << "</td></tr>\n";
+    h << "</table></section>\n";
+    return h.str();
+}
 } // namespace
 
 namespace {
+/// The libraries the case's own process had mapped as it wrote its result.
+std::string libraries_table(const json& result) {
+    const json list = arr(result, "loaded_libraries");
+    if (list.empty())
+        return "";
+    std::ostringstream h;
+    h << "<table class=\"libraries\"><tr><th>library</th><th>version</th><th>mapped as</th>"
+         "<th>file</th></tr>\n";
+    for (const auto& l : list)
+        h << "<tr><td>" << escape_markup(str(l, "name")) << "</td><td>"
+          << escape_markup(str(l, "version")) << "</td><td><code>" << escape_markup(str(l, "path"))
+          << "</code></td><td><code>" << escape_markup(str(l, "real_path"))
+          << "</code></td></tr>\n";
+    h << "</table>\n";
+    return h.str();
+}
+
 /// A case's reason, observed outcome and where it ran.
 std::string case_facts_table(const json& r) {
     std::ostringstream h;
@@ -227,7 +264,8 @@ std::string case_details(const json& r) {
       << "</code> <span class=\"muted\">" << escape_markup(outcome_line(r))
       << "</span></summary>\n";
     h << case_facts_table(r) << samples_table(result) << facts_table(result, "info", "info", false)
-      << facts_table(result, "measurements", "measurement", true) << checks_table(result);
+      << facts_table(result, "measurements", "measurement", true) << checks_table(result)
+      << libraries_table(result);
     if (!obj(r, "timings").empty())
         h << "<p>timings against the baseline</p>" << pre_json(r["timings"]);
     if (r.contains("baseline"))
@@ -247,7 +285,7 @@ std::string render_html(const run_data& run) {
       << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>"
       << html_style << "</style></head>\n<body>\n";
     h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid)
-      << html_charts(run, grid);
+      << html_charts(run, grid) << html_libraries(run);
     h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
     for (const auto& r : run.cases)
         h << case_details(r);

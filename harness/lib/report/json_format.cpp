@@ -1,4 +1,5 @@
 // The JSON report (reports/schema/report.schema.json).
+#include "report/loaded_libraries.hpp"
 #include "report/report_parts.hpp"
 
 #include <algorithm>
@@ -42,6 +43,10 @@ json render_json(const run_data& run) {
                                      ? r["baseline"].value("profile", json(nullptr))
                                      : json(nullptr)},
             {"log", str(r, "log")}};
+        c["loaded_libraries"] = json::array(); // its entries as recorded, objects only
+        for (const auto& l : result.is_object() ? arr(result, "loaded_libraries") : json::array())
+            if (l.is_object())
+                c["loaded_libraries"].push_back(l);
         if (const std::string why = str(r, "prediction"); !why.empty())
             c["prediction"] = why;
         if (r.contains("attempts") && r["attempts"].is_array() && !r["attempts"].empty())
@@ -69,6 +74,8 @@ json render_json(const run_data& run) {
             {"not_finished", run.not_finished},
             {"crashed_mid_way", run.started_unfinished},
             {"ratios", run.ratios},
+            {"loaded_libraries", libraries_json(libraries_loaded(run))},
+            {"library_warnings", mismatches_json(library_mismatches(run))},
             {"machine", machine_of(run).to_json()}};
 }
 

@@ -1,4 +1,5 @@
 // The Markdown report, for step summaries and pull-request comments.
+#include "report/loaded_libraries.hpp"
 #include "report/report_parts.hpp"
 
 #include <algorithm>
@@ -160,6 +161,25 @@ std::string markdown_changed(const run_data& run, bool any_failure) {
     return m;
 }
 
+/// "### Loaded libraries": a warning for each library a case loaded other than the one the
+/// doctor found, then every CUDA library the cases had mapped. Nothing where none was.
+std::string markdown_libraries(const run_data& run) {
+    const auto uses = libraries_loaded(run);
+    const auto mismatches = library_mismatches(run);
+    if (uses.empty() && mismatches.empty())
+        return "";
+    std::string m = "\n### Loaded libraries\n\n";
+    for (const auto& mismatch : mismatches)
+        m += cat("- **warning**: ", md_inline(mismatch.text(), 400), "\n");
+    if (!mismatches.empty())
+        m += "\n";
+    m += "| library | version | file | cases |\n|---|---|---|---:|\n";
+    for (const auto& u : uses)
+        m += cat("| ", md_inline(u.name), " | ", md_inline(u.version.empty() ? "?" : u.version),
+                 " | `", md_code(u.real_path), "` | ", std::to_string(u.cases.size()), " |\n");
+    return m;
+}
+
 /// How to complete a run some selected cases have no result in.
 std::string markdown_not_finished(const run_data& run) {
     if (run.not_finished.empty())
@@ -176,7 +196,7 @@ std::string render_markdown(const run_data& run) {
     return cat(markdown_headline(run, counts), markdown_profile(run), markdown_machine(run),
                markdown_verdicts(counts), markdown_predictions(run),
                markdown_failing(run, failures), markdown_changed(run, !failures.empty()),
-               markdown_not_finished(run));
+               markdown_libraries(run), markdown_not_finished(run));
 }
 
 } // namespace pitfall::runner

@@ -1,6 +1,8 @@
 // Summarising a run: summary.json, the end of the terminal output, the reports.
 #include "run/run_plan.hpp"
 
+#include "report/loaded_libraries.hpp"
+
 namespace pitfall::runner::run_parts {
 
 /// Every finished case of the folder (a resumed run's earlier ones included), in run order.
@@ -9,6 +11,8 @@ struct run_totals {
     std::vector<std::string> not_run;
     std::map<std::string, int> counts;
     json ratios = json::array();
+    /// A library a case loaded other than the one the probe found as the run began.
+    std::vector<library_mismatch> library_mismatches;
     bool any_failing = false;
     bool all_unsupported = true;
 };
@@ -29,6 +33,14 @@ run_totals tally(const run_plan& plan) {
         t.all_unsupported = t.all_unsupported && r.verdict == verdict_kind::unsupported;
     }
     t.ratios = compute_ratios(plan.index, plan.finished, plan.choice, plan.judging);
+    std::vector<json> libraries; // the records' parts the comparison reads
+    for (const case_record* r : t.finished)
+        libraries.push_back(
+            {{"case", r->key.str()},
+             {"result",
+              {{"loaded_libraries",
+                r->result.is_object() ? r->result.value("loaded_libraries", json()) : json()}}}});
+    t.library_mismatches = library_mismatches(plan.header.fingerprint, libraries);
     for (const auto& r : t.ratios)
         t.any_failing = t.any_failing || r.value("failing", false);
     return t;
@@ -51,6 +63,7 @@ status write_summary(const run_plan& plan, const run_totals& t, bool interrupted
                           {"profile", plan.header.to_json()["profile"]},
                           {"fingerprint_summary", plan.header.fingerprint_summary},
                           {"ratios", t.ratios},
+                          {"library_warnings", mismatches_json(t.library_mismatches)},
                           {"timing_family", plan.timing_family},
                           {"cases", cases},
                           {"exit_code", code}};
@@ -237,6 +250,8 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
         std::cout << "not run: " << t.not_run.size()
                   << (t.not_run.size() == 1 ? " case\n" : " cases\n");
     print_ratios(t.ratios);
+    for (const auto& m : t.library_mismatches)
+        std::cout << "warning: " << m.text() << '\n';
     print_timing_family(plan.timing_family);
     std::cout << "results: " << plan.folder->results_path()
               << "\nsummary: " << plan.folder->summary_path() << '\n';
