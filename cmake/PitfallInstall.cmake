@@ -62,6 +62,12 @@ _pitfall_relative(pitfall_installed_probe "${CMAKE_INSTALL_FULL_BINDIR}/pitfall-
 install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/pitfall-fleet" DESTINATION "${pitfall_share}/fleet")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/tools/pitfall_drivers" DESTINATION "${pitfall_share}/fleet"
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+# The Slurm gate's wrappers (docs/clusters.md#gating-nodes-with-pitfall-gate): each finds its
+# pitfall-gate.conf in its own folder, wherever they are copied together.
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/slurm/pitfall-gate-slurm"
+                 "${PROJECT_SOURCE_DIR}/tools/slurm/pitfall-gate-prolog"
+                 "${PROJECT_SOURCE_DIR}/tools/slurm/pitfall-gate-health-check"
+        DESTINATION "${pitfall_share}/slurm")
 _pitfall_index_paths(pitfall_installed_paths EXPECTED "expected" PROBE "${pitfall_installed_probe}"
                      FLEET_DRIVER "fleet/pitfall-fleet")
 _pitfall_index_document(pitfall_installed_index "${pitfall_installed_paths}" "${pitfall_installed_body}")

@@ -12,6 +12,11 @@ it starts) runs in a mount namespace of its own where the system library folder 
 toolkit's stub libcuda.so as libcuda.so.1, as on a node whose image was built with the stubs
 on its library path. Each node has one "gpu" GRES backed by a device file of its own (a copy of
 /dev/null's device numbers), so --gres gpu:1 is asked for and granted as on a GPU cluster.
+
+For `pitfall gate` (test_gate_slurm.py) a cluster can have a Prolog, a HealthCheckProgram with
+its interval and node states, SchedulerParameters, node weights (which idle node a job lands on
+first) and a short credential lifetime (how long a requeued job waits); a node's slurmd can be
+started again with or without the stub (`restart_node`), as a node fixed and rebooted.
 """
 from __future__ import annotations
 
@@ -53,16 +58,35 @@ def free_ports(count: int) -> list[int]:
 
 
 class LocalSlurm:
-    def __init__(self, nodes: list[str], stub_driver_nodes: tuple[str, ...] = ()):
+    """`prolog`, `health_check_program` (with `health_check_interval` seconds and
+    `health_check_node_state`) and `scheduler_parameters` become the slurm.conf lines of the same
+    names; `weights` gives nodes a Weight= (Slurm allocates the lowest weight first), so a test can
+    say which idle node a job lands on first; `cred_expire` (AuthInfo, 120 s by default) is also
+    how long a requeued job waits before it may start again."""
+
+    def __init__(self, nodes: list[str], stub_driver_nodes: tuple[str, ...] = (), *, prolog: str = "",
+                 health_check_program: str = "", health_check_interval: int = 0,
+                 health_check_node_state: str = "", scheduler_parameters: tuple[str, ...] = (),
+                 weights: dict[str, int] | None = None, cred_expire: int = 0):
         self.nodes = nodes
-        self.stub_driver_nodes = stub_driver_nodes
+        self.stub_driver_nodes = set(stub_driver_nodes)
+        self.gate_conf = {
+            "Prolog": prolog, "HealthCheckProgram": health_check_program,
+            "HealthCheckInterval": str(health_check_interval) if health_check_program else "",
+            "HealthCheckNodeState": health_check_node_state,
+            "SchedulerParameters": ",".join(scheduler_parameters)}
+        self.weights = weights or {}
+        self.cred_expire = cred_expire
         self.root = Path(tempfile.mkdtemp(prefix="pitfall-slurm-"))
         self.env = dict(os.environ, SLURM_CONF=str(self.root / "slurm.conf"))
         self.started = False
 
     # -- life cycle ------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 60, wait_for: list[str] | None = None) -> None:
+        """Daemons started; then the nodes of `wait_for` (all by default) waited for until idle,
+        resumed by hand where one registers down. A node a health check may drain at its slurmd's
+        start is left out of `wait_for`: resuming it by hand would hide what the check did."""
         r = self.root
         for sub in ("munge", "state", "log", "dev", "stub"):
             (r / sub).mkdir(mode=0o755)
@@ -77,7 +101,8 @@ class LocalSlurm:
         conf = [
             "ClusterName=pitfalltest", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld_port}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
-            f"AuthInfo=socket={r / 'munge' / 'socket'}", f"StateSaveLocation={r / 'state'}",
+            f"AuthInfo=socket={r / 'munge' / 'socket'}" + (f",cred_expire={self.cred_expire}" if self.cred_expire else ""),
+            f"StateSaveLocation={r / 'state'}",
             f"SlurmdSpoolDir={r / 'spool'}/%n", f"SlurmctldPidFile={r / 'slurmctld.pid'}",
             f"SlurmdPidFile={r / 'spool'}/slurmd-%n.pid", f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={r / 'log'}/slurmd-%n.log",
@@ -91,6 +116,7 @@ class LocalSlurm:
             # controller-restart test outlasts it in seconds, not minutes.
             "MessageTimeout=5",
             *([f"PluginDir={PLUGIN_DIR}"] if PLUGIN_DIR else []),
+            *(f"{key}={value}" for key, value in self.gate_conf.items() if value),
         ]
         gres = []
         for name, port in zip(self.nodes, node_ports):
@@ -101,7 +127,8 @@ class LocalSlurm:
             except PermissionError:  # a container without CAP_MKNOD: its GPU's own device file
                 device = Path("/dev/nvidia0")
             conf.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=2 "
-                        f"RealMemory=1000 Gres=gpu:1 State=UNKNOWN")
+                        f"RealMemory=1000 Gres=gpu:1 State=UNKNOWN"
+                        + (f" Weight={self.weights[name]}" if name in self.weights else ""))
             gres.append(f"NodeName={name} Name=gpu File={device}")
         conf.append(f"PartitionName=gpu Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP "
                     "OverSubscribe=EXCLUSIVE")
@@ -122,7 +149,7 @@ class LocalSlurm:
         self.started = True
         for name in self.nodes:
             self.start_node(name)
-        self.wait_idle(self.nodes, timeout)
+        self.wait_idle(self.nodes if wait_for is None else wait_for, timeout)
 
     def start_node(self, name: str) -> None:
         if name in self.stub_driver_nodes:
@@ -133,6 +160,16 @@ class LocalSlurm:
                        + " ".join(self._slurmd(name))])
         else:
             self._run(self._slurmd(name))
+
+    def restart_node(self, name: str, stub_driver: bool) -> None:
+        """The node's slurmd ended and started again, with or without the stub driver: as a node
+        whose image was fixed and rebooted. Its state in slurmctld is left as it was."""
+        self._kill_pidfile(self.root / "spool" / f"slurmd-{name}.pid")
+        if stub_driver:
+            self.stub_driver_nodes.add(name)
+        else:
+            self.stub_driver_nodes.discard(name)
+        self.start_node(name)
 
     @staticmethod
     def _slurmd(name: str) -> list[str]:

@@ -117,6 +117,8 @@ class Package(unittest.TestCase):
                      "include/pitfall/status.hpp", "share/pitfall/pitfall-index.json",
                      "share/pitfall/expected/host/profile.json", "share/pitfall/schema/expected.schema.json"):
             self.assertTrue(os.path.exists(os.path.join(self.prefix, path)), path)
+        for name in ("pitfall-gate-slurm", "pitfall-gate-prolog", "pitfall-gate-health-check"):  # Slurm's gate
+            self.assertTrue(os.access(os.path.join(self.prefix, "share", "pitfall", "slurm", name), os.X_OK), name)
         for name in ("pitfallConfig.cmake", "pitfallConfigVersion.cmake", "pitfallTargets.cmake",
                      "PitfallScenario.cmake", "FindCUDNN.cmake", "NewScenario.cmake"):
             self.assertTrue(os.path.exists(os.path.join(self.cmake_dir, name)), name)

@@ -247,6 +247,12 @@ int run_gate(const gate_options& o) {
     doc["reason"] = v.verdict == "admit" ? "" : v.reason;
     if (o.slurm != slurm_mode::none && valid_node_name(node))
         doc["slurm"] = act_on_slurm(o, node, v.verdict == "drain", v.verdict == "admit", v.reason);
+    // slurmd only logs a health check's exit code, and the node keeps taking jobs: a drain (or
+    // a resume) Slurm refused is said where slurmd keeps it, standard error.
+    if (doc.contains("slurm") && doc["slurm"].contains("error"))
+        std::cerr << "pitfall gate: could not " << doc["slurm"]["action"].get<std::string>()
+                  << " node " << node << " through scontrol: "
+                  << doc["slurm"]["error"].get<std::string>() << '\n';
     const std::string text = detail::dump_safe(doc, 2) + "\n";
     int code = v.exit_code();
     if (!o.json_out.empty() && o.json_out != "-")

@@ -93,7 +93,8 @@ json act_on_slurm(const gate_options& options, const std::string& node, bool dra
         done["action"] = "drain";
     } else if (admitted && options.resume_on_pass) {
         const scontrol_answer shown = run_scontrol({"-o", "show", "node", node});
-        if (!shown.ok) {
+        if (!shown.ok) { // the resume could not even be considered: said as a failed resume
+            done["action"] = "resume";
             done["error"] = shown.error;
             done["exit_code"] = shown.exit_code ? json(*shown.exit_code) : json(nullptr);
             return done;
