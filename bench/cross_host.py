@@ -59,7 +59,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verdict_power import clopper_pearson  # noqa: E402  (the same exact interval)
-sys.path.insert(0, os.path.join(ROOT, "harness", "tests"))
+sys.path.insert(0, os.path.join(ROOT, "harness", "tests", "cli"))
 from check_timed_suite import timed_scenarios  # noqa: E402  (the suite CTest judges)
 
 HOSTS = ["same", "slower", "busier", "kernels"]
