@@ -2,10 +2,11 @@
 # Installs what pitfall needs and this machine lacks; does nothing when all is there. With --run,
 # only what building and running the suite needs (ci/run-suite.sh); without, the tests' too.
 #   Debian packages: compilers, CMake, Ninja, OpenBLAS, nlohmann_json, CLI11 (the `pitfall` command
-#   line), ccache (a rebuild of unchanged sources compiles little), GoogleTest, Google Benchmark,
-#   python3-jsonschema (the baseline and report schema tests), diffutils (`pitfall bless` prints a
-#   diff), libxml2-utils (xmllint checks junit.xml against reports/schema/junit.xsd), chromium
-#   (the HTML report opened headless in the tests), clang-format and clang-tidy
+#   line), SQLite (libsqlite3-dev: the results database of `pitfall history`), ccache (a rebuild
+#   of unchanged sources compiles little), GoogleTest, Google Benchmark, python3-jsonschema (the
+#   baseline and report schema tests), diffutils (`pitfall bless` prints a diff), libxml2-utils
+#   (xmllint checks junit.xml against reports/schema/junit.xsd), chromium (the HTML report opened
+#   headless in the tests), clang-format and clang-tidy
 #   (ci/lint-changed.sh), git (which files changed), clang and libclang-rt-14-dev (the asan
 #   preset's compiler and its sanitizer and libFuzzer runtimes: the fuzz targets), prometheus
 #   (its promtool checks `pitfall export --openmetrics` output) and prometheus-node-exporter (the
@@ -24,9 +25,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# What a run needs: the compilers and libraries `pitfall` and the scenarios build with, ccache, and
-# diff (`pitfall bless`). The rest is for the tests, the linters and the benchmarks.
-run_packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev diffutils ccache)
+# What a run needs: the compilers and libraries `pitfall` and the scenarios build with (SQLite for
+# `pitfall history`), ccache, and diff (`pitfall bless`). The rest is for the tests, the linters
+# and the benchmarks.
+run_packages=(cmake ninja-build g++ pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev diffutils ccache)
 packages=("${run_packages[@]}" googletest libgtest-dev libbenchmark-dev python3 python3-pip
           python3-jsonschema libxml2-utils chromium clang-format clang-tidy git clang libclang-rt-14-dev
           prometheus prometheus-node-exporter)

@@ -14,6 +14,7 @@ command doctor_command();
 command bundle_command();
 command export_command();
 command gate_command();
+command history_command();
 command resource_spec_command();
 command help_command();
 command version_command();
@@ -32,6 +33,7 @@ const std::vector<command>& commands() {
         bundle_command(),        // bundle.cpp
         export_command(),        // export.cpp
         gate_command(),          // gate.cpp
+        history_command(),       // history.cpp
         resource_spec_command(), // resource_spec.cpp
         help_command(),          // help.cpp
         version_command(),       // version.cpp

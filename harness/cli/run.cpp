@@ -86,6 +86,10 @@ void declare_execution(CLI::App& sub, runner::run_options& r) {
     add_checked(sub, "--skip-code", r.skip_code, parse_exit_code, "0..255",
                 "exit N when every selected case is UNSUPPORTED (SKIP_RETURN_CODE)")
         ->type_name("N");
+    sub.add_option("--history", r.history_db,
+                   "record the finished run in this results database (docs/history.md);\n"
+                   "one that cannot be written is a warning, never a failed run")
+        ->type_name("DB");
 }
 
 void declare_run(CLI::App& sub, command_line& cl) {

@@ -7,6 +7,7 @@
 #include "doctor/doctor.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "fingerprint/host_identity.hpp"
+#include "history/ingest.hpp"
 #include "judge/baseline.hpp"
 #include "judge/stats.hpp"
 #include "model/model.hpp"
@@ -430,7 +431,11 @@ int run_cases(const run_options& requested) {
     if (!interrupted.value())
         if (auto corrected = correct_timings(plan); !corrected.is_ok())
             return report_error(corrected);
-    return summarise(plan, interrupted.value());
+    const int code = summarise(plan, interrupted.value());
+    // After summary.json: the database holds what the folder says, and never changes the code.
+    if (!plan.options.history_db.empty() && plan.folder)
+        history::record_finished_run(plan.options.history_db, plan.folder->dir());
+    return code;
 }
 
 } // namespace pitfall::runner

@@ -68,6 +68,8 @@ struct run_options {
     /// --require gpu|PROFILE: what the machine must be; the run exits 1 before any case when
     /// it is not (a GPU job on a machine without one must not pass on driver errors).
     std::string require;
+    /// --history DB: the results database the run records itself into once summarised.
+    std::string history_db;
 };
 
 int list_cases(const common_options& options, bool as_json);
