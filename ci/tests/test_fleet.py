@@ -356,10 +356,12 @@ class SlurmFleet(unittest.TestCase):
             cls.cluster.stop()
             raise
         cls.out = Path(tempfile.mkdtemp(prefix="pitfall-fleet-"))
+        # A collect without --history records into pitfall's default database: the test's own.
+        cls.cluster.env["PITFALL_HISTORY"] = str(cls.out / "default-history.sqlite")
         started = time.monotonic()
         cls.fleet_run = pitfall_fleet("run", "--engine", "slurm", "--out", str(cls.out / "a"), "--poll", "0.5",
                                 "--scenario", "float64_inputs,version_mismatch", "--backend", "cuda",
-                                env=cls.cluster.env)
+                                "--history", str(cls.out / "history.sqlite"), env=cls.cluster.env)
         cls.wall = time.monotonic() - started
         print(f"\nfleet run across the local cluster: {cls.wall:.1f} s\n{cls.fleet_run.stdout}\n{cls.fleet_run.stderr}",
               file=sys.stderr)
@@ -435,6 +437,17 @@ class SlurmFleet(unittest.TestCase):
         self.assertEqual({n["node"]: n["outcome"] for n in report["nodes"]},
                          {"gpu1": "ran", "gpu2": "ran", "gpu3": "ran", "gpu4": "node_down"})
 
+    def test_every_node_run_is_recorded_in_the_history(self):
+        self.assertIn("history: 3 node run(s) recorded", self.fleet_run.stdout)
+        p = subprocess.run([PITFALL, "history", "show", "--db", str(self.out / "history.sqlite"),
+                            "--case", "cuda.version_mismatch.runtime_vs_driver", "--json"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        points = json.loads(p.stdout)["points"]
+        self.assertEqual(len(points), 3, points)
+        folders = sorted(Path(pt["folder"]).parent.name for pt in points)
+        self.assertEqual(folders, ["gpu1", "gpu2", "gpu3"])
+
     def test_status_and_collect_read_the_finished_fleet(self):
         p = pitfall_fleet("status", str(self.out / "a"), env=self.cluster.env)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -445,6 +458,11 @@ class SlurmFleet(unittest.TestCase):
         p = pitfall_fleet("collect", str(self.out / "a"), env=self.cluster.env)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual((self.out / "a" / "fleet.md").read_text(), before)
+        # Recorded in the default database ($PITFALL_HISTORY here); again, nothing changes.
+        self.assertIn("history: 3 node run(s) recorded", p.stdout)
+        self.assertTrue((self.out / "default-history.sqlite").is_file())
+        p = pitfall_fleet("collect", str(self.out / "a"), "--no-history", env=self.cluster.env)
+        self.assertNotIn("history:", p.stdout)
 
     def test_dry_run_prints_the_script_and_submits_nothing(self):
         p = pitfall_fleet("run", "--engine", "slurm", "--out", str(self.out / "dry"), "--nodelist", "gpu[1-2]",

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from .cli import EXIT_OK, EXIT_USAGE, BadInput, Parser, parse, run_main
+from . import fleet_folder
 from .fleet_folder import load_fleet
 from .schedulers import scheduler
 from .schedulers.slurm import FILTER_FLAGS
@@ -71,6 +72,9 @@ run options:
   --poll S            seconds between looks at the queue (default 5)
   --no-wait           submit and return: follow with `fleet status`, end with `fleet collect`
   --dry-run           print the batch script and the sbatch and scontrol commands; submit nothing
+  --history DB        record every node's run in this results database (run, collect, cancel;
+                      default: pitfall's, $PITFALL_HISTORY or the user's data folder;
+                      docs/history.md); --no-history: record none
 
 filters (passed to `pitfall run`): --scenario S, --backend B, --variant V, --label L (repeatable,
 or comma-separated)
@@ -111,6 +115,9 @@ def parser_for(command: str) -> argparse.ArgumentParser:
         p.add_argument("dir", nargs="?")
         if command == "status":
             p.add_argument("--json", action="store_true")
+    if command in ("run", "collect", "cancel"):
+        p.add_argument("--history", metavar="DB")
+        p.add_argument("--no-history", action="store_true")
     return p
 
 
@@ -138,6 +145,10 @@ def main(argv: list[str]) -> int:
     if args.help:
         sys.stdout.write(USAGE)
         return EXIT_OK
+    if command in ("run", "collect", "cancel"):
+        if args.history is not None and (args.no_history or not args.history):
+            raise BadInput("--history needs a database file, and excludes --no-history")
+        fleet_folder.HISTORY.update(db=args.history, off=args.no_history)
     if command == "run":
         for flag in FILTER_FLAGS:  # --scenario a,b --scenario c -> [a, b, c]
             setattr(args, flag, [v for group in getattr(args, flag) or [] for v in group])

@@ -130,6 +130,32 @@ def describe(rec: dict) -> str:
 # ---- the merged report -------------------------------------------------------------------------
 
 
+# Where `merge` records the nodes' runs (`pitfall history ingest`): set by the command line's
+# --history DB / --no-history (fleet.py); None: pitfall's default database ($PITFALL_HISTORY,
+# else the user's data folder).
+HISTORY: dict = {"db": None, "off": False}
+
+
+def record_history(out: Path, fleet: dict, pitfall: str) -> None:
+    """Every node's run folder added to the results database, so that the fleet's runs join the
+    cases' trends (docs/history.md). Ingesting twice changes nothing; a database that cannot take
+    them is a warning: the run folders stay the source of truth."""
+    if HISTORY["off"]:
+        return
+    runs = [str(out / "nodes" / n / "run") for n in fleet["all_nodes"]
+            if (out / "nodes" / n / "run" / "results.jsonl").is_file()]
+    if not runs:
+        return
+    argv = [pitfall, "history", "ingest", *runs] + (["--db", HISTORY["db"]] if HISTORY["db"] else [])
+    rc, _, err = call(argv, timeout=600)
+    if rc == 0:
+        print(f"history: {len(runs)} node run(s) recorded" + (f" in {HISTORY['db']}" if HISTORY["db"] else ""))
+    else:
+        last = err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+        print(f"pitfall fleet: warning: the node runs were not all recorded in the history ({last}); "
+              f"add them later with `pitfall history ingest {out}/nodes/*/run`", file=sys.stderr)
+
+
 def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int:
     """fleet.md, fleet.html and fleet-report.json from `pitfall report --merge` over the node
     folders; the exit status the fleet's outcome deserves (from the JSON report: how many cases
@@ -150,6 +176,7 @@ def merge(out: Path, fleet: dict, pitfall: str, records: dict[str, dict]) -> int
             if section:
                 print("\n" + section.group(0).rstrip())
         print(f"\nmerged report: {out / 'fleet.md'}, {out / 'fleet.html'}")
+    record_history(out, fleet, pitfall)
     problems += node_problems(records)
     if differing:
         problems.append(f"{differing} case(s) differ between nodes of one fingerprint group")
