@@ -16,6 +16,7 @@
 #include <iostream>
 #include <set>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pitfall::runner {
@@ -82,6 +83,19 @@ struct work_folder {
     work_folder(const work_folder&) = delete;
     work_folder& operator=(const work_folder&) = delete;
 };
+
+/// The gate's own runtime folder (PITFALL_RUNTIME_DIR) inside its working folder: the machine-
+/// wide case lock and the kept probe answers of the user's runs are not the gate's. A health
+/// check must decide in seconds, not wait behind a timed case of a job that holds the lock.
+bool own_runtime_folder(const std::string& work) {
+    const std::string runtime = work + "/runtime";
+    std::error_code ec;
+    fs::create_directories(runtime, ec);
+    if (ec || ::chmod(runtime.c_str(), 0700) != 0)
+        return false;
+    ::setenv("PITFALL_RUNTIME_DIR", runtime.c_str(), 1);
+    return true;
+}
 
 json findings_json(const std::string& required, const machine_view& view, gate_verdict& v) {
     json out = json::array();
@@ -232,7 +246,7 @@ int run_gate(const gate_options& o) {
                    "' is not a Slurm node name (1-64 of A-Z a-z 0-9 . _ -)");
     } else {
         work_folder folder(o.keep_runs);
-        if (folder.path.empty())
+        if (folder.path.empty() || !own_runtime_folder(folder.path))
             v.unjudged("cannot make a working folder for the gate cases");
         else
             doc = judge_node(o, node, folder.path, v);
@@ -251,8 +265,8 @@ int run_gate(const gate_options& o) {
     // a resume) Slurm refused is said where slurmd keeps it, standard error.
     if (doc.contains("slurm") && doc["slurm"].contains("error"))
         std::cerr << "pitfall gate: could not " << doc["slurm"]["action"].get<std::string>()
-                  << " node " << node << " through scontrol: "
-                  << doc["slurm"]["error"].get<std::string>() << '\n';
+                  << " node " << node
+                  << " through scontrol: " << doc["slurm"]["error"].get<std::string>() << '\n';
     const std::string text = detail::dump_safe(doc, 2) + "\n";
     int code = v.exit_code();
     if (!o.json_out.empty() && o.json_out != "-")
