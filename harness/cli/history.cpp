@@ -4,9 +4,12 @@
 #include "commands.hpp"
 
 #include "history/changes.hpp"
+#include "history/compare.hpp"
+#include "history/flaky.hpp"
 #include "history/history_db.hpp"
 #include "history/ingest.hpp"
 #include "history/query.hpp"
+#include "history/trend_html.hpp"
 #include "util/suggest.hpp"
 
 #include <iostream>
@@ -21,6 +24,9 @@ struct history_command_options {
     std::string db;
     history::trend_filter filter;
     bool json = false;
+    std::string by, format, out;                                // compare
+    std::size_t release_after = history::default_release_after; // flaky
+    std::string html;
 };
 
 history_command_options& history_options() {
@@ -31,9 +37,10 @@ history_command_options& history_options() {
 void declare_history(CLI::App& sub, command_line&) {
     history_command_options& h = history_options();
     sub.add_option("action", h.action,
-                   "ingest (add run folders), show (a case's trend) or changes\n"
-                   "(its change points, per series and host)")
-        ->type_name("ingest|show|changes");
+                   "ingest (add run folders), show (a case's trend), changes\n"
+                   "(its change points, per series and host), compare (the upgrade\n"
+                   "report: KEY=A against KEY=B) or flaky (verdicts that change)")
+        ->type_name("ingest|show|changes|compare|flaky");
     sub.add_option("runs", h.runs, "ingest: the run folders to add")->type_name("RUN");
     sub.add_option("--db", h.db,
                    "the database (default: $PITFALL_HISTORY, else\n"
@@ -48,7 +55,20 @@ void declare_history(CLI::App& sub, command_line&) {
         ->type_name("HOST");
     sub.add_option("--since", h.filter.since, "show: only runs started at or after this time")
         ->type_name("YYYY-MM-DD[THH:MM:SSZ]");
-    sub.add_flag("--json", h.json, "show, changes: as JSON");
+    sub.add_flag("--json", h.json, "show, changes, flaky: as JSON");
+    sub.add_option("--by", h.by,
+                   "compare: the runs of KEY=A against those of KEY=B\n"
+                   "(a fingerprint summary key, profile, host, git_revision)")
+        ->type_name("KEY=A,B");
+    sub.add_option("--format", h.format, "compare: markdown (default), html or json")
+        ->type_name("FORMAT");
+    sub.add_option("--out", h.out, "compare: write the report to FILE (atomically)")
+        ->type_name("FILE");
+    sub.add_option("--release-after", h.release_after,
+                   "flaky: a case is released after N passing runs in a row (10)")
+        ->type_name("N");
+    sub.add_option("--html", h.html, "show: also write the trend as an HTML page with charts")
+        ->type_name("FILE");
     sub.footer(
         R"(Every run folder can be kept in one SQLite database: its header (time, host, fingerprint,
 profile, build) and each case's verdict, outcome, memory and timed series. The run folders stay
@@ -121,7 +141,9 @@ int read_trend(const history_command_options& h, const std::string& db_path,
     auto db = history::history_db::open(db_path, false);
     if (!db.is_ok())
         return input_error(db.error());
-    auto found = history::case_trend(db.value(), h.filter);
+    history::trend_filter filter = h.filter; // the table, the page and changes read medians
+    filter.without_samples = (h.action == "show" && !h.json) || h.action == "changes";
+    auto found = history::case_trend(db.value(), filter);
     if (!found.is_ok())
         return input_error(found.error());
     if (found->empty()) {
@@ -142,6 +164,10 @@ int history_show(const history_command_options& h, const std::string& db_path) {
     std::vector<history::trend_point> points;
     if (const int rc = read_trend(h, db_path, points); rc != exit_ok)
         return rc;
+    if (!h.html.empty())
+        if (const status written = history::write_trend_html(h.html, db_path, h.filter, points);
+            !written.is_ok())
+            return input_error(written);
     if (h.json) {
         // Text read back from the file: bytes that are not UTF-8 (an edited database) replaced.
         std::cout << history::trend_json(db_path, h.filter, points)
@@ -173,11 +199,27 @@ int history_changes(const history_command_options& h, const std::string& db_path
     return exit_ok;
 }
 
+/// compare and flaky: the whole database, read only.
+int history_compare_or_flaky(const history_command_options& h, const std::string& db_path) {
+    if (!h.runs.empty())
+        return usage_error("history " + h.action + " takes no run folders", "history");
+    if (h.action == "compare" && h.by.empty())
+        return usage_error("history compare needs --by KEY=A,B", "history");
+    auto db = history::history_db::open(db_path, false);
+    if (!db.is_ok())
+        return input_error(db.error());
+    const status done = h.action == "compare"
+                            ? history::write_compare(db.value(), h.by, h.format, h.out, std::cout)
+                            : history::write_flaky(db.value(), h.release_after, h.json, std::cout);
+    return done.is_ok() ? exit_ok : input_error(done);
+}
+
 int run_history_command(const CLI::App&, command_line&) {
     const history_command_options& h = history_options();
-    const std::vector<std::string> actions{"ingest", "show", "changes"};
+    const std::vector<std::string> actions{"ingest", "show", "changes", "compare", "flaky"};
     if (h.action.empty())
-        return usage_error("history needs an action: ingest, show or changes", "history");
+        return usage_error("history needs an action: ingest, show, changes, compare or flaky",
+                           "history");
     if (std::find(actions.begin(), actions.end(), h.action) == actions.end())
         return usage_error("unknown history action '" + h.action + "'" +
                                runner::did_you_mean(h.action, actions),
@@ -189,8 +231,12 @@ int run_history_command(const CLI::App&, command_line&) {
             return input_error(found.error());
         db_path = found.value();
     }
+    if (!h.html.empty() && h.action != "show")
+        return usage_error("--html is for history show", "history");
     if (h.action == "ingest")
         return history_ingest(h, db_path);
+    if (h.action == "compare" || h.action == "flaky")
+        return history_compare_or_flaky(h, db_path);
     return h.action == "show" ? history_show(h, db_path) : history_changes(h, db_path);
 }
 
@@ -200,7 +246,8 @@ command history_command() {
     return {"history",
             "keep every run in one results database, show a case's trend and\n"
             "its change points: history ingest RUN..., history show|changes\n"
-            "--case CASE (SQLite)",
+            "--case CASE; compare --by KEY=A,B (the upgrade report), flaky\n"
+            "(SQLite)",
             declare_history, run_history_command};
 }
 

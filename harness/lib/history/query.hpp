@@ -22,6 +22,10 @@ struct trend_filter {
     std::string series; ///< "": every series
     std::string host;   ///< "": every host (runs.host_id)
     std::string since;  ///< "": from the first run; else an ISO 8601 date or UTC time
+    /// Leave each series' samples out (unit and median kept): what the table, the charts and
+    /// the change points read. A case's samples are four fifths of its row's text, and parsing
+    /// them was half of a 10,000-run trend's time (docs/history.md, Scale).
+    bool without_samples = false;
 };
 
 /// The case in one run.

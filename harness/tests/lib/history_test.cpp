@@ -193,6 +193,32 @@ TEST_F(HistoryDatabase, CaseRowsHoldOutcomeMemoryAndSeries) {
     EXPECT_NE(history::trend_table(points.value()).find("train_seconds"), std::string::npos);
 }
 
+TEST_F(HistoryDatabase, TrendWithoutSamplesKeepsUnitAndMedian) {
+    const std::string dir =
+        make_run("run", "2026-11-01T10:00:00Z", "host-a", {"cpu.s.a"}, {3.0, 1.0, 2.0});
+    auto db = history::history_db::open(m_db, true);
+    ASSERT_TRUE(db.is_ok());
+    ingest(db.value(), dir);
+    history::trend_filter f{"cpu.s.a", "", "", ""};
+    f.without_samples = true;
+    auto series = [&]() {
+        auto points = history::case_trend(db.value(), f);
+        EXPECT_TRUE(points.is_ok()) << points.error().message();
+        return points.is_ok() && points->size() == 1 ? points->front().series : json();
+    };
+    EXPECT_EQ(series(), json::parse(R"({"train_seconds": {"unit": "s", "median": 2.0}})"));
+    // Rows edited by hand are read, never an error: what is not an object is left out.
+    const std::pair<const char*, const char*> edited[] = {
+        {"not json", "{}"},
+        {"[1, 2]", "{}"},
+        {R"({"a": "text", "b": {"median": 1, "samples": [1]}, "c": 5})",
+         R"({"b": {"median": 1}})"}};
+    for (const auto& [row, read] : edited) {
+        raw_exec(m_db, "UPDATE cases SET series = '" + std::string(row) + "'");
+        EXPECT_EQ(series(), json::parse(read)) << row;
+    }
+}
+
 TEST_F(HistoryDatabase, TrendIsOldestFirstAndFiltered) {
     auto db = history::history_db::open(m_db, true);
     ASSERT_TRUE(db.is_ok());
