@@ -192,14 +192,8 @@ bool parse(int argc, char** argv, options& o) {
 
 /// The plan SQLite picks for the trend's query (the statement case_trend prepares).
 void print_plan(const history_db& db) {
-    const char* sql = "EXPLAIN QUERY PLAN SELECT r.at, r.id, r.folder, r.host_id, c.verdict, "
-                      "c.status, c.error, c.reason, c.peak_rss_bytes, c.tracked_peak_bytes, "
-                      "c.wall_seconds, (SELECT json_group_object(key, json_remove(value, "
-                      "'$.samples')) FROM json_each(c.series) WHERE type = 'object') "
-                      "FROM cases c JOIN runs r ON r.id = c.run_id "
-                      "WHERE c.case_key = ?1 AND (?2 IS NULL OR r.host_id = ?2) "
-                      "AND (?3 IS NULL OR c.run_at >= ?3) ORDER BY c.run_at, r.id";
-    statement plan(db, sql);
+    const std::string sql = std::string("EXPLAIN QUERY PLAN ") + case_trend_sql();
+    statement plan(db, sql.c_str());
     if (!plan.prepared("").is_ok())
         return;
     std::printf("query plan of case_trend:\n");

@@ -85,6 +85,15 @@ UPDATE cases SET run_at = (SELECT at FROM runs WHERE runs.id = cases.run_id);
 CREATE INDEX cases_by_case_time ON cases (case_key, run_at);
 CREATE INDEX runs_by_host_time ON runs (host_id, at);
 )sql",
+    // A case's trend reads its own rows only: with its run's host and folder beside them, one
+    // case over 10,000 runs is 10,000 row reads instead of 20,000 (the runs' rows, each in a
+    // page of its own, were half of `history show`'s time).
+    R"sql(
+ALTER TABLE cases ADD COLUMN host_id TEXT;
+ALTER TABLE cases ADD COLUMN run_folder TEXT;
+UPDATE cases SET host_id = (SELECT host_id FROM runs WHERE runs.id = cases.run_id),
+                 run_folder = (SELECT folder FROM runs WHERE runs.id = cases.run_id);
+)sql",
 };
 
 std::uint32_t big_endian(const unsigned char* p, int bytes) {

@@ -22,7 +22,7 @@ struct sqlite3_stmt;
 namespace pitfall::history {
 
 /// The schema this build writes; opening applies the migrations from the file's version up.
-inline constexpr int schema_version = 2;
+inline constexpr int schema_version = 3;
 /// PRAGMA application_id of a pitfall history database: "ptfh" in ASCII.
 inline constexpr std::int32_t application_id = 0x70746668;
 /// The meta table's "application" value.

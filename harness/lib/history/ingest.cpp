@@ -191,7 +191,8 @@ status insert_run(const history_db& db, const run_rows& rows) {
 status insert_cases(const history_db& db, const run_rows& rows) {
     statement add(db, "INSERT INTO cases (run_id, case_key, verdict, status, error, reason, "
                       "peak_rss_bytes, tracked_peak_bytes, wall_seconds, series, finished_at, "
-                      "run_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+                      "run_at, host_id, run_folder) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
     PITFALL_TRY(add.prepared("recording a case"));
     for (const case_row& c : rows.cases) {
         add.reset();
@@ -207,6 +208,8 @@ status insert_cases(const history_db& db, const run_rows& rows) {
         add.bind(10, c.series.dump());
         add.bind(11, c.finished_at);
         add.bind(12, rows.at);
+        add.bind(13, rows.host_id);
+        add.bind(14, rows.folder);
         PITFALL_TRY(add.step("recording case " + c.case_key));
     }
     return status::ok();

@@ -62,18 +62,22 @@ trend_point point_of(const statement& row, const std::string& series) {
 
 } // namespace
 
+const char* case_trend_sql() {
+    return "SELECT c.run_at, c.run_id, c.run_folder, c.host_id, c.verdict, c.status, c.error, "
+           "c.reason, c.peak_rss_bytes, c.tracked_peak_bytes, c.wall_seconds, "
+           "CASE WHEN ?4 IS NULL THEN c.series "
+           // SQLite strips the samples, in C, before the row reaches JSON parsing here; what
+           // is not a JSON object (a row edited by hand) is left out.
+           "WHEN json_valid(c.series) AND json_type(c.series) = 'object' THEN "
+           "(SELECT json_group_object(key, json_remove(value, '$.samples')) "
+           "FROM json_each(c.series) WHERE type = 'object') ELSE '{}' END "
+           "FROM cases c "
+           "WHERE c.case_key = ?1 AND (?2 IS NULL OR c.host_id = ?2) "
+           "AND (?3 IS NULL OR c.run_at >= ?3) ORDER BY c.run_at, c.run_id";
+}
+
 status_or<std::vector<trend_point>> case_trend(const history_db& db, const trend_filter& filter) {
-    statement query(db, "SELECT r.at, r.id, r.folder, r.host_id, c.verdict, c.status, c.error, "
-                        "c.reason, c.peak_rss_bytes, c.tracked_peak_bytes, c.wall_seconds, "
-                        "CASE WHEN ?4 IS NULL THEN c.series "
-                        // SQLite strips the samples, in C, before the row reaches JSON parsing
-                        // here; what is not a JSON object (a row edited by hand) is left out.
-                        "WHEN json_valid(c.series) AND json_type(c.series) = 'object' THEN "
-                        "(SELECT json_group_object(key, json_remove(value, '$.samples')) "
-                        "FROM json_each(c.series) WHERE type = 'object') ELSE '{}' END "
-                        "FROM cases c JOIN runs r ON r.id = c.run_id "
-                        "WHERE c.case_key = ?1 AND (?2 IS NULL OR r.host_id = ?2) "
-                        "AND (?3 IS NULL OR c.run_at >= ?3) ORDER BY c.run_at, r.id");
+    statement query(db, case_trend_sql());
     PITFALL_TRY(query.prepared("reading the case's trend"));
     query.bind(1, filter.case_key);
     if (filter.host.empty())

@@ -47,6 +47,10 @@ struct trend_point {
 /// Whether `text` is a --since value: YYYY-MM-DD, or YYYY-MM-DDTHH:MM:SSZ.
 bool valid_since(const std::string& text);
 
+/// The statement case_trend prepares (?1 case, ?2 host or NULL, ?3 since or NULL, ?4 NULL to
+/// keep the samples): the scale benchmark prints SQLite's plan of it.
+const char* case_trend_sql();
+
 /// The case's rows, oldest run first. With filter.series, only that series is kept in each row.
 status_or<std::vector<trend_point>> case_trend(const history_db& db, const trend_filter& filter);
 
