@@ -205,9 +205,14 @@ status_or<std::int64_t> pragma_number(const history_db& db, const char* sql) {
 
 /// Whether the file is ours, new, or neither; the owner's meta table must say so too.
 status_or<bool> is_new_database(const history_db& db) {
-    PITFALL_ASSIGN_OR_RETURN(const std::int64_t app, pragma_number(db, "PRAGMA application_id"));
-    PITFALL_ASSIGN_OR_RETURN(const std::int64_t objects,
-                             pragma_number(db, "SELECT count(*) FROM sqlite_master"));
+    // One statement, so one read of the file: read apart, another process making the same new
+    // database could commit between them, and its tables would be seen without its id.
+    statement header(db, "SELECT (SELECT application_id FROM pragma_application_id), "
+                         "(SELECT count(*) FROM sqlite_master)");
+    PITFALL_TRY(header.prepared("reading its header"));
+    PITFALL_ASSIGN_OR_RETURN(const bool read, header.step("reading its header"));
+    const std::int64_t app = read ? header.integer(0) : 0;
+    const std::int64_t objects = read ? header.integer(1) : 0;
     if (app == 0 && objects == 0)
         return true;
     if (app != application_id)
