@@ -358,6 +358,51 @@ function(_pitfall_index_paths out)
   set(${out} "${joined}" PARENT_SCOPE)
 endfunction()
 
+# The git revision of the sources being configured ("" outside a git checkout), recorded in the
+# index (its build's "git_revision": every run's header carries it, and `pitfall history` tells
+# builds apart by it). A commit or a checkout re-runs the configure: the HEAD file and the
+# branch's ref are configure dependencies.
+function(_pitfall_git_revision out)
+  set(${out} "" PARENT_SCOPE)
+  find_package(Git QUIET)
+  if(NOT GIT_FOUND OR NOT EXISTS "${PROJECT_SOURCE_DIR}/.git")
+    return()
+  endif()
+  execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse HEAD
+                  WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                  OUTPUT_VARIABLE revision RESULT_VARIABLE rc ERROR_QUIET
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0 OR NOT revision MATCHES "^[0-9a-f]+$")
+    return()
+  endif()
+  foreach(what HEAD refs)
+    execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --git-path ${what}
+                    WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                    OUTPUT_VARIABLE path ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(path AND NOT IS_ABSOLUTE "${path}")
+      set(path "${PROJECT_SOURCE_DIR}/${path}")
+    endif()
+    if(what STREQUAL "HEAD" AND EXISTS "${path}")
+      set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
+    endif()
+  endforeach()
+  execute_process(COMMAND "${GIT_EXECUTABLE}" symbolic-ref -q HEAD
+                  WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                  OUTPUT_VARIABLE branch ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(branch)
+    execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --git-path "${branch}"
+                    WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                    OUTPUT_VARIABLE ref ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(ref AND NOT IS_ABSOLUTE "${ref}")
+      set(ref "${PROJECT_SOURCE_DIR}/${ref}")
+    endif()
+    if(ref AND EXISTS "${ref}")
+      set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${ref}")
+    endif()
+  endif()
+  set(${out} "${revision}" PARENT_SCOPE)
+endfunction()
+
 # An index document around its "paths" members and its scenario entries (both preformatted).
 function(_pitfall_index_document out paths body)
   if(PITFALL_HAS_CUDA)
@@ -365,6 +410,7 @@ function(_pitfall_index_document out paths body)
   else()
     set(cuda_json "false")
   endif()
+  _pitfall_git_revision(git_revision)
   set(${out} "{
   \"schema\": \"pitfall.index/1\",
   \"built_with_cuda\": ${cuda_json},
@@ -372,6 +418,7 @@ function(_pitfall_index_document out paths body)
   \"cuda_compiler\": \"${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}\",
   \"cxx_compiler\": \"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\",
   \"build_type\": \"${CMAKE_BUILD_TYPE}\",
+  \"git_revision\": \"${git_revision}\",
   \"paths\": {
 ${paths}
   },

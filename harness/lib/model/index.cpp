@@ -93,6 +93,9 @@ status_or<scenario_index> load_index(const std::string& path) {
                    {"cuda_compiler", doc.value("cuda_compiler", "")},
                    {"cxx_compiler", doc.value("cxx_compiler", "")},
                    {"build_type", doc.value("build_type", "")}};
+    // The sources' git revision, where the build was configured in a git checkout.
+    if (const std::string revision = doc.value("git_revision", ""); !revision.empty())
+        index.build["git_revision"] = revision;
     for (std::size_t i = 0; i < doc["scenarios"].size(); ++i) {
         const json& entry = doc["scenarios"][i];
         const std::string field = "scenarios[" + std::to_string(i) + "]";
