@@ -89,20 +89,12 @@ int run_gate_command(const CLI::App&, command_line& cl) {
                                "': not a node name (1-64 of A-Z a-z 0-9 . _ -, not starting "
                                "with -)",
                            "gate");
-    auto at = runner::locate(cl.index_flag, cl.expected_flag);
+    auto at = runner::locate_for_cases(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());
-    auto expected = runner::required_path(at.value(), at->expected, "baselines folder", "expected",
-                                          "give --expected DIR or set PITFALL_EXPECTED");
-    auto probe =
-        runner::required_path(at.value(), at->probe, "environment probe", "probe",
-                              "and there is no pitfall-probe beside " + runner::self_executable());
-    for (const auto* found : {&expected, &probe})
-        if (!found->is_ok())
-            return input_error(found->error());
     g.index_path = at->index;
-    g.expected_dir = expected.value();
-    g.probe_program = probe.value();
+    g.expected_dir = at->expected;
+    g.probe_program = at->probe;
     if (const int rc = check_required_profile(g); rc != exit_ok)
         return rc;
     return runner::run_gate(g);

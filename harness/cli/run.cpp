@@ -144,20 +144,12 @@ int run_run(const CLI::App&, command_line& cl) {
                            "run");
     if (auto bad = split_filter(r.common.filter))
         return usage_error(*bad, "run");
-    auto at = runner::locate(cl.index_flag, cl.expected_flag);
+    auto at = runner::locate_for_cases(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());
-    auto expected = runner::required_path(at.value(), at->expected, "baselines folder", "expected",
-                                          "give --expected DIR or set PITFALL_EXPECTED");
-    auto probe =
-        runner::required_path(at.value(), at->probe, "environment probe", "probe",
-                              "and there is no pitfall-probe beside " + runner::self_executable());
-    for (const auto* found : {&expected, &probe})
-        if (!found->is_ok())
-            return input_error(found->error());
     r.common.index_path = at->index;
-    r.common.expected_dir = expected.value();
-    r.probe_program = probe.value();
+    r.common.expected_dir = at->expected;
+    r.probe_program = at->probe;
     r.runs_dir = at->runs;
     r.argv = cl.argv;
     if (!r.require.empty())

@@ -126,6 +126,18 @@ status_or<std::string> required_path(const installation& at, const std::string& 
                      "; " + otherwise);
 }
 
+status_or<installation> locate_for_cases(const std::string& index_flag,
+                                         const std::string& expected_flag) {
+    PITFALL_ASSIGN_OR_RETURN(installation at, locate(index_flag, expected_flag));
+    PITFALL_ASSIGN_OR_RETURN(at.expected,
+                             required_path(at, at.expected, "baselines folder", "expected",
+                                           "give --expected DIR or set PITFALL_EXPECTED"));
+    PITFALL_ASSIGN_OR_RETURN(
+        at.probe, required_path(at, at.probe, "environment probe", "probe",
+                                "and there is no pitfall-probe beside " + self_executable()));
+    return at;
+}
+
 status_or<std::string> locate_matrix_driver() {
     if (std::string from_env = env_or_empty("PITFALL_MATRIX_DRIVER"); !from_env.empty())
         return from_env;

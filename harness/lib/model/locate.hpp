@@ -44,6 +44,11 @@ status_or<std::string> required_path(const installation& at, const std::string& 
                                      const std::string& what, const std::string& key,
                                      const std::string& otherwise);
 
+/// locate(), for a command that runs cases (`run`, `gate`): its baselines folder and its probe
+/// are required, each refused by required_path() with the ways to give it.
+status_or<installation> locate_for_cases(const std::string& index_flag,
+                                         const std::string& expected_flag);
+
 /// $PITFALL_MATRIX_DRIVER, else the matrix_driver of the index locate("") finds.
 status_or<std::string> locate_matrix_driver();
 
