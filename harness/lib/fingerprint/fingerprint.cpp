@@ -1,5 +1,7 @@
 #include "fingerprint/fingerprint.hpp"
 
+#include "util/fnv1a.hpp"
+
 #include "doctor/doctor.hpp"
 #include "fingerprint/host_identity.hpp"
 #include "pitfall/detail/json_file.hpp"
@@ -98,20 +100,6 @@ json container_facts() {
 } // namespace
 
 namespace {
-std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 1469598103934665603ULL) {
-    for (const unsigned char c : text) {
-        h ^= c;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-std::string hex16(std::uint64_t h) {
-    char text[17];
-    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-    return text;
-}
-
 std::string boot_id() {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
     std::string id;
@@ -442,14 +430,7 @@ json fingerprint_summary(const json& fp) {
 std::string fingerprint_id(const json& summary) {
     // FNV-1a over the summary's canonical text (nlohmann orders keys): the same machine, stack
     // and build flavour give the same id; any fact that changes speed changes it.
-    std::uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char c : detail::dump_safe(summary)) {
-        h ^= c;
-        h *= 1099511628211ULL;
-    }
-    char text[17];
-    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-    return text;
+    return fnv1a_hex(detail::dump_safe(summary));
 }
 
 } // namespace pitfall::runner

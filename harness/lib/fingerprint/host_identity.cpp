@@ -1,6 +1,8 @@
 // The host identity (host_identity.hpp).
 #include "fingerprint/host_identity.hpp"
 
+#include "util/fnv1a.hpp"
+
 #include "pitfall/detail/json_file.hpp"
 
 #include <cctype>
@@ -14,17 +16,6 @@ namespace pitfall::runner {
 using nlohmann::json;
 
 namespace {
-std::string fnv1a_hex(const std::string& text) {
-    std::uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char c : text) {
-        h ^= c;
-        h *= 1099511628211ULL;
-    }
-    char out[17];
-    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-    return out;
-}
-
 bool is_id(const std::string& text) {
     if (text.size() != 16)
         return false;

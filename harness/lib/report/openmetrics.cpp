@@ -2,6 +2,8 @@
 // (https://prometheus.io/docs/instrumenting/exposition_formats/).
 #include "report/openmetrics.hpp"
 
+#include "util/fnv1a.hpp"
+
 #include "report/report_parts.hpp"
 
 #include <sys/stat.h>
@@ -25,18 +27,6 @@ using namespace report_parts;
 namespace {
 
 const char* const replacement_character = "\xEF\xBF\xBD";
-
-/// FNV-1a of the raw bytes: what tells two cut label values apart.
-std::string short_hash(std::string_view text) {
-    std::uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char c : text) {
-        h ^= c;
-        h *= 1099511628211ULL;
-    }
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-    return hex;
-}
 
 /// Valid UTF-8 with every control character but newline replaced: the file is read line by
 /// line, and pitfall's standard output would rewrite a control character as "\x1b", which is
@@ -223,7 +213,7 @@ fingerprint_labels run_fingerprint(const json& header) {
 std::string metrics_label_value(std::string_view text) {
     std::string value = printable_utf8(text);
     if (value.size() > metrics_label_max_bytes)
-        value = detail::utf8_head(value, metrics_label_max_bytes - 17) + "~" + short_hash(text);
+        value = detail::utf8_head(value, metrics_label_max_bytes - 17) + "~" + fnv1a_hex(text);
     std::string out;
     out.reserve(value.size() + 8);
     for (const char c : value) {
