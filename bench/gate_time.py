@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long `pitfall gate` takes on this machine, against its 5 s goal: N runs (default 20) of
-the real command, each a new process with a fresh probe (PITFALL_PROBE_CACHE=off: a gate never
-trusts an earlier answer), the gate cases run on every visible GPU in turn. Prints the median
+the real command, each a new process. The gate probes afresh every time by itself (its runtime
+folder is its own and emptied); its cases run on every visible GPU in turn. Prints the median
 and the slowest wall time, the gate's own `seconds`, and slowest / 5 s.
 
     bench/gate_time.py build/ci/bin/pitfall [N] [-- GATE-ARGS...]
@@ -41,7 +41,7 @@ def main():
         has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True).returncode == 0
         gate_args = [] if has_gpu else ["--require", "no-gpu"]
-    env = dict(os.environ, PITFALL_PROBE_CACHE="off")
+    env = dict(os.environ)
     walls, own, verdicts = [], [], {}
     for _ in range(runs):
         start = time.monotonic()

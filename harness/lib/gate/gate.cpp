@@ -90,6 +90,7 @@ struct work_folder {
 bool own_runtime_folder(const std::string& work) {
     const std::string runtime = work + "/runtime";
     std::error_code ec;
+    fs::remove_all(runtime, ec); // a kept folder's answers are an earlier gate's, never this one's
     fs::create_directories(runtime, ec);
     if (ec || ::chmod(runtime.c_str(), 0700) != 0)
         return false;
@@ -160,8 +161,11 @@ json judge_node(const gate_options& o, const std::string& node, const std::strin
         return doc;
     }
     machine_view view;
+    // The probe runs afresh: the runtime folder is the gate's own and empty. Its answer is kept
+    // there, so the gate cases' run under the same environment (a node without a GPU) reuses
+    // it instead of probing again; each GPU alone is probed again (CUDA_VISIBLE_DEVICES differs).
     if (auto seen =
-            examine_machine(o.probe_program, folder, index.value(), o.expected_dir, false, view);
+            examine_machine(o.probe_program, folder, index.value(), o.expected_dir, true, view);
         !seen.is_ok()) {
         v.unjudged("the baselines cannot be read: " + seen.message());
         return doc;
