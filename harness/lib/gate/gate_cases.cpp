@@ -3,12 +3,11 @@
 #include "gate/gate_parts.hpp"
 
 #include "doctor/doctor.hpp"
+#include "run/run_folder.hpp"
 #include "run/runner.hpp"
 
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 namespace pitfall::runner {
@@ -85,32 +84,11 @@ private:
     bool changed_ = false;
 };
 
-/// The newest record of each case in a run's results.jsonl (a re-judged case appends again).
-std::map<std::string, json> case_records(const std::string& results_path) {
-    std::map<std::string, json> records;
-    std::ifstream in(results_path);
-    std::string line;
-    while (std::getline(in, line)) {
-        json record = json::parse(line, nullptr, false);
-        if (!record.is_object() || text_of(member(record, "record")) != "case")
-            continue;
-        // The key first: json's operator= takes its operand by value, so a move on the same
-        // line would empty the record before its key is read.
-        const std::string key = text_of(member(record, "case"));
-        records[key] = std::move(record);
-    }
-    return records;
-}
-
 /// The doctor's errors and warnings over the fingerprint of the run that saw only this GPU;
 /// an error the requirement does not accept drains (`verdict`, `why`).
-json gpu_findings(const std::string& fingerprint_path, const std::set<std::string>& accepted,
+json gpu_findings(const json& fingerprint, const std::set<std::string>& accepted,
                   const std::string& where, std::string& verdict, std::string& why) {
     json out = json::array();
-    std::ifstream in(fingerprint_path);
-    const json fingerprint = json::parse(in, nullptr, false);
-    if (!fingerprint.is_object())
-        return out;
     for (const auto& f : diagnose(fingerprint).findings) {
         if (f.severity == finding_severity::ok)
             continue;
@@ -205,21 +183,26 @@ json run_gate_cases(const gate_options& options, const gate_gpu& gpu,
         why = "the gate cases could not run on " + where + ": " + last_line(terminal);
         return entry;
     }
-    const auto records = case_records(folder + "/results.jsonl");
+    // The run's own reader: the newest record of each case, typed, and the session's
+    // fingerprint (the GPU seen alone).
+    auto folder_read = run_folder::open(folder);
+    auto log = folder_read.is_ok() ? folder_read->read() : status_or<run_log>(folder_read.error());
+    if (!log.is_ok()) {
+        entry["verdict"] = "unjudged";
+        why = "the gate cases' run on " + where + " cannot be read: " + log.error().message();
+        return entry;
+    }
     std::string verdict = "admit";
-    entry["findings"] = gpu_findings(folder + "/fingerprint.json", accepted, where, verdict, why);
+    entry["findings"] = gpu_findings(log->latest.fingerprint, accepted, where, verdict, why);
     for (const auto& c : cases) {
-        const auto found = records.find(c);
+        const case_record* record = log->find(c);
         json one = {{"case", c}};
         std::string standing = "unjudged", reason = "no record: the run ended before it";
-        if (found != records.end()) {
-            const json& r = found->second;
-            one["verdict"] = text_of(member(r, "verdict"));
-            reason = text_of(member(r, "reason"));
-            if (const json& observed = member(r, "observed"); observed.is_object()) {
-                const std::string error = text_of(member(observed, "error"));
-                one["outcome"] = error.empty() ? text_of(member(observed, "status")) : error;
-            }
+        if (record != nullptr) {
+            one["verdict"] = to_string(record->verdict);
+            reason = record->reason;
+            const std::string error = text_of(member(record->observed, "error"));
+            one["outcome"] = error.empty() ? text_of(member(record->observed, "status")) : error;
             standing = gate_case_standing(one["verdict"].get<std::string>(), reason);
         } else
             one["verdict"] = "NOT_RUN";
