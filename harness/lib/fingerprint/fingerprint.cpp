@@ -1,4 +1,5 @@
 #include "fingerprint/fingerprint.hpp"
+#include "util/json_member.hpp"
 
 #include "util/fnv1a.hpp"
 
@@ -340,10 +341,6 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
 
 namespace {
 /// j[key], or null where j is no object or lacks it: the probe's JSON is read, not trusted.
-const json& member(const json& j, const char* key) {
-    static const json none;
-    return j.is_object() && j.contains(key) ? j[key] : none;
-}
 std::string text_or(const json& v, const std::string& fallback) {
     return v.is_string() ? v.get<std::string>() : fallback;
 }

@@ -1,5 +1,6 @@
 // The host identity (host_identity.hpp).
 #include "fingerprint/host_identity.hpp"
+#include "util/json_member.hpp"
 
 #include "util/fnv1a.hpp"
 
@@ -56,10 +57,6 @@ std::string cpuinfo_value(const std::string& key) {
     return "";
 }
 
-const json& member(const json& j, const char* key) {
-    static const json none;
-    return j.is_object() && j.contains(key) ? j[key] : none;
-}
 } // namespace
 
 json host_identity(const json& fingerprint) {

@@ -1,6 +1,7 @@
 // The gate cases on one GPU: `pitfall run` of the cases marked "gate": true with only that GPU
 // visible, each case's verdict read back from the run's results.jsonl.
 #include "gate/gate_parts.hpp"
+#include "util/json_member.hpp"
 
 #include "doctor/doctor.hpp"
 #include "run/run_folder.hpp"
@@ -28,11 +29,6 @@ std::string gate_case_standing(const std::string& verdict, const std::string& re
 namespace gate_parts {
 namespace {
 using nlohmann::json;
-
-const json& member(const json& j, const char* key) {
-    static const json none;
-    return j.is_object() && j.contains(key) ? j[key] : none;
-}
 
 std::string text_of(const json& j) {
     return j.is_string() ? j.get<std::string>() : std::string();

@@ -1,6 +1,7 @@
 // Run folder -> rows (read_run_rows), rows -> database (store_run), and the end of
 // `pitfall run --history` (record_finished_run).
 #include "history/ingest.hpp"
+#include "util/json_member.hpp"
 
 #include "fingerprint/host_identity.hpp"
 #include "judge/stats.hpp"
@@ -19,17 +20,9 @@
 namespace pitfall::history {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runner::member;
 
 namespace {
-
-/// `j[key]` when `j` is an object holding it, else null: records carry what their writer knew.
-const json& member(const json& j, const char* key) {
-    static const json none;
-    if (!j.is_object())
-        return none;
-    const auto it = j.find(key);
-    return it != j.end() ? *it : none;
-}
 
 std::optional<std::string> text_of(const json& j) {
     if (j.is_string())
