@@ -245,9 +245,13 @@ status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
 status_or<run_folder> run_folder::open(const std::string& dir) {
     run_folder folder(dir);
     std::error_code ec;
-    PITFALL_TRY(refuse_links(dir));
-    if (!fs::is_regular_file(fs::symlink_status(folder.results_path(), ec)))
+    // results.jsonl first: a folder that is no run (`pitfall report /tmp`) is said so at once,
+    // instead of after a walk of everything under it looking for links.
+    // (A results.jsonl that is a link is left to refuse_links, which names it.)
+    const auto results = fs::symlink_status(folder.results_path(), ec);
+    if (!fs::is_regular_file(results) && !fs::is_symlink(results))
         return bad_run_input(dir + ": not a run folder (no results.jsonl)");
+    PITFALL_TRY(refuse_links(dir));
     return folder;
 }
 
