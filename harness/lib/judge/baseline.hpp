@@ -170,6 +170,21 @@ ratio_entry_from_run(double ratio, double tolerance, const nlohmann::ordered_jso
                      const std::string& pitfall_version, const std::string& date,
                      const std::string& host_id = "");
 
+/// A declared ratio as several runs blessed together measured it: the median of the runs'
+/// ratios, and the lowest and highest of them.
+struct blessed_ratio {
+    double median = 0;
+    double lowest = 0;
+    double highest = 0;
+};
+
+/// As ratio_entry_from_run, for several runs: {min: lowest / tolerance, max: highest *
+/// tolerance}, "observed" the median.
+nlohmann::ordered_json ratio_entry_from_runs(
+    const blessed_ratio& ratio, double tolerance, const nlohmann::ordered_json& previous,
+    const nlohmann::json& fingerprint_summary, const std::string& fingerprint_id,
+    const std::string& pitfall_version, const std::string& date, const std::string& host_id = "");
+
 /// Where, when and by what an observation was made: the evidence an observed entry carries.
 // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
 struct observation_origin {

@@ -26,6 +26,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -181,10 +182,11 @@ double record_median(const case_record& record, const std::string& name) {
 }
 
 /// A declared ratio as the runs measured it: each run's own ratio of medians (both cases of one
-/// run, as `pitfall run` computes it), then the median over the runs, which one disturbed run
-/// cannot move far. NaN when no run has both series.
-double ratio_over_runs(const std::vector<loaded_run>& runs, const std::string& backend,
-                       const std::string& scenario, const ratio_spec& r) {
+/// run, as `pitfall run` computes it); the median over the runs, which one disturbed run cannot
+/// move far, and their span. Nothing when no run has both series.
+std::optional<blessed_ratio> ratio_over_runs(const std::vector<loaded_run>& runs,
+                                             const std::string& backend,
+                                             const std::string& scenario, const ratio_spec& r) {
     std::vector<double> per_run;
     const std::string prefix = backend + "." + scenario + ".";
     for (const auto& run : runs) {
@@ -197,7 +199,10 @@ double ratio_over_runs(const std::vector<loaded_run>& runs, const std::string& b
         if (std::isfinite(a) && std::isfinite(b) && a > 0 && b > 0)
             per_run.push_back(a / b);
     }
-    return per_run.empty() ? std::nan("") : stats::median_or_nan(per_run);
+    if (per_run.empty())
+        return std::nullopt;
+    const auto [lowest, highest] = std::minmax_element(per_run.begin(), per_run.end());
+    return blessed_ratio{stats::median_or_nan(per_run), *lowest, *highest};
 }
 
 /// The scenario's declared ratios whose two cases are both among `records` (those blessed into
@@ -217,9 +222,11 @@ void bless_ratios(const bless_options& options, const std::string& profile_name,
         for (const std::string backend : {"cpu", "cuda"}) {
             if (!blessed(backend, r.numerator) || !blessed(backend, r.denominator))
                 continue;
-            const double ratio = ratio_over_runs(runs, backend, scenario.description.name, r);
-            if (!std::isfinite(ratio))
+            const std::optional<blessed_ratio> measured =
+                ratio_over_runs(runs, backend, scenario.description.name, r);
+            if (!measured || !std::isfinite(measured->median))
                 continue;
+            const double ratio = measured->median;
             std::string key = backend;
             key += '.';
             key += r.name;
@@ -236,8 +243,8 @@ void bless_ratios(const bless_options& options, const std::string& profile_name,
                 notes.push_back(std::move(note));
                 continue;
             }
-            doc["ratios"][key] = ratio_entry_from_run(
-                ratio, options.ratio_tolerance, previous, run.fingerprint_summary(),
+            doc["ratios"][key] = ratio_entry_from_runs(
+                *measured, options.ratio_tolerance, previous, run.fingerprint_summary(),
                 run.fingerprint_id(), run.log.latest.pitfall_version, date,
                 host_id_of(run.log.latest.fingerprint));
         }

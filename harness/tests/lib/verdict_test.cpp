@@ -499,6 +499,18 @@ TEST(Ratios, BlessedEntryIsAWideObservedBoundRoundedOutwards) {
     EXPECT_EQ(exact["max"], 2.46);
 }
 
+TEST(Ratios, BlessedFromSeveralRunsTheBoundWidensTheirSpan) {
+    // Three runs of one H200 measured a launch-bound ratio 36.8, 37.1 and 55.0; a fourth run of
+    // unchanged code gave 85.8, outside [median / 2, median x 2] = [18.5, 74.2].
+    const json e(ratio_entry_from_runs({37.1, 36.8, 55.0}, 2.0, nullptr, json::object(),
+                                       "0123456789abcdef", "0.1.0", "2026-11-28"));
+    EXPECT_EQ(e["min"], 18.4);
+    EXPECT_EQ(e["max"], 110.0);
+    EXPECT_EQ(e["observed"], 37.1);
+    EXPECT_EQ(judge_ratio("r", 85.8, e, "0123456789abcdef")["verdict"], "PASS");
+    EXPECT_EQ(judge_ratio("r", 111.0, e, "0123456789abcdef")["verdict"], "PERF_REGRESSION");
+}
+
 scenario_entry ratio_scenario() {
     auto m = parse_manifest(R"({"name": "s", "summary": "s", "failure_class": "c",
         "backends": ["cpu", "cuda"], "variants": [{"name": "a", "kind": "reproduce"},
