@@ -5,6 +5,7 @@
 
 #include "fingerprint/host_identity.hpp"
 #include "judge/stats.hpp"
+#include "judge/timing.hpp"
 #include "report/report.hpp"
 #include "run/runner.hpp"
 #include "util/sha256.hpp"
@@ -47,7 +48,32 @@ std::optional<double> finite_of(const json& j) {
     return std::nullopt;
 }
 
-/// Every timed series of a result document: its unit, samples and median.
+/// A series' normalised twins, one per control measured beside it in the same process
+/// (`epoch_seconds/host_blas`: the samples over that control's median, as the judge divides
+/// them), so trends, change points and the upgrade report can follow the code across hosts.
+void add_normalised_twins(const std::string& name, const json& series, json& out) {
+    const json& controls = member(series, "controls");
+    if (!controls.is_object() || text_of(member(series, "unit")).value_or("") != "s")
+        return;
+    for (const auto& [control, _] : controls.items()) {
+        std::string why;
+        const auto n = runner::normalise(series, control, why);
+        if (!n)
+            continue;
+        std::vector<double> kept;
+        for (const double x : n->samples)
+            if (std::isfinite(x))
+                kept.push_back(x);
+        const double median = stats::median_or_nan(kept);
+        out[name + "/" + control] = {{"unit", ""},
+                                     {"median", std::isnan(median) ? json() : json(median)},
+                                     {"samples", kept},
+                                     {"control_median", n->control_median}};
+    }
+}
+
+/// Every timed series of a result document: its unit, samples and median, and its normalised
+/// twins.
 json series_of(const json& result) {
     json out = json::object();
     const json& samples = member(result, "samples");
@@ -65,6 +91,7 @@ json series_of(const json& result) {
         out[name] = {{"unit", text_of(member(series, "unit")).value_or("")},
                      {"median", std::isnan(median) ? json() : json(median)},
                      {"samples", kept}};
+        add_normalised_twins(name, series, out);
     }
     return out;
 }

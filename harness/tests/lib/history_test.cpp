@@ -51,7 +51,12 @@ protected:
                     {"outcome", {{"status", "ok"}}},
                     {"ran_on", "cpu"},
                     {"measurements", json::object()},
-                    {"samples", {{"train_seconds", {{"unit", "s"}, {"values", samples}}}}},
+                    // A control measured beside the series in the same process (median 0.5).
+                    {"samples",
+                     {{"train_seconds",
+                       {{"unit", "s"},
+                        {"values", samples},
+                        {"controls", {{"host_blas", {0.5, 0.5, 1.0}}}}}}}},
                     {"events", json::object()},
                     {"info", json::object()},
                     {"checks", json::array()},
@@ -190,6 +195,10 @@ TEST_F(HistoryDatabase, CaseRowsHoldOutcomeMemoryAndSeries) {
     EXPECT_EQ(p.series["train_seconds"]["median"], 2.0);
     EXPECT_EQ(p.series["train_seconds"]["unit"], "s");
     EXPECT_EQ(p.series["train_seconds"]["samples"], json({3.0, 1.0, 2.0}));
+    // Its normalised twin, over the control's median from the same process, as the judge has it.
+    EXPECT_EQ(p.series["train_seconds/host_blas"]["samples"], json({6.0, 2.0, 4.0}));
+    EXPECT_EQ(p.series["train_seconds/host_blas"]["median"], 4.0);
+    EXPECT_EQ(p.series["train_seconds/host_blas"]["unit"], "");
     EXPECT_NE(history::trend_table(points.value()).find("train_seconds"), std::string::npos);
 }
 
@@ -206,7 +215,8 @@ TEST_F(HistoryDatabase, TrendWithoutSamplesKeepsUnitAndMedian) {
         EXPECT_TRUE(points.is_ok()) << points.error().message();
         return points.is_ok() && points->size() == 1 ? points->front().series : json();
     };
-    EXPECT_EQ(series(), json::parse(R"({"train_seconds": {"unit": "s", "median": 2.0}})"));
+    EXPECT_EQ(series(), json::parse(R"({"train_seconds": {"unit": "s", "median": 2.0},
+        "train_seconds/host_blas": {"unit": "", "median": 4.0, "control_median": 0.5}})"));
     // Rows edited by hand are read, never an error: what is not an object is left out.
     const std::pair<const char*, const char*> edited[] = {
         {"not json", "{}"},
