@@ -61,6 +61,10 @@
 //   000 ex.2 (a 1e6 x 1000 float32 dataset "will likely crash on a GPU with limited VRAM"; remedy:
 //   batches from a data generator), 001 ex.3 (3 x Dense(1024) + Adam "exceeding GPU memory";
 //   remedies: smaller model, mixed precision), 002 ex.1 (handling OOM: reduce the batch size).
+//   001 ex.3 is false as the seed states it: that model at its batch of 32 plans 47.4 MB
+//   (seed_batch_32_plan_bytes: 46.6 MB of weights, gradients and Adam moments, 0.76 MB of batch),
+//   which every GPU holds; reproduce_model shows the failure the seed names only at a batch whose
+//   plan is model_factor x the device's memory (docs/field-reports.md).
 //   Facts: docs/cuda-rules.md#runtime-error-names (cudaErrorMemoryAllocation is not sticky);
 //   CUDA C++ Programming Guide, "Asynchronous concurrent execution" (pinned memory, streams,
 //   overlap of copy and compute); NVIDIA "Training with Mixed Precision" (fp32 master weights).
@@ -1386,6 +1390,11 @@ template <class Backend> status reproduce_model(pitfall::context& ctx) {
     record_plan(ctx, "plan_", plan);
     ctx.record("plan_over_budget",
                static_cast<double>(plan.total()) / static_cast<double>(cfg.limit.bytes));
+    // 001 ex.3 as the seed states it: its model at its own batch of 32 plans about 47 MB, which
+    // fits any GPU. This case reaches the OOM only by raising the batch until the plan is
+    // model_factor x the budget, so the measurement rebuts the claim as stated.
+    const model_plan seed_plan = make_plan(model_shape{}, 32, false, 0);
+    ctx.record("seed_batch_32_plan_bytes", static_cast<double>(seed_plan.total()), "B");
     device_memory<Backend> memory(cfg.limit.enforced);
     status outcome = status::ok();
     {
