@@ -33,6 +33,15 @@ if(NOT _pitfall_cuda_mode STREQUAL "OFF")
     endif()
     find_package(CUDAToolkit REQUIRED)
     find_package(CUDNN)
+    # The SDK and the probe link the shared CUDA runtime unless CMAKE_CUDA_RUNTIME_LIBRARY=Static
+    # asks for it linked in: a build carried to a machine that has a driver but not this
+    # toolkit's libcudart (a CUDA 12 build run where only CUDA 13 is installed).
+    string(TOUPPER "${CMAKE_CUDA_RUNTIME_LIBRARY}" _pitfall_cudart_kind)
+    if(_pitfall_cudart_kind STREQUAL "STATIC")
+      set(PITFALL_CUDART CUDA::cudart_static)
+    else()
+      set(PITFALL_CUDART CUDA::cudart)
+    endif()
     set(PITFALL_HAS_CUDA ON)
     set(PITFALL_HAS_CUDNN ${CUDNN_FOUND})
     set(PITFALL_HAS_CUDA_TEXT

@@ -3,7 +3,7 @@
 // What
 //   The kernel fill_index (fill_index.cu) is built apart from the program, three ways
 //   (scenario.json device_images), embedded as bytes and loaded at run time with
-//   cudaLibraryLoadData (CUDA 12.0+), then launched over `elements`:
+//   cudaLibraryLoadData (CUDA 12.5+), then launched over `elements`:
 //     reproduce_old_arch_only  SASS sm_75 only, no PTX: what a build with an old
 //                              TORCH_CUDA_ARCH_LIST / CMAKE_CUDA_ARCHITECTURES ships.
 //     remedy_with_ptx          the same SASS plus PTX compute_75: the driver JIT-compiles it for

@@ -262,9 +262,9 @@ status remedy_sass(pitfall::context& ctx) {
 // not the JIT's), then the timed start.
 #if PITFALL_HAS_CUDA
 status helper_start(pitfall::context& ctx) {
-#if CUDART_VERSION < 12000 // cudaLibrary* arrived in CUDA 12.0: say so before the first CUDA call
+#if CUDART_VERSION < 12050 // runtime cudaLibrary* came in CUDA 12.5: say so before CUDA calls
     (void)ctx;
-    return PITFALL_UNSUPPORTED("cudaLibraryLoadData needs a CUDA 12.0 or newer runtime");
+    return PITFALL_UNSUPPORTED("cudaLibraryLoadData needs a CUDA 12.5 or newer runtime");
 #else
     PITFALL_ASSIGN_OR_RETURN(const std::string image, ctx.param_string("image"));
     PITFALL_ASSIGN_OR_RETURN(const long long elements, ctx.param_int("elements"));

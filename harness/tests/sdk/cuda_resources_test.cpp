@@ -92,7 +92,7 @@ TEST(CudaResources, LibraryImageFailsByNameWithoutADriver) {
     const char ptx[] = ".version 8.0\n.target sm_75\n.address_size 64\n";
     auto loaded = cuda::library_image::load(ptx);
     ASSERT_FALSE(loaded.is_ok());
-#if CUDART_VERSION >= 12000
+#if CUDART_VERSION >= 12050
     EXPECT_EQ(loaded.error().lib(), library::cuda_runtime);
     EXPECT_EQ(loaded.error().where(), stage::init);
 #else
