@@ -7,11 +7,22 @@
 #include "model/locate.hpp"
 #include "run/runner.hpp"
 
+#include <charconv>
 #include <iostream>
 #include <set>
 
 namespace pitfall::cli {
 namespace {
+
+/// --flaky-release-after: digits only, 1 to a million runs.
+bool parse_release_after(const std::string& text, std::size_t& out) {
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1000000)
+        return false;
+    out = n;
+    return true;
+}
 
 /// Where the run goes, and how it is resumed or restarted.
 void declare_run_folder(CLI::App& sub, runner::run_options& r) {
@@ -90,6 +101,11 @@ void declare_execution(CLI::App& sub, runner::run_options& r) {
                    "record the finished run in this results database (docs/history.md);\n"
                    "one that cannot be written is a warning, never a failed run")
         ->type_name("DB");
+    add_checked(sub, "--flaky-release-after", r.flaky_release_after, parse_release_after,
+                "a whole number in [1, 1000000]",
+                "with --history: the reports call a case flaky until it passed\n"
+                "its last N runs of this build and fingerprint (default 10)")
+        ->type_name("N");
 }
 
 void declare_run(CLI::App& sub, command_line& cl) {

@@ -186,7 +186,8 @@ void compare_series(case_comparison& c, const side_rows& a, const side_rows& b) 
         quantity_difference d;
         const auto unit = a.units.find(name);
         d.unit = unit != a.units.end() ? unit->second : "";
-        d.what = d.unit == "s" ? "time" : "series";
+        // A normalised twin is a time over its control's time: a time, in no unit.
+        d.what = d.unit == "s" || normalised ? "time" : "series";
         d.name = name;
         d.basis = normalised ? "normalised" : "absolute";
         if (normalised)

@@ -1,8 +1,10 @@
 // Flaky cases: verdicts grouped by case, build and fingerprint, oldest run first.
 #include "history/flaky.hpp"
 
+#include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/text.hpp"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 #include <tuple>
@@ -17,22 +19,40 @@ struct case_runs {
     std::vector<std::string> at, folder, verdict;
 };
 
+/// One case's verdicts in one group, added oldest first: counts, flips and the passing runs
+/// since the last other verdict, without keeping every run.
+class verdict_tally {
+public:
+    void add(const std::string& at, const std::string& folder, const std::string& verdict) {
+        ++m_case.verdicts[verdict];
+        if (m_case.runs > 0 && verdict != m_last)
+            m_case.flips.push_back({at, folder, m_last, verdict});
+        m_case.trailing_passes = verdict == "PASS" ? m_case.trailing_passes + 1 : 0;
+        ++m_case.runs;
+        m_last = verdict;
+    }
+    flaky_case result(const std::string& key, const std::string& build,
+                      const std::string& fingerprint, std::size_t release_after) const {
+        flaky_case c = m_case;
+        c.case_key = key;
+        c.build = build;
+        c.fingerprint_id = fingerprint;
+        c.released = c.trailing_passes >= release_after;
+        return c;
+    }
+
+private:
+    flaky_case m_case;
+    std::string m_last;
+};
+
 flaky_case summarise(const std::string& key, const std::string& build,
                      const std::string& fingerprint, const case_runs& runs,
                      std::size_t release_after) {
-    flaky_case c;
-    c.case_key = key;
-    c.build = build;
-    c.fingerprint_id = fingerprint;
-    c.runs = runs.verdict.size();
-    for (std::size_t i = 0; i < c.runs; ++i) {
-        ++c.verdicts[runs.verdict[i]];
-        if (i > 0 && runs.verdict[i] != runs.verdict[i - 1])
-            c.flips.push_back({runs.at[i], runs.folder[i], runs.verdict[i - 1], runs.verdict[i]});
-        c.trailing_passes = runs.verdict[i] == "PASS" ? c.trailing_passes + 1 : 0;
-    }
-    c.released = c.trailing_passes >= release_after;
-    return c;
+    verdict_tally tally;
+    for (std::size_t i = 0; i < runs.verdict.size(); ++i)
+        tally.add(runs.at[i], runs.folder[i], runs.verdict[i]);
+    return tally.result(key, build, fingerprint, release_after);
 }
 
 } // namespace
@@ -59,6 +79,80 @@ status_or<std::vector<flaky_case>> flaky_cases(const history_db& db, std::size_t
     for (const auto& [key, runs] : groups) {
         flaky_case c =
             summarise(std::get<0>(key), std::get<1>(key), std::get<2>(key), runs, release_after);
+        if (c.verdicts.size() > 1)
+            found.push_back(std::move(c));
+    }
+    return found;
+}
+
+std::string build_identity(const json& build) {
+    if (build.is_object() && build.contains("git_revision") && build["git_revision"].is_string())
+        return build["git_revision"].get<std::string>();
+    // As ingest binds it (json::dump); a build JSON it could not dump was never recorded.
+    return build.is_null() ? std::string() : detail::dump_safe(build);
+}
+
+namespace {
+
+struct group_run {
+    std::string at, id, folder;
+    bool finishing = false;
+};
+
+/// The recorded runs of `run`'s build and fingerprint other than itself, with it, in the order
+/// flaky_cases reads them (start time, then id).
+status_or<std::vector<group_run>> runs_of_group(const history_db& db, const finishing_run& run) {
+    statement query(db, "SELECT at, id, folder FROM runs WHERE fingerprint_id = ?1 AND "
+                        "COALESCE(git_revision, build, '') = ?2 AND id <> ?3");
+    PITFALL_TRY(query.prepared("reading the runs of this build"));
+    query.bind(1, run.fingerprint_id);
+    query.bind(2, run.build);
+    query.bind(3, run.id);
+    std::vector<group_run> runs;
+    for (;;) {
+        PITFALL_ASSIGN_OR_RETURN(const bool row, query.step("reading the runs of this build"));
+        if (!row)
+            break;
+        runs.push_back({query.text(0), query.text(1), query.text(2)});
+    }
+    runs.push_back({run.at, run.id, run.folder, true});
+    std::sort(runs.begin(), runs.end(), [](const group_run& a, const group_run& b) {
+        return std::tie(a.at, a.id) < std::tie(b.at, b.id);
+    });
+    return runs;
+}
+
+} // namespace
+
+status_or<std::vector<flaky_case>>
+flaky_cases_of_run(const history_db& db, const finishing_run& run, std::size_t release_after) {
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<group_run> runs, runs_of_group(db, run));
+    std::map<std::string, verdict_tally> tallies;
+    for (const auto& key : run.selected)
+        tallies[key];
+    statement cases(db, "SELECT case_key, verdict FROM cases WHERE run_id = ?1");
+    PITFALL_TRY(cases.prepared("reading the verdicts of this build"));
+    for (const group_run& r : runs) {
+        if (r.finishing) {
+            for (const auto& [key, verdict] : run.verdicts)
+                if (const auto it = tallies.find(key); it != tallies.end())
+                    it->second.add(r.at, r.folder, verdict);
+            continue;
+        }
+        cases.reset();
+        cases.bind(1, r.id);
+        for (;;) {
+            PITFALL_ASSIGN_OR_RETURN(const bool row,
+                                     cases.step("reading the verdicts of this build"));
+            if (!row)
+                break;
+            if (const auto it = tallies.find(cases.text(0)); it != tallies.end())
+                it->second.add(r.at, r.folder, cases.text(1));
+        }
+    }
+    std::vector<flaky_case> found;
+    for (const auto& [key, tally] : tallies) {
+        flaky_case c = tally.result(key, run.build, run.fingerprint_id, release_after);
         if (c.verdicts.size() > 1)
             found.push_back(std::move(c));
     }

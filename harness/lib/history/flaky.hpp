@@ -44,6 +44,26 @@ struct flaky_case {
 /// ordered by case, then build and fingerprint. `release_after` must be at least 1.
 status_or<std::vector<flaky_case>> flaky_cases(const history_db& db, std::size_t release_after);
 
+/// The build identity flaky_cases groups by, from a run header's "build": its git_revision
+/// where it is a string, else the build JSON as ingest records it, else "".
+std::string build_identity(const nlohmann::json& build);
+
+/// A run as it finishes, before it is recorded: what `pitfall run --history` asks about.
+struct finishing_run {
+    std::string id; ///< its id in the database (a resumed run may be recorded already)
+    std::string at, folder;
+    std::string build; ///< build_identity of its header's build
+    std::string fingerprint_id;
+    std::vector<std::string> selected;           ///< its selected cases
+    std::map<std::string, std::string> verdicts; ///< case -> verdict, for its finished cases
+};
+
+/// flaky_cases restricted to `run`'s build, fingerprint and selected cases, with `run`'s own
+/// verdicts counted as its runs' (in time order): what `pitfall history flaky` will say of
+/// these cases once the run is recorded. Reads only the runs of that build and fingerprint.
+status_or<std::vector<flaky_case>>
+flaky_cases_of_run(const history_db& db, const finishing_run& run, std::size_t release_after);
+
 /// One block per flaky case: runs, verdicts with counts, released or not, then its flips.
 std::string flaky_table(const std::vector<flaky_case>& found, std::size_t release_after);
 

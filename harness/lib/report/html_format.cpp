@@ -284,7 +284,7 @@ std::string render_html(const run_data& run) {
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>"
       << html_style << "</style></head>\n<body>\n";
-    h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid)
+    h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid) << flaky_html(run)
       << html_charts(run, grid) << html_libraries(run);
     h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
     for (const auto& r : run.cases)

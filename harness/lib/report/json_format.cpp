@@ -54,29 +54,33 @@ json render_json(const run_data& run) {
         cases.push_back(std::move(c));
     }
     const bool failing = run_failing(run);
-    return {{"schema", report_schema},
-            {"generated_at", utc_now("%Y-%m-%dT%H:%M:%SZ")},
-            {"run",
-             {{"dir", detail::valid_utf8(run.dir)}, // a path is bytes; JSON holds text
-              {"started_at", str(h, "at")},
-              {"pitfall_version", str(h, "pitfall_version")},
-              {"fingerprint_id", str(h, "fingerprint_id")},
-              {"fingerprint_summary", fingerprint_summary(run)},
-              {"profile", obj(h, "profile")},
-              {"complete", run.not_finished.empty()},
-              {"interrupted", run.interrupted},
-              {"resumed", run.resumed}}},
-            {"counts", verdict_counts(run)},
-            {"predictions", predictions(run).size()},
-            {"verdicts", verdicts_json()},
-            {"failing", failing},
-            {"cases", cases},
-            {"not_finished", run.not_finished},
-            {"crashed_mid_way", run.started_unfinished},
-            {"ratios", run.ratios},
-            {"loaded_libraries", libraries_json(libraries_loaded(run))},
-            {"library_warnings", mismatches_json(library_mismatches(run))},
-            {"machine", machine_of(run).to_json()}};
+    json report = {{"schema", report_schema},
+                   {"generated_at", utc_now("%Y-%m-%dT%H:%M:%SZ")},
+                   {"run",
+                    {{"dir", detail::valid_utf8(run.dir)}, // a path is bytes; JSON holds text
+                     {"started_at", str(h, "at")},
+                     {"pitfall_version", str(h, "pitfall_version")},
+                     {"fingerprint_id", str(h, "fingerprint_id")},
+                     {"fingerprint_summary", fingerprint_summary(run)},
+                     {"profile", obj(h, "profile")},
+                     {"complete", run.not_finished.empty()},
+                     {"interrupted", run.interrupted},
+                     {"resumed", run.resumed}}},
+                   {"counts", verdict_counts(run)},
+                   {"predictions", predictions(run).size()},
+                   {"verdicts", verdicts_json()},
+                   {"failing", failing},
+                   {"cases", cases},
+                   {"not_finished", run.not_finished},
+                   {"crashed_mid_way", run.started_unfinished},
+                   {"ratios", run.ratios},
+                   {"loaded_libraries", libraries_json(libraries_loaded(run))},
+                   {"library_warnings", mismatches_json(library_mismatches(run))},
+                   {"machine", machine_of(run).to_json()}};
+    // Only where the run looked its cases up in a history database (flaky.json).
+    if (json flaky = flaky_report_json(run); !flaky.is_null())
+        report["flaky"] = std::move(flaky);
+    return report;
 }
 
 } // namespace pitfall::runner

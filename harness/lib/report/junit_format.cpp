@@ -47,6 +47,18 @@ std::string render_junit(const run_data& run) {
     x << "      <property name=\"profile\" value=\""
       << attr(str(obj(run.header, "profile"), "name")) << "\"/>\n";
     x << "      <property name=\"predictions\" value=\"" << predictions(run).size() << "\"/>\n";
+    // Testcase-level properties are outside the Ant JUnit schema the CI readers follow (pytest
+    // warns its record_property breaks validation): the suite names the flaky cases, and each
+    // one's system-out gives its history.
+    if (run.flaky.is_object() && !run.flaky["cases"].empty()) {
+        std::string names;
+        for (const auto& c : run.flaky["cases"])
+            names += (names.empty() ? "" : " ") + c["case"].get<std::string>();
+        x << "      <property name=\"flaky\" value=\"" << attr(names) << "\"/>\n";
+    }
+    if (!run.flaky_problem.empty())
+        x << "      <property name=\"flaky.problem\" value=\""
+          << attr("flaky.json unreadable: " + run.flaky_problem) << "\"/>\n";
     const json facts = fingerprint_summary(run);
     for (const auto& [k, v] : facts.items())
         x << "      <property name=\"fingerprint." << attr(k) << "\" value=\""
@@ -68,9 +80,13 @@ std::string render_junit(const run_data& run) {
         else if (v == "UNSUPPORTED")
             x << "      <skipped message=\"" << attr(str(r, "reason")) << "\"/>\n";
         const std::string why = str(r, "prediction");
+        const json* flaky = flaky_entry(run, str(r, "case"));
         x << "      <system-out>"
           << escape_markup(v + " (" + outcome_line(r) + "): " + str(r, "reason") +
-                           (why.empty() ? "" : "\nprediction, not a reproduction: " + why))
+                           (why.empty() ? "" : "\nprediction, not a reproduction: " + why) +
+                           (flaky == nullptr
+                                ? ""
+                                : "\nflaky per the history database: " + flaky_summary(*flaky)))
           << "</system-out>\n";
         x << "    </testcase>\n";
     }

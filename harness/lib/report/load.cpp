@@ -42,6 +42,7 @@ status_or<run_data> load_run(const std::string& dir) {
         if (placed.count(r.key.str()) == 0)
             run.cases.push_back(r.to_json());
     PITFALL_ASSIGN_OR_RETURN(run.ratios, folder.summary_ratios());
+    load_flaky(run); // a damaged flaky.json is the report's to say, never a failed report
     return run;
 }
 

@@ -195,8 +195,9 @@ std::string render_markdown(const run_data& run) {
     const auto failures = failing_cases(run);
     return cat(markdown_headline(run, counts), markdown_profile(run), markdown_machine(run),
                markdown_verdicts(counts), markdown_predictions(run),
-               markdown_failing(run, failures), markdown_changed(run, !failures.empty()),
-               markdown_libraries(run), markdown_not_finished(run));
+               markdown_failing(run, failures), flaky_markdown(run),
+               markdown_changed(run, !failures.empty()), markdown_libraries(run),
+               markdown_not_finished(run));
 }
 
 } // namespace pitfall::runner

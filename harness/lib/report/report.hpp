@@ -37,7 +37,17 @@ struct run_data {
     /// "headline"; null when absent or unreadable (doctor_problem then says why).
     nlohmann::json doctor;
     std::string doctor_problem;
+    /// flaky.json (`pitfall run --history`): the run's cases the results database calls flaky,
+    /// as checked when read: {"db", "release_after", "cases": [{case, runs, verdicts, flips,
+    /// flips_total, trailing_passes}]}. Null when absent or damaged (flaky_problem says why:
+    /// a damaged flaky.json never fails a report).
+    nlohmann::json flaky;
+    std::string flaky_problem;
 };
+
+/// One case of run_data::flaky in a line: "FAIL x1, PASS x3 in 4 runs; latest flip AT PASS ->
+/// FAIL".
+std::string flaky_summary(const nlohmann::json& flaky_case);
 
 /// Reads `dir`/results.jsonl (and summary.json for the ratios, when present). A truncated last
 /// line (a kill mid-write) is skipped; anything else malformed is bad input naming the line.

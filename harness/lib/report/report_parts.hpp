@@ -64,6 +64,16 @@ std::string md_inline(std::string text, std::size_t max = 200);
 /// Text for inside a Markdown `code span`.
 std::string md_code(std::string text);
 
+/// `run.dir`/flaky.json into run.flaky, or why not into run.flaky_problem.
+void load_flaky(run_data& run);
+/// The flaky cases in each report: report.json's "flaky" (null: no flaky.json; {"problem"}:
+/// unreadable), the Markdown and HTML sections (empty when no case is flaky), and a case's
+/// entry (nullptr when it is not flaky).
+json flaky_report_json(const run_data& run);
+std::string flaky_markdown(const run_data& run);
+std::string flaky_html(const run_data& run);
+const json* flaky_entry(const run_data& run, const std::string& key);
+
 /// The CSS class of a verdict: pass, skip, warn or fail.
 const char* verdict_class(const std::string& v);
 /// The style sheet every HTML report carries inline.

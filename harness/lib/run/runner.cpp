@@ -8,6 +8,7 @@
 #include "fingerprint/fingerprint.hpp"
 #include "fingerprint/host_identity.hpp"
 #include "history/ingest.hpp"
+#include "history/run_flaky.hpp"
 #include "judge/baseline.hpp"
 #include "judge/stats.hpp"
 #include "model/model.hpp"
@@ -431,6 +432,10 @@ int run_cases(const run_options& requested) {
     if (!interrupted.value())
         if (auto corrected = correct_timings(plan); !corrected.is_ok())
             return report_error(corrected);
+    // Before the reports: they say which cases the database calls flaky (flaky.json).
+    if (!plan.options.history_db.empty() && plan.folder)
+        history::write_run_flaky(plan.options.history_db, plan.folder->dir(),
+                                 plan.options.flaky_release_after);
     const int code = summarise(plan, interrupted.value());
     // After summary.json: the database holds what the folder says, and never changes the code.
     if (!plan.options.history_db.empty() && plan.folder)

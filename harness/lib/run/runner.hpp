@@ -1,6 +1,7 @@
 // `pitfall list` and `pitfall run`.
 #pragma once
 
+#include "history/flaky.hpp"
 #include "judge/timing.hpp"
 #include "model/index.hpp"
 
@@ -70,6 +71,9 @@ struct run_options {
     std::string require;
     /// --history DB: the results database the run records itself into once summarised.
     std::string history_db;
+    /// --flaky-release-after N: with --history, a flaky case passing its last N runs is no
+    /// longer reported flaky (history::default_release_after).
+    std::size_t flaky_release_after = history::default_release_after;
 };
 
 int list_cases(const common_options& options, bool as_json);

@@ -2,6 +2,7 @@
 #include "run/run_plan.hpp"
 
 #include "report/loaded_libraries.hpp"
+#include "report/report.hpp"
 
 namespace pitfall::runner::run_parts {
 
@@ -192,6 +193,23 @@ void print_groups(const run_totals& t, std::size_t width, const diagnosis& machi
     }
 }
 
+/// The cases the history database calls flaky (flaky.json, as the reports read it).
+void print_flaky(const run_data& run, std::size_t width) {
+    std::ostringstream out;
+    if (!run.flaky_problem.empty())
+        out << "flaky:\n  flaky.json unreadable: " << run.flaky_problem << '\n';
+    if (run.flaky.is_object() && !run.flaky["cases"].empty()) {
+        out << "flaky: (history database " << run.flaky["db"].get<std::string>()
+            << ", released after " << run.flaky["release_after"].get<std::uint64_t>()
+            << " passing runs in a row)\n";
+        for (const auto& c : run.flaky["cases"])
+            out << "  " << std::left << std::setw(static_cast<int>(width))
+                << c["case"].get<std::string>() << flaky_summary(c) << '\n';
+    }
+    // Text from the database and a file in the run folder: never a control sequence.
+    std::cout << detail::visible_controls(out.str());
+}
+
 void print_ratios(const json& ratios) {
     for (const auto& r : ratios) {
         std::ostringstream value;
@@ -225,9 +243,10 @@ void print_timing_family(const json& family) {
 }
 
 /// The end of the terminal output: the counts; each failure with its reason; warnings and
-/// skips, a group's cause said once; what did not run; the ratios; the timings judged
-/// together; where things are.
-void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
+/// skips, a group's cause said once; the flaky cases; what did not run; the ratios; the timings
+/// judged together; where things are.
+void print_end(const run_plan& plan, const run_totals& t, bool interrupted,
+               const run_data* rendered) {
     std::size_t width = 4;
     for (const case_record* r : t.finished)
         width = std::max(width, r->key.str().size() + 2);
@@ -246,6 +265,8 @@ void print_end(const run_plan& plan, const run_totals& t, bool interrupted) {
                   << "\"prediction\"; the report lists why)\n";
     print_failures(t, width);
     print_groups(t, width, plan.machine);
+    if (rendered != nullptr)
+        print_flaky(*rendered, width);
     if (!t.not_run.empty())
         std::cout << "not run: " << t.not_run.size()
                   << (t.not_run.size() == 1 ? " case\n" : " cases\n");
@@ -266,11 +287,12 @@ int summarise(const run_plan& plan, bool interrupted) {
     // (a full disk) ends the run with exit 2 naming it, not a pass nobody can see. The
     // records are safe in results.jsonl; `pitfall report` renders them again.
     const status summary = write_summary(plan, t, interrupted, code);
-    print_end(plan, t, interrupted);
     // The reports, rendered from results.jsonl as written (an interrupted run's too: what a
-    // person reads first is what finished and what did not).
+    // person reads first is what finished and what did not); the terminal's flaky cases are
+    // theirs.
     const std::string dir = plan.folder->dir();
     auto rendered = load_run(dir);
+    print_end(plan, t, interrupted, rendered.is_ok() ? &rendered.value() : nullptr);
     const status written = rendered.is_ok() ? write_reports(rendered.value()) : rendered.error();
     if (written.is_ok()) {
         std::cout << "reports: " << dir << '/';

@@ -149,6 +149,7 @@ TEST_F(HistoryCompare, TheNormalisedTwinDecidesWhereBothSidesHoldIt) {
     ASSERT_EQ(slower->differing[0].quantities.size(), 1u);
     EXPECT_EQ(slower->differing[0].quantities[0].name, "epoch_seconds/host_blas");
     EXPECT_EQ(slower->differing[0].quantities[0].basis, "normalised");
+    EXPECT_EQ(slower->differing[0].quantities[0].what, "time"); // a time over a time
 }
 
 TEST_F(HistoryCompare, UnknownKeysAndValuesNameWhatTheDatabaseHas) {
