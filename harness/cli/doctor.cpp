@@ -105,6 +105,7 @@ int run_doctor(const CLI::App&, command_line& cl) {
                            std::strerror(errno));
     auto fingerprint = runner::take_fingerprint(probe, logs.path);
     fingerprint["build_images"] = runner::build_images(programs);
+    fingerprint["toolkits"] = runner::toolkit_facts_of_environment(); // doctor only: runs nvcc
     const runner::diagnosis d = runner::diagnose(fingerprint);
     if (cl.as_json) {
         nlohmann::json out = d.to_json();

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pitfall::runner {
@@ -49,6 +50,19 @@ struct diagnosis {
 /// "sass", "arch": 90, "variant": "arch_specific", "version": "1.8", "container": 0}, ...]}}, or
 /// {"error": "..."} for a program that cannot be read. Programs without device code are left out.
 nlohmann::json build_images(const std::vector<std::pair<std::string, std::string>>& programs);
+
+/// The CUDA toolkits a rebuild here would use, as facts a fingerprint carries ("toolkits"):
+/// the first executable nvcc on `path` (PATH's value) and `cuda_home`'s bin/nvcc (the variable's
+/// name and value), each asked `nvcc --version` in a child process: {"path": {"nvcc": "...",
+/// "release": "13.0"}, "cuda_home": {"variable": "CUDA_HOME", "folder": "...", "nvcc": "...",
+/// "release": "12.4"}}; an entry that could not be read has "error" instead of "release"; no
+/// "cuda_home" where neither variable is set.
+nlohmann::json toolkit_facts(const std::optional<std::string>& path,
+                             const std::optional<std::pair<std::string, std::string>>& cuda_home);
+/// toolkit_facts of this process's PATH and CUDA_HOME (else CUDA_PATH).
+nlohmann::json toolkit_facts_of_environment();
+/// "13.0" of `nvcc --version`'s "Cuda compilation tools, release 13.0, V13.0.88"; "" if none.
+std::string nvcc_release(const std::string& version_output);
 
 /// The findings for a fingerprint (take_fingerprint's JSON). Never fails: a fact the probe
 /// could not learn is said to be unknown, and a missing or broken probe output is itself a

@@ -28,6 +28,7 @@ const std::vector<check>& registry() {
         pageable_memory_check(), // HMM/ATS
         cuda_env_check(),        // variables that alter every CUDA program
         kernel_images_check(),   // this build's SASS and PTX against the devices
+        toolkit_check(),         // nvcc on PATH and in CUDA_HOME against the runtime
     };
     return checks;
 }

@@ -86,5 +86,7 @@ check nvml_check();
 check pageable_memory_check();
 // kernel_image_checks.cpp: this build's SASS and PTX against the devices.
 check kernel_images_check();
+// toolkit_checks.cpp: nvcc on PATH and in CUDA_HOME against the runtime loaded.
+check toolkit_check();
 
 } // namespace pitfall::runner::doctor

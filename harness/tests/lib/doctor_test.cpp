@@ -500,6 +500,11 @@ std::vector<json> synthetic_machines() {
         with_device_and_images("10.3", {image("ptx", 100, "family", 9, 0)}),
         with_device_and_images("9.0", {image("sass", 90, "plain")}),
         with(healthy(), "/environment/CUDA_LAUNCH_BLOCKING", "1"),
+        // What toolkit_facts writes (doctor_toolkit_test.cpp runs real nvcc scripts for it).
+        with(healthy(), "/toolkits",
+             {{"path", {{"nvcc", "/usr/local/cuda-12.4/bin/nvcc"}, {"release", "12.4"}}}}),
+        with(healthy(), "/toolkits",
+             {{"path", {{"nvcc", "/usr/local/cuda-13.0/bin/nvcc"}, {"release", "13.0"}}}}),
     };
 }
 
