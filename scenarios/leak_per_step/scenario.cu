@@ -14,7 +14,9 @@
 //   After every step (its work finished, the remedy's release done) the case reads the SDK's
 //   tracker (pitfall/memory.hpp: the bytes every Backend::allocate holds now) and the
 //   process's own view, independent of the tracker: on the CPU the resident set (VmRSS, from
-//   /proc/self/statm), on the GPU the device's used bytes (cudaMemGetInfo: total - free).
+//   /proc/self/statm; under AddressSanitizer, whose quarantine keeps freed blocks resident, its
+//   allocator's live heap bytes), on the GPU the device's used bytes (cudaMemGetInfo: total -
+//   free).
 //   Recorded: tracked_bytes_after_step_NN for every step, the growth per step fitted by least
 //   squares over steps 2..steps for both views (the first step is left out: allocators settle
 //   there), steps_that_grew, the loss and the weights against a float64 reference.
@@ -75,6 +77,21 @@
 #include <vector>
 
 #include <unistd.h>
+
+// AddressSanitizer builds (GCC defines __SANITIZE_ADDRESS__, Clang has the feature test).
+#if defined(__SANITIZE_ADDRESS__)
+#define LEAK_PER_STEP_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LEAK_PER_STEP_UNDER_ASAN 1
+#endif
+#endif
+#ifndef LEAK_PER_STEP_UNDER_ASAN
+#define LEAK_PER_STEP_UNDER_ASAN 0
+#endif
+#if LEAK_PER_STEP_UNDER_ASAN
+#include <sanitizer/allocator_interface.h>
+#endif
 
 namespace {
 
@@ -218,11 +235,17 @@ reference_run reference_train(const config& cfg, const dataset& data) {
 // Memory as the process sees it, without the tracker.
 // ---------------------------------------------------------------------------------------------
 
-/// CPU: the resident set (second field of /proc/self/statm, in pages). CUDA: the device's used
-/// bytes (cudaMemGetInfo's total - free), which count every process on the device: a case
-/// runs alone on it, and a neighbour's change would show as a step the tracker does not have.
+/// CPU: the resident set (second field of /proc/self/statm, in pages); under AddressSanitizer
+/// its allocator's own count of live heap bytes instead, since it keeps freed blocks in
+/// quarantine (resident, not reused) and the resident set of a remedy that frees every step
+/// grows as if it leaked. CUDA: the device's used bytes (cudaMemGetInfo's total - free), which
+/// count every process on the device: a case runs alone on it, and a neighbour's change would
+/// show as a step the tracker does not have.
 template <class Backend> pitfall::status_or<double> independent_bytes() {
     if constexpr (Backend::kind == pitfall::backend_kind::cpu) {
+#if LEAK_PER_STEP_UNDER_ASAN
+        return static_cast<double>(__sanitizer_get_current_allocated_bytes());
+#endif
         std::ifstream statm("/proc/self/statm");
         unsigned long long size_pages = 0, resident_pages = 0;
         if (!(statm >> size_pages >> resident_pages))
@@ -241,8 +264,13 @@ template <class Backend> pitfall::status_or<double> independent_bytes() {
 }
 
 const char* independent_view_name(pitfall::backend_kind kind) {
-    return kind == pitfall::backend_kind::cpu ? "VmRSS (/proc/self/statm, resident pages)"
-                                              : "device used bytes (cudaMemGetInfo: total - free)";
+    if (kind != pitfall::backend_kind::cpu)
+        return "device used bytes (cudaMemGetInfo: total - free)";
+#if LEAK_PER_STEP_UNDER_ASAN
+    return "AddressSanitizer's live heap bytes (__sanitizer_get_current_allocated_bytes)";
+#else
+    return "VmRSS (/proc/self/statm, resident pages)";
+#endif
 }
 
 /// Least-squares slope of bytes[k] against k over k = 1..n-1: the first step is left out,

@@ -25,6 +25,9 @@ namespace type_promotion {
 #pragma GCC diagnostic ignored "-Wfloat-conversion"
 #pragma GCC diagnostic ignored "-Wdouble-promotion"
 #endif
+#if defined(__clang__) // Clang names the narrowing warning apart from -Wfloat-conversion
+#pragma clang diagnostic ignored "-Wimplicit-float-conversion"
+#endif
 TYPE_PROMOTION_HOST_DEVICE inline void spring_step_untyped(float& p, float& v) {
     v = v + 0.01 * (-4.0 * p - 0.1 * v);
     p = p + 0.01 * v;

@@ -29,7 +29,7 @@ std::string nvcc_on(const std::string& path) {
         if (colon == std::string::npos)
             colon = path.size();
         const std::string dir = colon == start ? "." : path.substr(start, colon - start);
-        if (const std::string candidate = dir + "/nvcc"; is_executable_file(candidate))
+        if (std::string candidate = dir + "/nvcc"; is_executable_file(candidate))
             return candidate;
         start = colon + 1;
     }

@@ -65,10 +65,13 @@ void add_normalised_twins(const std::string& name, const json& series, json& out
             if (std::isfinite(x))
                 kept.push_back(x);
         const double median = stats::median_or_nan(kept);
-        out[name + "/" + control] = {{"unit", ""},
-                                     {"median", std::isnan(median) ? json() : json(median)},
-                                     {"samples", kept},
-                                     {"control_median", n->control_median}};
+        std::string twin = name;
+        twin += '/';
+        twin += control;
+        out[twin] = {{"unit", ""},
+                     {"median", std::isnan(median) ? json() : json(median)},
+                     {"samples", kept},
+                     {"control_median", n->control_median}};
     }
 }
 

@@ -50,7 +50,7 @@ protected:
     /// A run folder started `at`: flaky_key with `verdict`, steady_key passing.
     std::string make_run(const std::string& name, const std::string& at, verdict_kind verdict,
                          const std::string& revision = "abc123") {
-        const std::string dir = m_tmp + "/" + name;
+        std::string dir = m_tmp + "/" + name;
         auto created = run_folder::create(dir, false);
         EXPECT_TRUE(created.is_ok()) << created.error().message();
         run_header h;
