@@ -23,7 +23,8 @@ void declare_bless(CLI::App& sub, command_line& cl) {
     add_checked(sub, "--ratio-tolerance", b.ratio_tolerance, parse_ratio_tolerance,
                 "a factor in (1, 1000]",
                 "each ratio whose two cases are blessed gets the bound [r / F, r x F]\n"
-                "around the measured r (default 2)")
+                "around the measured r; from several runs [lowest / F, highest x F]\n"
+                "around their ratios (default 2)")
         ->type_name("F");
     sub.add_flag("--ratios-only", b.ratios_only,
                  "write only the ratios the selected cases measure; each case's\n"
