@@ -143,6 +143,30 @@ int case_threads() {
 }
 } // namespace
 
+std::optional<double> thread_cpu_wait_seconds() {
+    // Three numbers: nanoseconds on a CPU, nanoseconds runnable and waiting, timeslices.
+    std::ifstream in("/proc/thread-self/schedstat");
+    unsigned long long on_cpu = 0;
+    unsigned long long waiting = 0;
+    if (!(in >> on_cpu >> waiting))
+        return std::nullopt;
+    return static_cast<double>(waiting) * 1e-9;
+}
+
+void cpu_wait_clock::mark() {
+    m_wait0 = thread_cpu_wait_seconds();
+    m_start = std::chrono::steady_clock::now();
+}
+
+std::optional<double> cpu_wait_clock::share() const {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    const std::optional<double> wait = thread_cpu_wait_seconds();
+    if (!m_wait0 || !wait || !(wall > 0))
+        return std::nullopt;
+    return std::clamp((*wait - *m_wait0) / wall, 0.0, 1.0);
+}
+
 cpu_watch::cpu_watch() {
     proc_stat s;
     m_ok = read_proc_stat(s);

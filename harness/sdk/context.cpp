@@ -43,6 +43,13 @@ struct context::impl {
     json disturbance;
     json last_controls = json::object();
     json last_disturbance;
+    // The share of each sample's and each control sample's time the timing thread waited for a
+    // CPU (controls::cpu_wait_clock): pending until the next series is recorded, then kept for
+    // the series recorded after it from the same loop, as the controls are.
+    json wait_pool;
+    json last_waits;
+    json control_wait_pool = json::object();
+    json last_control_waits = json::object();
 };
 
 context::context(std::string scenario, std::string variant, backend_kind backend,
@@ -138,9 +145,27 @@ void context::record_samples(const std::string& name, const std::vector<double>&
     if (!m_impl->control_pool.empty()) {
         m_impl->last_controls = m_impl->control_pool;
         m_impl->control_pool = json::object();
+        m_impl->last_control_waits = m_impl->control_wait_pool;
+        m_impl->control_wait_pool = json::object();
     }
-    if (unit == "s" && !m_impl->last_controls.empty())
+    if (!m_impl->wait_pool.is_null()) {
+        m_impl->last_waits = m_impl->wait_pool;
+        m_impl->wait_pool = json();
+    }
+    if (unit == "s" && !m_impl->last_controls.empty()) {
         series["controls"] = m_impl->last_controls;
+        json shares = json::object();
+        for (const auto& [control, each] : m_impl->last_control_waits.items())
+            if (each.is_array())
+                shares[control] = each;
+        if (!shares.empty())
+            series["control_cpu_wait_share"] = std::move(shares);
+    }
+    // A share per sample, or none: series of this loop have as many samples as it had (a
+    // derived series, seconds per step from seconds per chunk, shares its chunk's share; a
+    // phase inside a sample, its sample's share, which is right on average).
+    if (unit == "s" && m_impl->last_waits.is_array() && m_impl->last_waits.size() == kept.size())
+        series["cpu_wait_share"] = m_impl->last_waits;
     if (!m_impl->control_errors.empty())
         series["control_errors"] = m_impl->control_errors;
     if (!m_impl->disturbance.is_null()) {
@@ -161,7 +186,7 @@ bool context::control_warm(const std::string& name) const {
     return m_impl->controls_warm.count(name) != 0;
 }
 void context::record_control(const std::string& name, const status_or<double>& seconds,
-                             bool warming) {
+                             bool warming, std::optional<double> cpu_wait_share) {
     if (!seconds.is_ok()) {
         m_impl->control_errors[name] = seconds.error().name() + ": " + seconds.error().message();
         return;
@@ -173,6 +198,16 @@ void context::record_control(const std::string& name, const status_or<double>& s
     if (!m_impl->control_pool.contains(name))
         m_impl->control_pool[name] = json::array();
     m_impl->control_pool[name].push_back(seconds.value());
+    // Shares go with every sample of a control or with none: one missing leaves them all out.
+    json& shares = m_impl->control_wait_pool[name];
+    if (!cpu_wait_share ||
+        (shares.is_array() && shares.size() + 1 != m_impl->control_pool[name].size()))
+        shares = false;
+    else if (!shares.is_boolean())
+        shares.push_back(*cpu_wait_share);
+}
+void context::record_cpu_wait_shares(const std::vector<double>& shares) {
+    m_impl->wait_pool = shares;
 }
 void context::record_disturbance(const nlohmann::json& disturbance) {
     m_impl->disturbance = disturbance;
@@ -277,6 +312,9 @@ void run_controls(context& ctx, double target_seconds) {
         double total = 0;
         int runs = 0;
         status failed = status::ok();
+        const controls::cpu_wait_clock waited; // GPU controls time the device: no host wait
+        const bool host = ctx.backend() == backend_kind::cpu ||
+                          (controls::find(name) != nullptr && !controls::find(name)->gpu);
         while (failed.is_ok() && runs < most_runs && (runs == 0 || total < target_seconds)) {
             const status_or<double> one = control_seconds(ctx.backend(), name);
             if (one.is_ok())
@@ -287,7 +325,7 @@ void run_controls(context& ctx, double target_seconds) {
         }
         ctx.record_control(
             name, failed.is_ok() ? status_or<double>(total / runs) : status_or<double>(failed),
-            false);
+            false, host ? waited.share() : std::nullopt);
     }
 }
 } // namespace detail

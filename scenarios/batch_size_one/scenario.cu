@@ -349,6 +349,7 @@ time_interleaved(pitfall::context& ctx, FitFn&& fit, BaseFn&& base) {
     // are normalised by them), and the disturbance record.
     pitfall::series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
+        watch.before_sample();
         PITFALL_TRY(clock.start());
         PITFALL_TRY(fit());
         PITFALL_ASSIGN_OR_RETURN(const double a, clock.stop_seconds());

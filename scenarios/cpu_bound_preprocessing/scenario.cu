@@ -757,6 +757,7 @@ status timed_epochs(pitfall::context& ctx, const config& cfg, const dataset& dat
     // thread needs the machine to itself: a busy neighbour makes the epoch AMBIGUOUS, not slow).
     pitfall::series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
+        watch.before_sample();
         PITFALL_ASSIGN_OR_RETURN(const epoch_stats st,
                                  pipeline.epoch(cfg, data, cfg.rows, model, clock));
         watch.after_sample(st.wall_seconds);

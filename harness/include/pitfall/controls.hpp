@@ -12,6 +12,13 @@
 // during the series, and (CUDA) the GPU's clocks, throttle reasons, temperature and power before
 // and after it. A series measured while the GPU throttled, or while steal or load was high, is
 // judged AMBIGUOUS, saying why, never a regression.
+//
+// On the host, each sample and each control sample also records the share of its time the
+// timing thread spent runnable but kept off a CPU (the kernel's run delay: a CPU-bandwidth quota
+// holding the process back, or another task on its core). The normalised twin is judged with
+// that wait taken out of both, so a quota that stops the process for 2 ms in some samples and
+// not in others moves neither; the absolute series keeps its wall time, and a wait above 5% is
+// evidence of disturbance there.
 #pragma once
 
 #include "pitfall/memory.hpp"
@@ -19,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +51,26 @@ const control_spec* find(const std::string& name);
 /// Seconds of one run of a host control (host_scalar, host_stream, host_blas). The first call
 /// of each in a process sets up its buffers; the caller runs one untimed call first.
 status_or<double> run_host(const std::string& name);
+
+/// Seconds the calling thread has spent runnable but kept off a CPU since it started (the
+/// second field of /proc/thread-self/schedstat, the kernel's run delay); nullopt where the
+/// kernel does not say (built without schedstats, or no /proc).
+std::optional<double> thread_cpu_wait_seconds();
+
+/// The share of wall time the calling thread spent waiting for a CPU, between mark() and
+/// share(): a quota's throttled periods, or another task on the thread's core.
+class cpu_wait_clock {
+public:
+    cpu_wait_clock() { mark(); }
+    void mark();
+    /// wait / wall since the last mark, in [0, 1]; nullopt where the wait cannot be read or no
+    /// time has passed.
+    std::optional<double> share() const;
+
+private:
+    std::chrono::steady_clock::time_point m_start;
+    std::optional<double> m_wait0;
+};
 
 /// A run's view of the CPU's disturbance: steal time and runnable tasks (/proc/stat), sampled
 /// at the start, after every sample and at the end of a series.

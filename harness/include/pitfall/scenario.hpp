@@ -32,6 +32,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,13 @@ public:
     /// One run of a control (time_samples does this around every sample): `warming` marks the
     /// untimed first run; an error is kept (the series then says its control is missing) and
     /// never changes the case's outcome. The samples go with the next series recorded.
-    void record_control(const std::string& name, const status_or<double>& seconds, bool warming);
+    /// `cpu_wait_share`: the share of the control sample's time the thread waited for a CPU
+    /// (controls::cpu_wait_clock), for a host control.
+    void record_control(const std::string& name, const status_or<double>& seconds, bool warming,
+                        std::optional<double> cpu_wait_share = std::nullopt);
+    /// The share of each sample's time the timing thread waited for a CPU (series_watch, on the
+    /// CPU backend): goes with the series recorded next that have as many samples.
+    void record_cpu_wait_shares(const std::vector<double>& shares);
     /// What may have disturbed the series being timed (controls::cpu_watch, GPU state before and
     /// after): goes with the next series recorded.
     void record_disturbance(const nlohmann::json& disturbance);
@@ -165,10 +172,21 @@ public:
         if constexpr (Backend::kind == backend_kind::cuda)
             m_gpu_before = controls::gpu_state(detail::current_gpu_bus_id());
         detail::run_controls(m_ctx, 0);
+        m_waited.mark();
     }
+    /// Optional: marks where a sample starts, so that its CPU wait is its own (without it, the
+    /// wait counts from the end of the last after_sample).
+    void before_sample() { m_waited.mark(); }
     void after_sample(double sample_seconds) {
+        // The host thread's wait says what held back host work; a CUDA sample is the device's.
+        if constexpr (Backend::kind == backend_kind::cpu) {
+            const std::optional<double> share = m_waited.share();
+            m_shares_ok = m_shares_ok && share.has_value();
+            m_shares.push_back(share.value_or(0.0));
+        }
         m_cpu.tick();
         detail::run_controls(m_ctx, sample_seconds);
+        m_waited.mark();
     }
     void finish() {
         nlohmann::json d = {{"cpu", m_cpu.finish()}};
@@ -176,11 +194,16 @@ public:
             d["gpu"] = {{"before", m_gpu_before},
                         {"after", controls::gpu_state(detail::current_gpu_bus_id())}};
         m_ctx.record_disturbance(d);
+        if (Backend::kind == backend_kind::cpu && m_shares_ok && !m_shares.empty())
+            m_ctx.record_cpu_wait_shares(m_shares);
     }
 
 private:
     context& m_ctx;
     controls::cpu_watch m_cpu;
+    controls::cpu_wait_clock m_waited;
+    std::vector<double> m_shares;
+    bool m_shares_ok = true;
     nlohmann::json m_gpu_before;
 };
 
@@ -196,6 +219,7 @@ status_or<std::vector<double>> time_samples(context& ctx, Fn&& fn) {
     typename Backend::timer clock;
     series_watch<Backend> watch(ctx);
     for (int i = 0; i < ctx.sample_count(); ++i) {
+        watch.before_sample();
         PITFALL_TRY(clock.start());
         PITFALL_TRY(fn());
         PITFALL_ASSIGN_OR_RETURN(const double s, clock.stop_seconds());

@@ -43,6 +43,16 @@ std::optional<std::vector<double>> numbers(const json& array) {
     return out;
 }
 
+/// A series' per-sample CPU wait shares, when there is one in [0, 1] for each of `count`
+/// samples; anything else is no correction.
+std::optional<std::vector<double>> wait_shares(const json& array, std::size_t count) {
+    auto shares = numbers(array);
+    if (!shares || shares->size() != count ||
+        std::any_of(shares->begin(), shares->end(), [](double x) { return x > 1; }))
+        return std::nullopt;
+    return shares;
+}
+
 double significant(double x, int digits) {
     char out[64];
     std::snprintf(out, sizeof out, "%.*g", digits, x);
@@ -75,15 +85,42 @@ std::optional<normalised_series> normalise(const json& series, const std::string
         return std::nullopt;
     }
     normalised_series n;
-    n.control_median = stats::median(*runs);
+    n.samples = *values;
+    std::vector<double> control_runs = *runs;
+    const auto shares = wait_shares(series.value("cpu_wait_share", json()), n.samples.size());
+    const json control_waits = series.value("control_cpu_wait_share", json::object());
+    const auto control_shares = control_waits.is_object() && control_waits.contains(control)
+                                    ? wait_shares(control_waits[control], control_runs.size())
+                                    : std::nullopt;
+    if (shares && control_shares) {
+        for (std::size_t i = 0; i < n.samples.size(); ++i)
+            n.samples[i] *= 1 - (*shares)[i];
+        for (std::size_t i = 0; i < control_runs.size(); ++i)
+            control_runs[i] *= 1 - (*control_shares)[i];
+        n.cpu_wait_share = stats::median(*shares);
+    }
+    n.control_median = stats::median(control_runs);
     if (!(n.control_median > 0)) {
         why = "the " + control + " control's median is 0";
         return std::nullopt;
     }
-    n.samples = *values;
     for (double& x : n.samples)
         x /= n.control_median;
     return n;
+}
+
+std::string cpu_wait_disturbance(const json& series) {
+    const json values = series.is_object() ? series.value("values", json()) : json();
+    const auto shares =
+        wait_shares(series.is_object() ? series.value("cpu_wait_share", json()) : json(),
+                    values.is_array() ? values.size() : 0);
+    if (!shares)
+        return "";
+    const double median = stats::median(*shares);
+    if (!(median > 0.05))
+        return "";
+    return "its thread waited for a CPU " + text("%.0f", median * 100) +
+           "% of a sample's time (a CPU quota, or other work on its core)";
 }
 
 namespace {
@@ -258,9 +295,14 @@ json judge_absolute(const std::string& name, const json& t, const timed_candidat
     if (!candidate.values)
         return {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
     std::string note;
-    json absolute = compare_series(
-        numbers(t.value("samples", json())).value_or(std::vector<double>{}), *candidate.values,
-        with_process_spread(context, t, note), candidate.disturbed);
+    // Wall time the thread spent waiting for a CPU is the host's doing: evidence against
+    // calling the series slower (its normalised twin has the wait taken out).
+    std::string disturbed = candidate.disturbed;
+    if (const std::string waited = cpu_wait_disturbance(candidate.series); !waited.empty())
+        disturbed += (disturbed.empty() ? "" : "; ") + waited;
+    json absolute =
+        compare_series(numbers(t.value("samples", json())).value_or(std::vector<double>{}),
+                       *candidate.values, with_process_spread(context, t, note), disturbed);
     if (!note.empty() && absolute.contains("reason"))
         absolute["reason"] = absolute["reason"].get<std::string>() + note;
     confirm_against_control(absolute, t, candidate.series);
@@ -294,6 +336,8 @@ json judge_normalised(const std::string& name, const json& n, const timed_candid
                                 candidate.disturbed);
         if (!note.empty() && judged.contains("reason"))
             judged["reason"] = judged["reason"].get<std::string>() + note;
+        if (seen->cpu_wait_share)
+            judged["cpu_wait_taken_out"] = *seen->cpu_wait_share;
     }
     judged["normalised_by"] = by;
     return judged;

@@ -28,12 +28,23 @@ std::string thread_mismatch(const nlohmann::json& provenance, std::optional<int>
 struct normalised_series {
     std::vector<double> samples;
     double control_median = 0;
+    /// The median share of a sample's time its thread waited for a CPU, taken out of the series
+    /// and its control before dividing; nullopt where the result does not say, for the series
+    /// or for the control, and both were divided as timed.
+    std::optional<double> cpu_wait_share;
 };
 
 /// The result series `series` (its "values" and "controls") normalised by `control`; nullopt
 /// with `why` set when the case did not measure that control (or its median is not positive).
+/// Where the result gives each sample's and each control sample's CPU wait share
+/// ("cpu_wait_share", "control_cpu_wait_share"), every sample counts only the time its thread
+/// had a CPU or did not want one: x * (1 - share).
 std::optional<normalised_series> normalise(const nlohmann::json& series, const std::string& control,
                                            std::string& why);
+
+/// What a series' CPU wait says of its absolute times: "" when its thread waited for a CPU
+/// no more than 5% of a sample's time (the median share), else how much.
+std::string cpu_wait_disturbance(const nlohmann::json& series);
 
 /// Judges every timed series of a case's baseline entry into v.timings and, where one is
 /// uncertain or slower, v.kind and v.reason (the worst series decides: PERF_REGRESSION fails,

@@ -9,11 +9,16 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -88,6 +93,79 @@ TEST(Timing, NormaliseDividesByTheControlsMedian) {
 
 // A series whose blessed processes lay 40% apart is judged with at least that tolerance: 1.3x
 // on another host is within what unchanged code did between processes, not a regression.
+TEST(Timing, NormaliseTakesTheCpuWaitOutOfTheSeriesAndItsControl) {
+    std::string why;
+    json s = series({2.0, 4.0, 6.0}, {1.0, 2.0, 1.0});
+    s["cpu_wait_share"] = {0.5, 0.0, 0.5};
+    // Without the control's shares the two would be divided as timed: both, or neither.
+    const auto raw = normalise(s, "host_blas", why);
+    ASSERT_TRUE(raw) << why;
+    EXPECT_EQ(raw->samples, (std::vector<double>{2.0, 4.0, 6.0}));
+    EXPECT_FALSE(raw->cpu_wait_share);
+    s["control_cpu_wait_share"] = {{"host_blas", {0.5, 0.5, 0.0}}};
+    const auto n = normalise(s, "host_blas", why);
+    ASSERT_TRUE(n) << why;
+    EXPECT_DOUBLE_EQ(n->control_median, 1.0); // {0.5, 1.0, 1.0}
+    EXPECT_EQ(n->samples, (std::vector<double>{1.0, 4.0, 3.0}));
+    ASSERT_TRUE(n->cpu_wait_share);
+    EXPECT_DOUBLE_EQ(*n->cpu_wait_share, 0.5);
+    // Shares that are not one in [0, 1] a sample are no correction, never a crash.
+    for (const json& bad : {json{0.5, 0.0}, json{0.5, 0.0, 1.5}, json{0.5, 0.0, -0.1},
+                            json{"0.5", 0.0, 0.5}, json("x"), json(nullptr)}) {
+        json b = s;
+        b["cpu_wait_share"] = bad;
+        const auto out = normalise(b, "host_blas", why);
+        ASSERT_TRUE(out) << bad.dump();
+        EXPECT_FALSE(out->cpu_wait_share) << bad.dump();
+        EXPECT_EQ(out->samples, (std::vector<double>{2.0, 4.0, 6.0})) << bad.dump();
+    }
+}
+
+// A CPU quota that holds the process back for a quarter of its time, on the blessing host and
+// on another: the wall times are a third longer, the series' and the control's alike, and each
+// sample says a quarter of it was waiting for a CPU.
+TEST(Timing, AQuotasWaitIsTakenOutOfTheTwinAndDisturbsTheAbsoluteSeries) {
+    auto throttled = [](double series_seconds, unsigned seed) {
+        json s = series(around(series_seconds / 0.75, 9, seed), around(0.001 / 0.75, 9, seed + 1));
+        s["cpu_wait_share"] = std::vector<double>(9, 0.25);
+        s["control_cpu_wait_share"] = {{"host_blas", std::vector<double>(9, 0.25)}};
+        return s;
+    };
+    for (const char* host : {"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"}) {
+        const verdict v = judged(throttled(0.010, 40), on_host(host));
+        const json& twin = v.timings["step_seconds/host_blas"];
+        EXPECT_EQ(twin["verdict"], "SAME") << twin.dump();
+        EXPECT_DOUBLE_EQ(twin["cpu_wait_taken_out"].get<double>(), 0.25);
+        EXPECT_EQ(v.kind, std::string(host) == "aaaaaaaaaaaaaaaa" ? verdict_kind::ambiguous
+                                                                  : verdict_kind::pass)
+            << v.reason;
+    }
+    // On the blessing host the absolute series is a third slower: waiting, not the code.
+    const verdict here = judged(throttled(0.010, 42), on_host("aaaaaaaaaaaaaaaa"));
+    const json& absolute = here.timings["step_seconds"];
+    EXPECT_EQ(absolute["verdict"], "AMBIGUOUS") << absolute.dump();
+    EXPECT_NE(absolute["reason"].get<std::string>().find("waited for a CPU 25%"), std::string::npos)
+        << absolute.dump();
+    // Slower code under the same quota is still caught by the twin.
+    const verdict slower = judged(throttled(0.013, 44), on_host("bbbbbbbbbbbbbbbb"));
+    EXPECT_EQ(slower.timings["step_seconds/host_blas"]["verdict"], "PERF_REGRESSION")
+        << slower.timings.dump();
+}
+
+TEST(Timing, ACpuWaitAboveFivePercentOfASampleIsADisturbance) {
+    json s = series({1.0, 1.0, 1.0}, {1.0});
+    EXPECT_EQ(cpu_wait_disturbance(s), "");
+    s["cpu_wait_share"] = {0.01, 0.04, 0.9};
+    EXPECT_EQ(cpu_wait_disturbance(s), ""); // the median sample waited 4%
+    s["cpu_wait_share"] = {0.2, 0.3, 0.0};
+    EXPECT_EQ(cpu_wait_disturbance(s),
+              "its thread waited for a CPU 20% of a sample's time (a CPU quota, or other work on "
+              "its core)");
+    s["cpu_wait_share"] = {0.2, 0.3}; // not one a sample
+    EXPECT_EQ(cpu_wait_disturbance(s), "");
+    EXPECT_EQ(cpu_wait_disturbance(json("not a series")), "");
+}
+
 TEST(Timing, TheSpreadOfTheBlessedProcessesIsTheLeastTolerance) {
     const json slower = series(around(0.013, 9, 3), around(0.001, 9, 4));
     const verdict tight = judged(slower, on_host("bbbbbbbbbbbbbbbb"));
@@ -370,6 +448,86 @@ TEST(Timing, ControlSampleLastsAsLongAsTheSample) {
     ASSERT_EQ(controls["host_scalar"].size(), 1u); // one sample, the warm-up not among them
     EXPECT_GT(controls["host_scalar"][0].get<double>(), 0.0);
     EXPECT_LT(controls["host_scalar"][0].get<double>(), sample_seconds); // a mean of many runs
+}
+
+/// Pins the calling thread to `cpu`, giving back its earlier set when it goes.
+class pinned {
+public:
+    explicit pinned(int cpu) {
+        m_ok = pthread_getaffinity_np(pthread_self(), sizeof m_old, &m_old) == 0;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        m_ok = m_ok && pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    }
+    ~pinned() { pthread_setaffinity_np(pthread_self(), sizeof m_old, &m_old); }
+    pinned(const pinned&) = delete;
+    pinned& operator=(const pinned&) = delete;
+    bool ok() const { return m_ok; }
+
+private:
+    cpu_set_t m_old{};
+    bool m_ok = false;
+};
+
+void spin_for(double seconds) {
+    volatile double x = 1;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until)
+        for (int i = 0; i < 1000; ++i)
+            x = x * 1.0000001;
+}
+
+// The kernel's run delay, read for real: a second busy thread pinned to this thread's core
+// takes about half of it, and the clock says so.
+TEST(Timing, TheCpuWaitClockSeesAnotherThreadOnItsCore) {
+    if (!controls::thread_cpu_wait_seconds())
+        GTEST_SKIP() << "this kernel gives no /proc/thread-self/schedstat";
+    pinned here(0);
+    if (!here.ok())
+        GTEST_SKIP() << "cannot pin a thread to CPU 0 here";
+    std::atomic<bool> stop{false};
+    std::thread rival([&] {
+        pinned there(0);
+        volatile double x = 1;
+        while (!stop.load(std::memory_order_relaxed))
+            x = x * 1.0000001;
+    });
+    spin_for(0.02); // the rival starts
+    controls::cpu_wait_clock waited;
+    spin_for(0.3);
+    const std::optional<double> share = waited.share();
+    stop = true;
+    rival.join();
+    ASSERT_TRUE(share);
+    EXPECT_GT(*share, 0.25) << "two busy threads on one core, and this one waited " << *share;
+    EXPECT_LE(*share, 1.0);
+}
+
+// What time_samples hands on: a share a sample for the series, and one a control sample for its
+// controls, in [0, 1].
+TEST(Timing, TimedSamplesCarryTheirCpuWaitShares) {
+    if (!controls::thread_cpu_wait_seconds())
+        GTEST_SKIP() << "this kernel gives no /proc/thread-self/schedstat";
+    context ctx("fixture", "timed", backend_kind::cpu, R"({"samples": 5, "warmup": 1})");
+    ctx.set_controls({"host_scalar"});
+    const auto seconds = time_samples<cpu_backend>(ctx, [] {
+        spin_for(0.002);
+        return status::ok();
+    });
+    ASSERT_TRUE(seconds.is_ok());
+    ctx.record_samples("step_seconds", seconds.value(), "s");
+    ctx.record_samples("per_item_seconds", {1.0, 2.0, 3.0, 4.0, 5.0}, "s"); // same loop
+    ctx.record_samples("other_seconds", {1.0, 2.0}, "s"); // not one a sample: none
+    const json result = json::parse(ctx.result_json(status::ok()));
+    const json& s = result["samples"];
+    ASSERT_EQ(s["step_seconds"]["cpu_wait_share"].size(), 5u) << s.dump();
+    EXPECT_EQ(s["per_item_seconds"]["cpu_wait_share"], s["step_seconds"]["cpu_wait_share"]);
+    EXPECT_FALSE(s["other_seconds"].contains("cpu_wait_share"));
+    const json& control = s["step_seconds"]["control_cpu_wait_share"]["host_scalar"];
+    ASSERT_EQ(control.size(), s["step_seconds"]["controls"]["host_scalar"].size()) << s.dump();
+    for (const json& x : s["step_seconds"]["cpu_wait_share"])
+        EXPECT_TRUE(x.get<double>() >= 0 && x.get<double>() <= 1) << x;
 }
 
 } // namespace
