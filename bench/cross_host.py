@@ -19,7 +19,9 @@ Per host:
            were the one that blessed them (a scratch copy of the baseline with the normalised
            series left out and the host id and fingerprint id set to this host's), each series
            at its own level (--timing-correction none): what judging absolute times across
-           hosts would do
+           hosts would do. The judge still reads the evidence recorded beside them: a series
+           whose samples waited for a CPU (a quota) is AMBIGUOUS, not slower, so each run also
+           counts its series' verdicts
   after    --runs unchanged-code runs judged as pitfall judges them: absolute series only on
            the blessing host, normalised series everywhere, all series of a run together
            (Holm, level 0.05)
@@ -30,7 +32,8 @@ Per host:
 A run that exits 1 is a false alarm of the whole suite (nothing changed). The catch rates come
 with exact 95% Clopper-Pearson intervals. The cross-host spread of each series is the median
 over a host's `after` runs of (that run's median / the blessed median), absolute and
-normalised: how far hosts differ before and after normalising.
+normalised (with each sample's CPU wait taken out, as the judge does): how far hosts differ
+before and after normalising.
 
     bench/cross_host.py --json cross-host.json               # 3 blessed; 20 + 20 + 60 runs a host
     bench/cross_host.py --suite quick --hosts slower,busier,kernels --json cross-host.json
@@ -276,10 +279,34 @@ def series_medians(run_dir, blessed):
             absolute = statistics.median(seen["values"]) / series["absolute"]
             normalised = None
             if series.get("by") and seen.get("controls", {}).get(series["by"]):
-                control = statistics.median(seen["controls"][series["by"]])
-                normalised = statistics.median(seen["values"]) / control / series["normalised"]
+                values, control = without_cpu_wait(seen, series["by"])
+                normalised = statistics.median(values) / statistics.median(control) / series["normalised"]
             out[f"{key}:{name}"] = (absolute, normalised)
     return out
+
+
+def without_cpu_wait(seen, by):
+    """A result series' samples and its control's, with each sample's CPU wait taken out where
+    both say it (as pitfall's judge normalises: x * (1 - share)); as timed otherwise."""
+    values, control = seen["values"], seen["controls"][by]
+    shares = seen.get("cpu_wait_share")
+    control_shares = seen.get("control_cpu_wait_share", {}).get(by)
+    if (isinstance(shares, list) and len(shares) == len(values) and isinstance(control_shares, list)
+            and len(control_shares) == len(control)):
+        values = [x * (1 - w) for x, w in zip(values, shares)]
+        control = [x * (1 - w) for x, w in zip(control, control_shares)]
+    return values, control
+
+
+def verdict_counts(records):
+    """How many absolute and normalised series of a run's records came out each verdict."""
+    counts = {"absolute": {}, "normalised": {}}
+    for r in records.values():
+        for name, t in (r.get("timings") or {}).items():
+            kind = "normalised" if "/" in name else "absolute"
+            v = t.get("verdict", "?")
+            counts[kind][v] = counts[kind].get(v, 0) + 1
+    return counts
 
 
 def blessed_medians(expected):
@@ -331,7 +358,8 @@ def measure_host(bench, host, args, expected_after, blessed, blessed_core, total
                 out, code, took = bench.run(f"{host}-{arm}-{i}", expected, emu, extra)
                 records, _ = read_records(out)
                 failing = sorted(f"{k}: {r['verdict']}" for k, r in records.items() if r.get("failing"))
-                row = {"exit": code, "wall_seconds": round(took, 1), "failing": failing}
+                row = {"exit": code, "wall_seconds": round(took, 1), "failing": failing,
+                       "series": verdict_counts(records)}
                 if arm == "after":
                     row["spread"] = series_medians(out, blessed)
                 figures[arm].append(row)
@@ -364,6 +392,14 @@ def summarize(host, f, args):
     s["caught_big"] = rate(sum(1 for t in trials if t["big_verdict"] == "PERF_REGRESSION"), len(trials))
     s["caught_small"] = rate(sum(1 for t in trials if t["small_verdict"] == "PERF_REGRESSION"),
                              len(trials))
+    for arm in ("before", "after"):
+        totals = {}
+        for r in f[arm]:
+            for kind, counts in r.get("series", {}).items():
+                for v, n in counts.items():
+                    totals.setdefault(kind, {}).setdefault(v, 0)
+                    totals[kind][v] += n
+        s[f"{arm}_series"] = totals
     s["trials_other_failing"] = rate(sum(1 for t in trials if t["other_failing"]), len(trials))
     by_case = {}
     for t in trials:
@@ -401,6 +437,14 @@ def print_summary(summaries, args):
     for s in summaries:
         print(f"{s['host']:<8} {pct(s['before_exit_1']):<24} {pct(s['after_exit_1']):<24} "
               f"{pct(s['caught_big']):<24} {pct(s['caught_small']):<24}")
+    print("\nseries verdicts over all unchanged-code runs of an arm (absolute | normalised):")
+    for s in summaries:
+        for arm in ("before", "after"):
+            cells = []
+            for kind in ("absolute", "normalised"):
+                counts = s.get(f"{arm}_series", {}).get(kind, {})
+                cells.append(", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none")
+            print(f"{s['host']:<8} {arm:<7} {cells[0]} | {cells[1]}")
     print(f"\ncaught per slowed case ({args.slowdown}x, {args.small_slowdown}x), caught/trials:")
     cases = sorted({c for s in summaries for c in s["caught_by_case"]})
     print(f"{'case':<60} " + " ".join(f"{s['host']:>16}" for s in summaries))
