@@ -309,6 +309,13 @@ json judge_absolute(const std::string& name, const json& t, const timed_candidat
     return absolute;
 }
 
+/// The kernel type of blas_kernels()'s "<library> / <core>" ("Haswell"); "" where unknown.
+std::string kernel_type_of(const std::string& kernels) {
+    const auto slash = kernels.rfind(" / ");
+    const std::string core = slash == std::string::npos ? "" : kernels.substr(slash + 3);
+    return core == "?" ? "" : core;
+}
+
 /// The verdict of a series normalised by its control, against its baseline's twin `n`.
 json judge_normalised(const std::string& name, const json& n, const timed_candidate& candidate,
                       const std::string& skip, const json& prov, const judge_context& context) {
@@ -323,6 +330,16 @@ json judge_normalised(const std::string& name, const json& n, const timed_candid
         judged =
             not_compared("blessed with " + blessed_blas + ", this run's BLAS is " + context.blas +
                          ": another kernel type runs other code, not at another speed");
+    } else if (const std::string blessed_cpu = kernel_type_of(blessed_blas),
+               this_cpu = kernel_type_of(context.blas);
+               by.rfind("host_", 0) == 0 && !blessed_cpu.empty() && !this_cpu.empty() &&
+               blessed_cpu != this_cpu) {
+        // The kernel type OpenBLAS picks names the CPU's generation, which the model string
+        // does not ("AMD EPYC" for a Zen 2 and a Zen 4 alike); a host control does not carry a
+        // series across generations: docs/timing.md has the measurement.
+        judged = not_compared("blessed on a CPU OpenBLAS runs as " + blessed_cpu +
+                              ", this one runs as " + this_cpu +
+                              ": a host control does not carry a series across CPU generations");
     } else if (!candidate.values) {
         judged = {{"verdict", "PERF_REGRESSION"}, {"reason", name + " was not timed"}};
     } else if (const auto seen = normalise(candidate.series, by, why); !seen) {

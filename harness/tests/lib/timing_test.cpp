@@ -223,6 +223,38 @@ TEST(Timing, TheNormalisedTwinCatchesSlowerCodeOnAnotherHost) {
     EXPECT_EQ(v.kind, verdict_kind::perf_regression);
 }
 
+TEST(Timing, AHostControlDoesNotCarryASeriesAcrossCpuGenerations) {
+    // Blessed by a scalar control on a CPU OpenBLAS runs as Haswell (a Zen 2 or 3 EPYC); the
+    // code 30% slower in the twin's eyes on one it runs as Cooperlake (a Zen 4 EPYC).
+    json e = entry();
+    e["timings"]["step_seconds"]["normalised"]["by"] = "host_scalar";
+    e["provenance"]["fingerprint"] = {{"blas_library", "OpenBLAS 0.3.21"},
+                                      {"blas_core", "Haswell"}};
+    json s = {{"unit", "s"},
+              {"values", around(0.013, 9, 8)},
+              {"controls", {{"host_scalar", around(0.001, 9, 9)}}}};
+    const auto judge_on = [&](const std::string& blas) {
+        judge_context c = on_host("bbbbbbbbbbbbbbbb");
+        c.blas = blas;
+        verdict v{verdict_kind::pass, "as expected"};
+        judge_timings(e, {{"samples", {{"step_seconds", s}}}}, std::nullopt, c, v);
+        return v;
+    };
+    const verdict other = judge_on("OpenBLAS 0.3.21 / Cooperlake");
+    const json& twin = other.timings["step_seconds/host_scalar"];
+    EXPECT_EQ(twin["verdict"], "NOT_COMPARED") << other.timings.dump();
+    EXPECT_NE(
+        twin["reason"].get<std::string>().find("runs as Haswell, this one runs as Cooperlake"),
+        std::string::npos);
+    EXPECT_EQ(other.kind, verdict_kind::pass);
+    // The same generation (another OpenBLAS release too): judged, and slower.
+    const verdict same = judge_on("OpenBLAS 0.3.26 / Haswell");
+    EXPECT_EQ(same.timings["step_seconds/host_scalar"]["verdict"], "PERF_REGRESSION")
+        << same.timings.dump();
+    // Where the probe learned no kernel type, as before: judged.
+    EXPECT_EQ(judge_on("").timings["step_seconds/host_scalar"]["verdict"], "PERF_REGRESSION");
+}
+
 TEST(Timing, ASeriesThatLostItsControlFailsRatherThanGoingUnjudged) {
     json s = {{"unit", "s"}, {"values", around(0.010, 9, 10)}};
     const verdict v = judged(s, on_host("bbbbbbbbbbbbbbbb"));
