@@ -29,6 +29,12 @@ void declare_bless(CLI::App& sub, command_line& cl) {
     sub.add_flag("--ratios-only", b.ratios_only,
                  "write only the ratios the selected cases measure; each case's\n"
                  "entry stays as it is");
+    sub.add_flag("--memory-only", b.memory_only,
+                 "write only each case's peak RSS bound (provenance.rss_method and\n"
+                 "rss_run say how and where it was measured); the rest of each\n"
+                 "entry stays as it is, and the peak is judged under this run's\n"
+                 "fingerprint id from then on")
+        ->excludes("--ratios-only");
     sub.add_flag("--dry-run", b.dry_run, "print the diff, write nothing");
     sub.add_flag("--no-timings", b.no_timings,
                  "write no timed series (and drop the entries' old ones): times\n"
@@ -57,10 +63,8 @@ int run_bless(const CLI::App&, command_line& cl) {
          {std::pair{"--scenario", &cl.bless.scenarios}, std::pair{"--case", &cl.bless.cases}})
         if (auto bad = split_commas(*values, flag))
             return usage_error(*bad, "bless");
-    // The names `pitfall list` prints (and CTest's) are the case keys with "pitfall." before.
     for (std::string& key : cl.bless.cases)
-        if (key.rfind("pitfall.", 0) == 0)
-            key.erase(0, 8);
+        key = case_key_from_user(key);
     auto at = runner::locate(cl.index_flag, cl.expected_flag);
     if (!at.is_ok())
         return input_error(at.error());

@@ -150,6 +150,12 @@ void add_locations(CLI::App& sub, command_line& cl, bool used) {
         ->group(group);
 }
 
+std::string case_key_from_user(std::string name) {
+    if (name.rfind("pitfall.", 0) == 0 && std::count(name.begin(), name.end(), '.') == 3)
+        name.erase(0, 8);
+    return name;
+}
+
 void add_filter(CLI::App& sub, const std::string& flag, std::vector<std::string>& into,
                 const std::string& metavar, const std::string& help) {
     sub.add_option(flag, into, help + " (repeatable, or comma-separated)")

@@ -54,6 +54,10 @@ int input_error(const pitfall::status& s);
 /// "") is an error naming the flag: it would select nothing, or everything, by accident.
 std::optional<std::string> split_commas(std::vector<std::string>& values, const std::string& flag);
 
+/// A case named as `pitfall list` and CTest print it ("pitfall.cpu.x.v") or as records and
+/// history do ("cpu.x.v"): the case key, either way.
+std::string case_key_from_user(std::string name);
+
 /// split_commas over --scenario, --backend, --variant and --label.
 std::optional<std::string> split_filter(runner::case_filter& filter);
 

@@ -47,7 +47,8 @@ void declare_history(CLI::App& sub, command_line&) {
                    "$XDG_DATA_HOME/pitfall/history.sqlite, else\n"
                    "~/.local/share/pitfall/history.sqlite)")
         ->type_name("FILE");
-    sub.add_option("--case", h.filter.case_key, "show, changes: the case (cpu.SCENARIO.VARIANT)")
+    sub.add_option("--case", h.filter.case_key,
+                   "show, changes: the case (cpu.SCENARIO.VARIANT, or as `pitfall list` prints it)")
         ->type_name("CASE");
     sub.add_option("--series", h.filter.series, "show: only this timed series")
         ->type_name("SERIES");
@@ -215,6 +216,7 @@ int history_compare_or_flaky(const history_command_options& h, const std::string
 }
 
 int run_history_command(const CLI::App&, command_line&) {
+    history_options().filter.case_key = case_key_from_user(history_options().filter.case_key);
     const history_command_options& h = history_options();
     const std::vector<std::string> actions{"ingest", "show", "changes", "compare", "flaky"};
     if (h.action.empty())

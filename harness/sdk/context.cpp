@@ -4,6 +4,7 @@
 #include "pitfall/detail/json_file.hpp"
 #include "pitfall/detail/loaded_libraries.hpp"
 #include "pitfall/detail/mutate.hpp"
+#include "pitfall/detail/resident_memory.hpp"
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/scenario.hpp"
 
@@ -234,6 +235,8 @@ void context::record_gpu_work(const nlohmann::json& evidence) {
 }
 
 std::string context::result_json(const status& outcome) const {
+    // First: the peak the case reached by its own work, before this document adds its few kB.
+    const detail::own_peak_rss own = detail::read_own_peak_rss();
     const auto& mem = memory_tracker::for_backend(m_impl->backend);
     json limit = mem.limit() ? json(*mem.limit()) : json(nullptr);
     json doc = {
@@ -256,6 +259,12 @@ std::string context::result_json(const status& outcome) const {
           {"allocations", mem.allocations()},
           {"failed_allocations", mem.failed()}}},
     };
+    // The process's own peak resident set (not wait4's, which counts the harness's image the
+    // case was forked from): the harness records it as the case's peak_rss_bytes.
+    doc["resident_memory"] = {
+        {"peak_rss_bytes", own.self_bytes ? json(*own.self_bytes) : json(nullptr)},
+        {"children_peak_rss_bytes", own.children_bytes ? json(*own.children_bytes) : json(nullptr)},
+        {"method", "VmHWM"}};
     if (!m_impl->gpu_work.is_null())
         doc["gpu_work"] = m_impl->gpu_work;
     // What the process really mapped, read as it writes its result (cuBLAS and cuDNN load on

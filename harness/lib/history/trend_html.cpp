@@ -210,16 +210,27 @@ std::string svg_of(const line_chart& c, const std::vector<trend_point>& points,
             hi = std::max(hi, v);
         }
     // From zero when the values are all of one sign and near it; else around them, so that a
-    // step of a few percent is not a flat line at the top.
+    // step of a few percent is not a flat line at the top -- and then the chart says so in
+    // words beside it and with a break on the axis, so that 1.5% never reads as a cliff.
     const double pad = hi > lo ? (hi - lo) * 0.08 : std::max(std::abs(hi) * 0.05, 1e-12);
     f.lo = lo >= 0 && lo < (hi - lo) ? 0 : lo - pad;
     f.hi = hi + pad;
+    std::string scale_note;
+    if (f.lo != 0 && f.hi > 0 && f.lo > 0)
+        scale_note = "vertical axis from " + tick_text(f.lo, f, c) +
+                     ", not zero: its whole height is " + fmt("%.3g", 100 * (f.hi - f.lo) / f.hi) +
+                     "% of the top value";
     std::ostringstream s;
-    s << "<figure class=\"chart\" id=\"" << c.id << "\"><figcaption>" << escape_markup(c.title)
-      << "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"900\" "
+    s << "<figure class=\"chart\" id=\"" << c.id << "\"><figcaption>" << escape_markup(c.title);
+    if (!scale_note.empty())
+        s << " <span class=\"scale-note\">(" << escape_markup(scale_note) << ")</span>";
+    s << "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"900\" "
          "height=\"240\" viewBox=\"0 0 900 240\"><title>"
       << escape_markup(c.title) << "</title>\n";
     draw_axes(s, c, f, by_time);
+    if (!scale_note.empty()) // an axis break: two short slashes across the foot of the axis
+        s << "<path class=\"axis-break\" d=\"M" << f.x0 - 6 << ' ' << f.bottom - 2 << " l12 -6 M"
+          << f.x0 - 6 << ' ' << f.bottom + 4 << " l12 -6\"/>\n";
     draw_markers(s, c, f, xs);
     draw_lines(s, c, f, points, xs);
     s << "</svg></figure>\n";
@@ -345,7 +356,7 @@ constexpr const char* page_style = R"css(
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.3em;word-break:break-all}.muted{color:#777}
 figure.chart{margin:1em 0}figcaption{font-weight:600}
-svg text{font-size:11px;fill:#444}.yt{text-anchor:end;dominant-baseline:middle}
+.scale-note{color:#a33;font-weight:normal}.axis-break{stroke:#a33;stroke-width:2}svg text{font-size:11px;fill:#444}.yt{text-anchor:end;dominant-baseline:middle}
 .xt{text-anchor:middle}.axis{stroke:#888}.grid{stroke:#eee}
 polyline{fill:none;stroke-width:1.5}
 .h0{stroke:#1f77b4;fill:#1f77b4}.h1{stroke:#ff7f0e;fill:#ff7f0e}.h2{stroke:#2ca02c;fill:#2ca02c}

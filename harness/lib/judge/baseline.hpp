@@ -134,8 +134,11 @@ inline constexpr const char* full_sizes_reason =
 struct observation {
     nlohmann::json outcome;
     nlohmann::json result;                ///< the scenario's result document, or null
-    std::optional<double> peak_rss_bytes; ///< the case process's, from wait4
+    std::optional<double> peak_rss_bytes; ///< the case process's own (run/case_memory.hpp)
     std::optional<int> threads;           ///< the BLAS/OpenMP threads it was given
+    /// How peak_rss_bytes was measured: "case" (the SDK's VmHWM) or "wait4" (ru_maxrss, which
+    /// counts the harness's image too); bounds are compared only with a figure measured alike.
+    std::string peak_rss_method = "wait4";
 };
 
 /// Compares an observation with the case's baseline entry (null: none): outcome, events,
@@ -226,6 +229,15 @@ struct observation_origin {
 nlohmann::ordered_json entry_from_record(const case_record& record,
                                          const nlohmann::ordered_json& previous,
                                          const observation_origin& origin);
+
+/// `previous` with only its peak RSS bound blessed again from `record`: memory.peak_rss_bytes
+/// (or none, where the case measured none), provenance.rss_method and provenance.rss_run (the
+/// run and case it came from, and the fingerprint id the peak is judged under from then on);
+/// everything else of the entry, its provenance's evidence included, stays. nullopt with the
+/// reason where it cannot: no observed entry to add to, or one of another build type.
+std::optional<nlohmann::ordered_json>
+memory_entry_from_record(const case_record& record, const nlohmann::ordered_json& previous,
+                         const observation_origin& origin, std::string& why_not);
 
 /// `fresh` with the keys of `previous` first, in its order (objects at every level), then the
 /// keys only `fresh` has, in its order; values are `fresh`'s.

@@ -188,6 +188,9 @@ ordered_json observed_provenance(const case_record& record, const ordered_json& 
                                {"run", run}};
     if (record.process.threads)
         provenance["threads"] = *record.process.threads; // times hold only at this count
+    // A peak RSS holds only against a figure measured the same way (run/case_memory.hpp).
+    if (record.process.peak_rss_bytes)
+        provenance["rss_method"] = record.process.peak_rss_method.value_or("wait4");
     if (!origin.host_id.empty())
         provenance["host_id"] = origin.host_id; // absolute times hold only on this host
     if (!origin.build_type.empty())
@@ -217,6 +220,48 @@ ordered_json entry_from_record(const case_record& record, const ordered_json& pr
     set_or_erase(entry, "ran_on",
                  have_result ? expected_ran_on(record.result, previous_ran_on) : ordered_json());
     entry["provenance"] = observed_provenance(record, previous, origin);
+    return keep_key_order(previous, entry);
+}
+
+std::optional<ordered_json> memory_entry_from_record(const case_record& record,
+                                                     const ordered_json& previous,
+                                                     const observation_origin& origin,
+                                                     std::string& why_not) {
+    if (!previous.is_object() || !previous.contains("provenance") ||
+        !previous["provenance"].is_object()) {
+        why_not = "no entry to bless its peak RSS into (bless the case whole)";
+        return std::nullopt;
+    }
+    const ordered_json& prov = previous["provenance"];
+    const auto text = [&](const char* key) {
+        return prov.contains(key) && prov[key].is_string() ? prov[key].get<std::string>() : "";
+    };
+    if (text("kind") != "observed" ||
+        (!text("build_type").empty() && text("build_type") != origin.build_type)) {
+        why_not = "its entry was not observed from this run's build type " + origin.build_type +
+                  " (bless the case whole)";
+        return std::nullopt;
+    }
+    ordered_json entry = previous;
+    ordered_json memory = entry.contains("memory") && entry["memory"].is_object()
+                              ? entry["memory"]
+                              : ordered_json::object();
+    memory.erase("peak_rss_bytes");
+    if (record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0)
+        memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
+                                    {"rel_tol", origin.rss_tolerance}};
+    set_or_erase(entry, "memory", memory.empty() ? ordered_json() : memory);
+    ordered_json run = {{"case", record.key.str()}};
+    if (!origin.run_folder.empty())
+        run["folder"] = origin.run_folder;
+    if (!origin.run_started.empty())
+        run["started"] = origin.run_started;
+    if (!origin.run_archive.empty())
+        run["archive"] = origin.run_archive;
+    // The peak holds under the fingerprint it was measured under, which may not be the entry's.
+    run["fingerprint_id"] = origin.fingerprint_id;
+    entry["provenance"]["rss_method"] = record.process.peak_rss_method.value_or("wait4");
+    entry["provenance"]["rss_run"] = run;
     return keep_key_order(previous, entry);
 }
 

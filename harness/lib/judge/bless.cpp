@@ -212,6 +212,8 @@ void bless_ratios(const bless_options& options, const std::string& profile_name,
                   const scenario_entry& scenario, const std::vector<blessed_record>& records,
                   const std::vector<loaded_run>& runs, const std::string& date, ordered_json& doc,
                   std::vector<std::string>& notes) {
+    if (options.memory_only)
+        return;
     const auto blessed = [&](const std::string& backend, const std::string& variant) {
         return std::any_of(records.begin(), records.end(), [&](const blessed_record& r) {
             return r.record->key.backend == backend && r.record->key.variant == variant;
@@ -375,6 +377,15 @@ void bless_entries(const bless_options& options, const scenario_entry& scenario,
         const std::string key = r.record->key.entry_key();
         const ordered_json previous = cases.contains(key) ? cases[key] : ordered_json();
         const observation_origin origin = blessed_origin(options, scenario, r, runs, date);
+        if (options.memory_only) {
+            std::string why_not;
+            if (auto entry = memory_entry_from_record(*r.record, previous, origin, why_not))
+                cases[key] = std::move(*entry);
+            else
+                notes.push_back("bless: " + r.record->key.str() +
+                                ": peak RSS not blessed: " + why_not);
+            continue;
+        }
         if (origin.with_timings && r.record->result.is_object()) {
             std::vector<std::string> refused;
             (void)expected_timings(r.record->result, origin, &refused);
@@ -558,8 +569,10 @@ int bless_run(const bless_options& options) {
         if (const status pruned = prune_runs(writes.value()); !pruned.is_ok())
             return report_error(pruned.message() + " (the baselines were written)");
     std::cout << "bless: " << chosen.value().size() << " case(s)"
-              << (options.ratios_only ? " (their ratios only), " : ", ") << changed.value()
-              << " file(s) "
+              << (options.ratios_only   ? " (their ratios only), "
+                  : options.memory_only ? " (their peak RSS only), "
+                                        : ", ")
+              << changed.value() << " file(s) "
               << (options.dry_run ? "would change (dry run: nothing written)" : "changed")
               << "; fingerprint " << run.fingerprint_id() << ", pitfall "
               << run.log.latest.pitfall_version << ", " << date << '\n';

@@ -25,6 +25,10 @@ struct bless_options {
     /// Write the measured ratios alone, each case's entry left as it is (re-bless ratio bounds
     /// without touching outcomes, numerics and times that were reviewed).
     bool ratios_only = false;
+    /// Write each case's peak RSS bound alone (memory_entry_from_record), the rest of its
+    /// entry left as it is: re-bless the memory measured another way without re-blessing
+    /// outcomes and times.
+    bool memory_only = false;
     /// Write no timed series (and drop an entry's old ones): for a machine whose absolute
     /// times must not gate later runs under its fingerprint (a shared, loaded CI host).
     bool no_timings = false;

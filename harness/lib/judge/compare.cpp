@@ -60,6 +60,7 @@ json compare_case(const case_record& ra, const case_record& rb, const loaded_run
     o.result = rb.result;
     if (rb.process.peak_rss_bytes)
         o.peak_rss_bytes = static_cast<double>(*rb.process.peak_rss_bytes);
+    o.peak_rss_method = rb.process.peak_rss_method.value_or("wait4");
     o.threads = rb.process.threads;
     const bool unsupported_both = ra.observed.value("status", "") == "unsupported" &&
                                   o.outcome.value("status", "") == "unsupported";

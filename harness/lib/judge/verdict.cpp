@@ -447,11 +447,13 @@ verdict full_sizes_verdict(const json& o, const json& expected, const json& resu
     return v;
 }
 
-/// Memory against its bounds. The process's peak RSS is the harness's measurement, not the
-/// scenario's, and a fact of the machine and build it was measured on, like a time (the
-/// libraries the process maps: a CPU case of a CUDA build holds ~200 MB that the same case of
-/// a CPU-only build never maps): judged only under the fingerprint and build type it was
-/// blessed under. The tracked device bytes are the program's own and are judged everywhere.
+/// Memory against its bounds. The process's peak RSS is a fact of the machine and build it was
+/// measured on, like a time (the libraries the process maps: a CPU case of a CUDA build holds
+/// ~200 MB that the same case of a CPU-only build never maps): judged only under the
+/// fingerprint and build type it was blessed under, and only against a figure measured the same
+/// way (provenance.rss_method: the case's own VmHWM, or wait4's, which also counts the harness's
+/// image; an entry without one was blessed from wait4). The tracked device bytes are the
+/// program's own and are judged everywhere.
 std::optional<verdict> judge_memory(const observation& observed, const json& expected,
                                     const judge_context& context) {
     if (!expected.contains("memory"))
@@ -465,10 +467,17 @@ std::optional<verdict> judge_memory(const observation& observed, const json& exp
     // The build type too: a Debug build under the sanitizers maps several times the memory of
     // the Release build a host profile is blessed from.
     const std::string blessed_build = prov.value("build_type", "");
+    const bool other_build = !blessed_build.empty() && !context.build_type.empty() &&
+                             blessed_build != context.build_type;
+    const bool other_method = prov.value("rss_method", "wait4") != observed.peak_rss_method;
+    // A peak blessed again alone (bless --memory-only) holds under the fingerprint it was
+    // measured under, named by its rss_run.
+    const json rss_run = prov.value("rss_run", json::object());
+    const std::string blessed_under = rss_run.is_object() && rss_run.contains("fingerprint_id")
+                                          ? rss_run.value("fingerprint_id", "")
+                                          : prov.value("fingerprint_id", "");
     if (prov.value("kind", "") == "observed" &&
-        (prov.value("fingerprint_id", "") != context.fingerprint_id ||
-         (!blessed_build.empty() && !context.build_type.empty() &&
-          blessed_build != context.build_type)))
+        (blessed_under != context.fingerprint_id || other_build || other_method))
         bounds.erase("peak_rss_bytes");
     if (auto why = per_measurement(bounds, memory, result))
         return verdict{verdict_kind::mem_regression, *why};

@@ -347,6 +347,7 @@ json case_record::to_json() const {
           {"wall_seconds", process.wall_seconds},
           {"peak_rss_bytes",
            process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)},
+          {"peak_rss_method", optional_json(process.peak_rss_method)},
           {"threads", process.threads ? json(*process.threads) : json(nullptr)}}},
         {"result", result},
         {"timings", timings},
@@ -394,6 +395,9 @@ void read_process(field_reader& r, process_facts& p) {
     in.boolean("timed_out", p.timed_out);
     in.number("wall_seconds", p.wall_seconds);
     in.integer("peak_rss_bytes", p.peak_rss_bytes);
+    in.text("peak_rss_method", p.peak_rss_method);
+    if (p.peak_rss_method && *p.peak_rss_method != "case" && *p.peak_rss_method != "wait4")
+        in.fail("peak_rss_method", "expected case or wait4");
     std::optional<std::int64_t> threads; // wide first: a huge number is an error, not a wrap
     in.integer("threads", threads);
     if (threads && (*threads < 1 || *threads > 256))

@@ -127,6 +127,10 @@ struct process_facts {
     bool timed_out = false;
     double wall_seconds = 0;
     std::optional<std::int64_t> peak_rss_bytes;
+    /// How peak_rss_bytes was measured: "case" (the case's own VmHWM, from its result) or
+    /// "wait4" (ru_maxrss, which counts the image of pitfall it was forked from); absent in
+    /// records written before it was recorded, which were all wait4's.
+    std::optional<std::string> peak_rss_method;
     /// The BLAS/OpenMP threads the harness gave the process (scenario.json's variant
     /// "threads", else 1); absent in records written before it was recorded.
     std::optional<int> threads;

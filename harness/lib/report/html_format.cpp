@@ -125,6 +125,29 @@ std::string html_verdict_grid(const run_data& run, const case_grid& g) {
     return h.str();
 }
 
+/// The cases that neither passed nor failed, each group with its cause in the page's own text
+/// (the grid's reasons are hover text, which a print or a screenshot loses).
+std::string html_quiet(const run_data& run) {
+    const auto groups = quiet_groups(run);
+    if (groups.empty())
+        return "";
+    std::ostringstream h;
+    h << "<section id=\"skipped\"><h2>Skipped and warnings</h2>\n<ul>\n";
+    for (const auto& g : groups) {
+        h << "<li><span class=\"v " << verdict_class(g.verdict) << "\">" << escape_markup(g.verdict)
+          << "</span> ";
+        if (g.cases.size() == 1)
+            h << "<code>" << escape_markup(str(*g.cases.front(), "case"))
+              << "</code>: " << escape_markup(str(*g.cases.front(), "reason"));
+        else
+            h << g.cases.size() << (g.backend == "cuda" ? " CUDA" : " CPU")
+              << " cases: " << escape_markup(g.cause);
+        h << "</li>\n";
+    }
+    h << "</ul></section>\n";
+    return h.str();
+}
+
 /// The CUDA libraries the cases had mapped, with a warning for each one the doctor found
 /// elsewhere or at another version. Nothing where no case mapped one.
 std::string html_libraries(const run_data& run) {
@@ -284,8 +307,8 @@ std::string render_html(const run_data& run) {
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       << "<title>pitfall report: " << escape_markup(str(run.header, "at")) << "</title>\n<style>"
       << html_style << "</style></head>\n<body>\n";
-    h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid) << flaky_html(run)
-      << html_charts(run, grid) << html_libraries(run);
+    h << html_header(run) << html_machine(run) << html_verdict_grid(run, grid) << html_quiet(run)
+      << flaky_html(run) << html_charts(run, grid) << html_libraries(run);
     h << "<h2>Cases</h2>\n<div id=\"cases\">\n";
     for (const auto& r : run.cases)
         h << case_details(r);

@@ -128,6 +128,25 @@ std::string markdown_failing(const run_data& run, const std::vector<const json*>
     return m.str();
 }
 
+/// "### Skipped": each group of UNSUPPORTED cases with its cause ("- 102 CUDA cases
+/// UNSUPPORTED: <cause>"), a case alone by its name and reason. (Warnings are listed under
+/// "Changed against the baseline".)
+std::string markdown_skipped(const run_data& run) {
+    std::string m;
+    for (const auto& g : quiet_groups(run)) {
+        if (g.verdict != "UNSUPPORTED")
+            continue;
+        if (g.cases.size() == 1)
+            m += cat("- `", listed_name(*g.cases.front()), "` ", g.verdict, ": ",
+                     md_inline(str(*g.cases.front(), "reason"), 300), "\n");
+        else
+            m +=
+                cat("- ", std::to_string(g.cases.size()), " ", g.backend == "cuda" ? "CUDA" : "CPU",
+                    " cases ", g.verdict, ": ", md_inline(g.cause, 300), "\n");
+    }
+    return m.empty() ? m : "\n### Skipped\n\n" + m;
+}
+
 /// The lines of "### Changed against the baseline": cases neither passing, unsupported nor
 /// failing, then every timing that got faster.
 std::vector<std::string> changed_lines(const run_data& run) {
@@ -195,7 +214,7 @@ std::string render_markdown(const run_data& run) {
     const auto failures = failing_cases(run);
     return cat(markdown_headline(run, counts), markdown_profile(run), markdown_machine(run),
                markdown_verdicts(counts), markdown_predictions(run),
-               markdown_failing(run, failures), flaky_markdown(run),
+               markdown_failing(run, failures), markdown_skipped(run), flaky_markdown(run),
                markdown_changed(run, !failures.empty()), markdown_libraries(run),
                markdown_not_finished(run));
 }

@@ -74,6 +74,18 @@ std::string flaky_markdown(const run_data& run);
 std::string flaky_html(const run_data& run);
 const json* flaky_entry(const run_data& run, const std::string& key);
 
+/// Cases that neither pass nor fail (UNSUPPORTED, NO_BASELINE, AMBIGUOUS, ...), grouped by
+/// verdict, backend and cause in order of first appearance: `cause` is the sentence a report
+/// prints once for the group (the machine's headline where it explains a CUDA skip).
+struct quiet_group {
+    std::string verdict;
+    std::string backend;
+    std::string key; ///< the observed error's name, else the reason
+    std::string cause;
+    std::vector<const json*> cases;
+};
+std::vector<quiet_group> quiet_groups(const run_data& run);
+
 /// The CSS class of a verdict: pass, skip, warn or fail.
 const char* verdict_class(const std::string& v);
 /// The style sheet every HTML report carries inline.

@@ -1,4 +1,5 @@
 // Executing a run: each case in its own process, measured again while its timing is uncertain.
+#include "run/case_memory.hpp"
 #include "run/progress.hpp"
 #include "run/run_plan.hpp"
 
@@ -179,7 +180,11 @@ attempt measure(const case_context& ctx, const process_request& req) {
         if (::lstat(own.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
             ::unlink(own.c_str());
     }
-    a.o.peak_rss_bytes = static_cast<double>(a.p.peak_rss_bytes);
+    // The case's own peak, from its result where it wrote one; wait4's counts pitfall's image.
+    const case_peak_rss peak = peak_rss_of_case(a.p.peak_rss_bytes, a.o.result);
+    if (peak.bytes)
+        a.o.peak_rss_bytes = static_cast<double>(*peak.bytes);
+    a.o.peak_rss_method = peak.method;
     a.o.threads = ctx.c.variant->threads;
     a.v = judge(a.o, *ctx.expected, ctx.c.backend, ctx.plan.judging);
     return a;
@@ -294,7 +299,9 @@ case_record make_record(const case_context& ctx, const attempt& a, json attempts
         r.process.signal = signal_name(*a.p.signal);
     r.process.timed_out = a.p.timed_out;
     r.process.wall_seconds = a.p.wall_seconds;
-    r.process.peak_rss_bytes = a.p.peak_rss_bytes;
+    if (a.o.peak_rss_bytes)
+        r.process.peak_rss_bytes = static_cast<std::int64_t>(*a.o.peak_rss_bytes);
+    r.process.peak_rss_method = a.o.peak_rss_method;
     r.process.threads = ctx.c.variant->threads;
     r.result = a.o.result;
     r.timings = a.v.timings;
@@ -525,13 +532,14 @@ status_or<bool> measure_deferred(run_plan& plan, progress& out,
               << std::flush;
     if (!pause_unless_interrupted(plan.options.remeasure_pause))
         return true;
-    for (deferred_case& d : deferred) {
+    for (std::size_t k = 0; k < deferred.size(); ++k) {
+        deferred_case& d = deferred[k];
         const case_key key = d.ctx.key;
         const auto started = std::chrono::steady_clock::now();
-        out.begin(d.index, key);
+        out.begin_again(k, key);
         PITFALL_ASSIGN_OR_RETURN(auto settled, measure_again(d));
         if (!settled) {
-            out.interrupted(d.index, key);
+            out.interrupted_again(k, key);
             if (auto s = plan.folder->append_event("interrupted", key, now_iso8601()); !s.is_ok())
                 return not_recorded(plan, key, s);
             return true;
@@ -543,7 +551,7 @@ status_or<bool> measure_deferred(run_plan& plan, progress& out,
         }
         const double again =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        out.end(d.index, record, again);
+        out.end_again(k, record, again);
         plan.finished.emplace(key.str(), std::move(record));
     }
     return false;

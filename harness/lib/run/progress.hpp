@@ -37,6 +37,26 @@ public:
              << " s   measured again at the end of the run\n";
         std::cout << line.str() << std::flush;
         m_spent += took;
+        m_again_estimate.push_back(3 * took); // three times the samples, alone
+    }
+    /// The second processes of the deferred cases: counted apart ("[again 1/3]"), never with
+    /// the first pass's counter, and an ETA from what their first processes took.
+    void begin_again(std::size_t k, const case_key& key) {
+        if (m_jobs == 1)
+            std::cout << again_head(k, key) << std::flush;
+    }
+    void end_again(std::size_t k, const case_record& record, double took) {
+        double left = 0;
+        for (std::size_t j = k + 1; j < m_again_estimate.size(); ++j)
+            left += m_again_estimate[j];
+        std::ostringstream line;
+        line << (m_jobs == 1 ? "" : again_head(k, record.key)) << std::left << std::setw(16)
+             << to_string(record.verdict) << std::right << std::fixed << std::setprecision(1)
+             << std::setw(6) << took << " s   ETA " << format_duration(left);
+        std::cout << line.str() << '\n' << std::flush;
+    }
+    void interrupted_again(std::size_t k, const case_key& key) {
+        std::cout << (m_jobs == 1 ? "" : again_head(k, key)) << " INTERRUPTED\n" << std::flush;
     }
     void interrupted(std::size_t index, const case_key& key) {
         std::cout << (m_jobs == 1 ? "" : head(index, key)) << " INTERRUPTED\n" << std::flush;
@@ -59,6 +79,13 @@ public:
     }
 
 private:
+    std::string again_head(std::size_t k, const case_key& key) const {
+        std::ostringstream out;
+        const std::string total = std::to_string(m_again_estimate.size());
+        out << "[again " << std::setw(static_cast<int>(total.size())) << k + 1 << '/' << total
+            << "] " << std::left << std::setw(static_cast<int>(m_width)) << key.str() << std::right;
+        return out.str();
+    }
     std::string head(std::size_t index, const case_key& key) const {
         std::ostringstream out;
         out << '[' << std::setw(static_cast<int>(std::to_string(m_total).size())) << index + 1
@@ -72,6 +99,7 @@ private:
     std::size_t m_left = 0;
     std::size_t m_ran = 0;
     double m_spent = 0;
+    std::vector<double> m_again_estimate; ///< each deferred case's expected second process
 };
 
 } // namespace pitfall::runner::run_parts

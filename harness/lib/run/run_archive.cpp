@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <set>
 #include <system_error>
+#include <vector>
 
 namespace pitfall::runner::archive {
 namespace fs = std::filesystem;
@@ -64,13 +65,18 @@ status real_folder(const fs::path& path) {
     return status::ok();
 }
 
-/// The kept run an expected/ entry names ("runs/<id>"); nullptr where it names none.
-const nlohmann::json* archive_named_by(const nlohmann::json& entry) {
-    if (entry.is_object() && entry.contains("provenance") && entry["provenance"].is_object() &&
-        entry["provenance"].contains("run") && entry["provenance"]["run"].is_object() &&
-        entry["provenance"]["run"].contains("archive"))
-        return &entry["provenance"]["run"]["archive"];
-    return nullptr;
+/// The kept runs an expected/ entry names ("runs/<id>"): the run it was blessed from, and the
+/// run its peak RSS was blessed from again (`pitfall bless --memory-only`).
+std::vector<const nlohmann::json*> archives_named_by(const nlohmann::json& entry) {
+    std::vector<const nlohmann::json*> named;
+    if (!entry.is_object() || !entry.contains("provenance") || !entry["provenance"].is_object())
+        return named;
+    for (const char* run : {"run", "rss_run"}) {
+        const nlohmann::json& prov = entry["provenance"];
+        if (prov.contains(run) && prov[run].is_object() && prov[run].contains("archive"))
+            named.push_back(&prov[run]["archive"]);
+    }
+    return named;
 }
 
 /// What the profile's entries name: every scenario file of it, as bless reads them.
@@ -88,11 +94,10 @@ status_or<std::set<std::string>> archives_named(const std::string& profile_dir) 
         const nlohmann::json cases = doc.value().value("cases", nlohmann::json::object());
         if (!cases.is_object())
             continue;
-        for (const auto& [key, entry] : cases.items()) {
-            const nlohmann::json* archive = archive_named_by(entry);
-            if (archive != nullptr && archive->is_string())
-                named.insert(archive->get<std::string>());
-        }
+        for (const auto& [key, entry] : cases.items())
+            for (const nlohmann::json* archive : archives_named_by(entry))
+                if (archive->is_string())
+                    named.insert(archive->get<std::string>());
     }
     return named;
 }

@@ -92,6 +92,12 @@ def by_case(run_dir):
     return {r["case"]: r for r in records(run_dir)}
 
 
+def rec_fingerprint(run_dir):
+    """The fingerprint id of a run folder's header."""
+    with open(os.path.join(run_dir, "results.jsonl")) as f:
+        return json.loads(f.readline())["fingerprint_id"]
+
+
 class FixtureTest(unittest.TestCase):
     """A temporary folder with an expected/ tree (profile "any" matching everything)."""
 
@@ -370,8 +376,14 @@ class Endings(FixtureTest):
         self.assertAlmostEqual(summary["ratios"][0]["ratio"], 1.0)
         self.assertIn("CRASH", p.stdout)
         self.assertRegex(p.stdout, r"\[ ?\d/\d\] cpu\.harness_fixture\.\w+ +\w+ +[\d.]+ s +ETA \d+:\d\d")
-        # Peak RSS is measured for each child.
-        self.assertGreater(cases["cpu.harness_fixture.ok"]["process"]["peak_rss_bytes"], 0)
+        # Peak RSS is measured for each child: the case's own where it wrote its result (its
+        # VmHWM, never above wait4's), wait4's where it died first, each saying which.
+        ok_process = cases["cpu.harness_fixture.ok"]["process"]
+        self.assertGreater(ok_process["peak_rss_bytes"], 0)
+        self.assertEqual(ok_process["peak_rss_method"], "case")
+        self.assertEqual(ok_process["peak_rss_bytes"],
+                         cases["cpu.harness_fixture.ok"]["result"]["resident_memory"]["peak_rss_bytes"])
+        self.assertEqual(cases["cpu.harness_fixture.segv"]["process"]["peak_rss_method"], "wait4")
 
     def test_skips_with_one_cause_are_said_once(self):
         """The real CUDA cases on a machine without a usable GPU: each skip's cause said once
@@ -578,6 +590,49 @@ class Verdicts(FixtureTest):
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("dry run: nothing written", d.stdout)
 
+    def test_a_peak_rss_is_judged_only_against_its_like_and_blessed_again_alone(self):
+        p, rec = self.run_ok("a", extra=("--samples", "9"))
+        self.assertEqual(self.bless("a").returncode, 0)
+        path = os.path.join(self.expected, "any", "harness_fixture.json")
+        with open(path) as f:
+            doc = json.load(f)
+        entry = doc["cases"]["cpu.ok"]
+        self.assertEqual(entry["provenance"]["rss_method"], "case")
+        # An entry blessed before the case's own figure existed (no rss_method: wait4's) with a
+        # bound the case's own figure is far below: not compared, so not a MEM_REGRESSION.
+        del entry["provenance"]["rss_method"]
+        entry["memory"]["peak_rss_bytes"] = {"value": 1e9, "rel_tol": 0.25}
+        self.write_json(path, doc)
+        p, rec = self.run_ok("b", extra=("--samples", "9"))
+        self.assertNotEqual(rec["verdict"], "MEM_REGRESSION", rec["reason"])
+        # The same bound marked as the case's own is judged, and fails.
+        entry["provenance"]["rss_method"] = "case"
+        self.write_json(path, doc)
+        p, rec = self.run_ok("c", extra=("--samples", "9"))
+        self.assertEqual(rec["verdict"], "MEM_REGRESSION", rec["reason"])
+        self.assertIn("peak_rss_bytes", rec["reason"])
+        # --memory-only writes the peak RSS alone, naming the run it came from; the rest of the
+        # entry (its timings, its run) stays as it was.
+        del entry["provenance"]["rss_method"]
+        self.write_json(path, doc)
+        b = self.bless("c", "--memory-only")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertIn("(their peak RSS only)", b.stdout)
+        with open(path) as f:
+            after = json.load(f)["cases"]["cpu.ok"]
+        self.assertEqual(after["provenance"]["rss_method"], "case")
+        self.assertEqual(after["provenance"]["rss_run"]["case"], "cpu.harness_fixture.ok")
+        self.assertEqual(after["provenance"]["rss_run"]["fingerprint_id"], rec_fingerprint(self.run_dir("c")))
+        self.assertEqual(after["memory"]["peak_rss_bytes"]["value"], rec["process"]["peak_rss_bytes"])
+        self.assertEqual(after["timings"], entry["timings"])
+        self.assertEqual(after["provenance"]["run"], entry["provenance"]["run"])
+        kept = os.path.join(self.expected, "any", after["provenance"]["rss_run"]["archive"])
+        self.assertTrue(os.path.isdir(kept), "the run the peak came from is kept")
+        self.assertTrue(os.path.isdir(os.path.join(self.expected, "any", entry["provenance"]["run"]["archive"])))
+        p, rec = self.run_ok("d", extra=("--samples", "9"))
+        self.assertIn(rec["verdict"], ("PASS", "AMBIGUOUS"), rec["reason"])
+        self.assertEqual(self.pitfall("bless", self.run_dir("d"), "--memory-only", "--ratios-only").returncode, 2)
+
     def test_records_are_pinned_and_a_check_that_stops_running_fails(self):
         p, rec = self.run_ok("a", extra=("--samples", "9"))
         self.assertEqual(self.bless("a").returncode, 0)
@@ -649,6 +704,7 @@ class Verdicts(FixtureTest):
         self.assertEqual(len(ok["timings"]["step_seconds"]["samples"]), 9)
         self.assertEqual(ok["memory"]["tracked_peak_bytes"], {"equals": 8192})
         self.assertIn("peak_rss_bytes", ok["memory"])
+        self.assertEqual(ok["provenance"]["rss_method"], "case")  # compared only with its like
         self.assertEqual(cases["cpu.oom"]["outcome"]["error"], "std::bad_alloc")
         self.assertNotIn("timings", cases["cpu.unsupported"])  # nothing was timed
         # The harness loads what bless wrote and judges the same cases by it.
@@ -793,6 +849,10 @@ class Verdicts(FixtureTest):
         self.assertIn("least disturbed of 2 processes (by step_seconds)", rec["reason"])
         self.assertIn("measured again at the end of the run", p.stdout)
         self.assertIn("measuring again, one at a time after 0.5 s: 1 case", p.stdout)
+        # Counted apart from the first pass, with an ETA of its own; the case once in each.
+        self.assertRegex(p.stdout, r"\n\[again 1/1\] cpu\.harness_fixture\.ok +PERF_REGRESSION +"
+                                   r"[\d.]+ s +ETA 0:00\n")
+        self.assertEqual(p.stdout.count("] cpu.harness_fixture.ok "), 2, p.stdout)
         self.assertGreaterEqual(took, 0.5)
         self.assertEqual(p.returncode, 1)
         self.assertIn("PITFALL_INJECT", p.stdout)  # the run says it was injected

@@ -77,6 +77,11 @@ class HistoryDatabase(unittest.TestCase):
                          {("PASS", "error", "std::out_of_range")})
         self.assertTrue(all(p["peak_rss_bytes"] > 0 for p in points))
 
+        # The name `pitfall list` and CTest print is the same case.
+        listed = pitfall("history", "show", "--case", "pitfall." + CASE, "--db", db, "--json")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertEqual(json.loads(listed.stdout)["points"], points)
+
         table = pitfall("history", "show", "--case", CASE, "--db", db)
         self.assertEqual(table.returncode, 0, table.stderr)
         lines = table.stdout.splitlines()

@@ -104,6 +104,13 @@ class HistoryHtml(unittest.TestCase):
         self.assertNotIn("<script", dom)
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", dom)
         self.assertIn('<table id="change-points">', dom)
+        # The memory chart's axis does not start at zero (12.0-14.9 MB): it says so in words
+        # and with a break on the axis, so a small change is not read as a cliff.
+        memory = dom[dom.index('id="chart-memory"'):]
+        memory = memory[:memory.index("</figure>")]
+        self.assertRegex(memory, r'class="scale-note">\(vertical axis from [\d.]+ MiB, not zero: '
+                                 r'its whole height is [\d.]+% of the top value\)')
+        self.assertIn('class="axis-break"', memory)
 
     def test_a_hostile_case_key_stays_text(self):
         dom = self.show(HOSTILE, os.path.join(self.tmp, "hostile.html"))
