@@ -99,6 +99,16 @@ ordered_json expected_events(const json& result) {
 /// to whole numbers, which moved the fraction by up to 0.3% between an H100 80GB and an H200.
 constexpr double memory_per_tolerance = 0.02;
 
+/// Whether the record holds the case's own peak RSS, the one a bound is blessed from. wait4's
+/// figure (a case that died before it reported its own) counts the image of pitfall it was
+/// forked from, which grows over a run: a bound on it would judge where the case sat.
+namespace {
+bool own_peak(const case_record& record) {
+    return record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0 &&
+           record.process.peak_rss_method.value_or("wait4") == "case";
+}
+} // namespace
+
 ordered_json expected_memory(const case_record& record, const observation_origin& origin) {
     ordered_json memory = ordered_json::object();
     const json mem = record.result.value("memory", json::object());
@@ -118,7 +128,7 @@ ordered_json expected_memory(const case_record& record, const observation_origin
         else
             memory["tracked_peak_bytes"] = {{"equals", mem["tracked_peak_bytes"]}};
     }
-    if (record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0)
+    if (own_peak(record))
         memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
                                     {"rel_tol", origin.rss_tolerance}};
     return memory;
@@ -189,8 +199,8 @@ ordered_json observed_provenance(const case_record& record, const ordered_json& 
     if (record.process.threads)
         provenance["threads"] = *record.process.threads; // times hold only at this count
     // A peak RSS holds only against a figure measured the same way (run/case_memory.hpp).
-    if (record.process.peak_rss_bytes)
-        provenance["rss_method"] = record.process.peak_rss_method.value_or("wait4");
+    if (own_peak(record))
+        provenance["rss_method"] = "case";
     if (!origin.host_id.empty())
         provenance["host_id"] = origin.host_id; // absolute times hold only on this host
     if (!origin.build_type.empty())
@@ -247,7 +257,7 @@ std::optional<ordered_json> memory_entry_from_record(const case_record& record,
                               ? entry["memory"]
                               : ordered_json::object();
     memory.erase("peak_rss_bytes");
-    if (record.process.peak_rss_bytes && *record.process.peak_rss_bytes > 0)
+    if (own_peak(record))
         memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
                                     {"rel_tol", origin.rss_tolerance}};
     set_or_erase(entry, "memory", memory.empty() ? ordered_json() : memory);
@@ -260,8 +270,13 @@ std::optional<ordered_json> memory_entry_from_record(const case_record& record,
         run["archive"] = origin.run_archive;
     // The peak holds under the fingerprint it was measured under, which may not be the entry's.
     run["fingerprint_id"] = origin.fingerprint_id;
-    entry["provenance"]["rss_method"] = record.process.peak_rss_method.value_or("wait4");
-    entry["provenance"]["rss_run"] = run;
+    if (own_peak(record)) {
+        entry["provenance"]["rss_method"] = "case";
+        entry["provenance"]["rss_run"] = run;
+    } else { // no bound: nothing for them to say
+        entry["provenance"].erase("rss_method");
+        entry["provenance"].erase("rss_run");
+    }
     return keep_key_order(previous, entry);
 }
 

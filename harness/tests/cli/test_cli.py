@@ -632,6 +632,18 @@ class Verdicts(FixtureTest):
         p, rec = self.run_ok("d", extra=("--samples", "9"))
         self.assertIn(rec["verdict"], ("PASS", "AMBIGUOUS"), rec["reason"])
         self.assertEqual(self.pitfall("bless", self.run_dir("d"), "--memory-only", "--ratios-only").returncode, 2)
+        # A case that died before it reported its own peak gets no bound: wait4's figure
+        # counts pitfall's image, and would judge where the case sat in its run.
+        out = self.run_dir("segv")
+        self.pitfall("run", "--variant", "segv", "--backend", "cpu", "--out", out)
+        self.assertEqual(records(out)[0]["process"]["peak_rss_method"], "wait4")
+        b = self.pitfall("bless", out, "--case", "cpu.harness_fixture.segv")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        with open(path) as f:
+            segv = json.load(f)["cases"]["cpu.segv"]
+        self.assertEqual(segv["outcome"], {"status": "signal", "signal": "SIGSEGV"})
+        self.assertNotIn("peak_rss_bytes", segv.get("memory", {}))
+        self.assertNotIn("rss_method", segv["provenance"])
 
     def test_records_are_pinned_and_a_check_that_stops_running_fails(self):
         p, rec = self.run_ok("a", extra=("--samples", "9"))
