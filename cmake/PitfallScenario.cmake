@@ -60,8 +60,11 @@ function(pitfall_scenario_program target dir links)
     # The per-kernel register/spill report (ptxas -v) goes to <build>/logs/ptxas/<target>.log
     # through a compiler launcher, not to the terminal; the static checks read it from there.
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
-    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
-      "sh;${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ptxas-log.sh;${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
+    # The launcher wraps ccache's where there is one (PitfallCcache.cmake): ccache replays a
+    # cached compile's output, ptxas's report with it, so the log is written on a hit too.
+    set(launcher sh "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ptxas-log.sh"
+        "${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log" ${CMAKE_CUDA_COMPILER_LAUNCHER})
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER "${launcher}")
     set_property(GLOBAL APPEND PROPERTY PITFALL_PTXAS_LOGS "${CMAKE_BINARY_DIR}/logs/ptxas/${target}.log")
     # cuBLAS and cuDNN are not linked: the SDK opens them on first call, by soname, so the
     # program's run path names their folders (where the loader's cache does not) for dlopen to

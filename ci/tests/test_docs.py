@@ -1,5 +1,5 @@
 """The README and the manual under docs/: the README stays one a newcomer reads to the end (at
-most 300 lines), its Quick start's second command is the one .ci/run runs, and every relative
+most 300 lines), its Quick start's two commands are the ones .ci/run runs, and every relative
 link in README.md, docs/*.md and reports/README.md names a file that exists in this tree and,
 where it names an anchor, a heading (or an <a id>) of that file.
 
@@ -103,7 +103,12 @@ class Docs(unittest.TestCase):
         commands = [line.split("#", 1)[0].strip() for line in quick.splitlines() if line.strip()]
         self.assertEqual(commands, ["ci/run-suite.sh", "ci/run-tests.sh"])
         ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-        self.assertIn(f"\nexec {commands[1]}\n", ci_run)
+        lines = [l.strip() for l in ci_run.splitlines() if l.strip() and not l.startswith("#")]
+        # Both commands, as written: the tests, then the suite on the build they made.
+        self.assertIn(commands[1], lines)
+        self.assertIn(f"PITFALL_PRESET=ci {commands[0]}", lines)
+        self.assertLess(lines.index(commands[1]), lines.index(f"PITFALL_PRESET=ci {commands[0]}"))
+        self.assertIn("set -euo pipefail", lines)  # either one failing fails CI
 
 
 class LinkChecker(unittest.TestCase):
