@@ -347,7 +347,6 @@ json case_record::to_json() const {
           {"wall_seconds", process.wall_seconds},
           {"peak_rss_bytes",
            process.peak_rss_bytes ? json(*process.peak_rss_bytes) : json(nullptr)},
-          {"peak_rss_method", optional_json(process.peak_rss_method)},
           {"threads", process.threads ? json(*process.threads) : json(nullptr)}}},
         {"result", result},
         {"timings", timings},
@@ -358,6 +357,8 @@ json case_record::to_json() const {
         {"finished_at", finished_at}};
     if (!prediction.empty())
         j["prediction"] = prediction;
+    if (process.peak_rss_method) // absent in records of before it was measured two ways
+        j["process"]["peak_rss_method"] = *process.peak_rss_method;
     return j;
 }
 

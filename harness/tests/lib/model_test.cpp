@@ -187,6 +187,22 @@ TEST(RunHeader, WrongTypesNameTheField) {
               std::string::npos);
 }
 
+TEST(CaseRecord, APeakRssMethodIsCaseOrWait4) {
+    json record = full_record();
+    record["process"]["peak_rss_method"] = "case";
+    const auto ok = case_record::from_json(record);
+    ASSERT_TRUE(ok.is_ok()) << ok.error().message();
+    EXPECT_EQ(ok.value().process.peak_rss_method, "case");
+    EXPECT_EQ(ok.value().to_json()["process"]["peak_rss_method"], "case");
+    for (const json& bad : {json("VmHWM"), json(3), json::array()}) {
+        record["process"]["peak_rss_method"] = bad;
+        const auto refused = case_record::from_json(record);
+        ASSERT_FALSE(refused.is_ok()) << bad.dump();
+        EXPECT_NE(refused.error().message().find("peak_rss_method"), std::string::npos)
+            << refused.error().message();
+    }
+}
+
 TEST(CaseRecord, RoundTrips) {
     const auto r = case_record::from_json(full_record());
     ASSERT_TRUE(r.is_ok()) << r.error().message();

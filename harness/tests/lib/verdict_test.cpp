@@ -412,7 +412,7 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
         {"case", "cpu.s.v"},
         {"verdict", "PASS"},
         {"observed", oom},
-        {"process", {{"peak_rss_bytes", 5000000}, {"threads", 1}}},
+        {"process", {{"peak_rss_bytes", 5000000}, {"peak_rss_method", "case"}, {"threads", 1}}},
         {"result",
          ok_result({{"outcome", oom},
                     {"samples", {{"step", {{"unit", "s"}, {"values", around(0.2, 9)}}}}}})}};
@@ -426,6 +426,14 @@ TEST(Verdict, EntryFromRecordKeepsHandWrittenBounds) {
     EXPECT_EQ(e["measurements"], previous["measurements"]);
     EXPECT_EQ(e["memory"]["tracked_peak_bytes"]["equals"], 1000);
     EXPECT_EQ(e["memory"]["peak_rss_bytes"]["rel_tol"], 0.25);
+    EXPECT_EQ(e["provenance"]["rss_method"], "case");
+    // wait4's figure (a record without the case's own) is not blessed: it counts pitfall's image.
+    json old_record = record;
+    old_record["process"].erase("peak_rss_method");
+    const json without(entry_from_record(case_record::from_json(old_record).value(),
+                                         nlohmann::ordered_json(previous), origin()));
+    EXPECT_FALSE(without["memory"].contains("peak_rss_bytes"));
+    EXPECT_FALSE(without["provenance"].contains("rss_method"));
     EXPECT_EQ(e["timings"]["step"]["samples"].size(), 9u);
     EXPECT_EQ(e["ran_on"], "cuda"); // the proof "cuda:0 test device", up to its ':'
     EXPECT_EQ(e["provenance"]["kind"], "observed");
