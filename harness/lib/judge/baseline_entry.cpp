@@ -180,9 +180,8 @@ ordered_json expected_outcome(const case_record& record) {
     return outcome;
 }
 
-/// An observed entry's provenance: the evidence of `origin`, and the source `previous` named.
-ordered_json observed_provenance(const case_record& record, const ordered_json& previous,
-                                 const observation_origin& origin) {
+/// The run an observation came from: the case, the run folder, when it started, where it is kept.
+ordered_json run_of(const case_record& record, const observation_origin& origin) {
     ordered_json run = {{"case", record.key.str()}};
     if (!origin.run_folder.empty())
         run["folder"] = origin.run_folder;
@@ -190,6 +189,13 @@ ordered_json observed_provenance(const case_record& record, const ordered_json& 
         run["started"] = origin.run_started;
     if (!origin.run_archive.empty())
         run["archive"] = origin.run_archive;
+    return run;
+}
+
+/// An observed entry's provenance: the evidence of `origin`, and the source `previous` named.
+ordered_json observed_provenance(const case_record& record, const ordered_json& previous,
+                                 const observation_origin& origin) {
+    const ordered_json run = run_of(record, origin);
     ordered_json provenance = {{"kind", "observed"},
                                {"date", origin.date},
                                {"fingerprint", origin.fingerprint_summary},
@@ -261,13 +267,7 @@ std::optional<ordered_json> memory_entry_from_record(const case_record& record,
         memory["peak_rss_bytes"] = {{"value", *record.process.peak_rss_bytes},
                                     {"rel_tol", origin.rss_tolerance}};
     set_or_erase(entry, "memory", memory.empty() ? ordered_json() : memory);
-    ordered_json run = {{"case", record.key.str()}};
-    if (!origin.run_folder.empty())
-        run["folder"] = origin.run_folder;
-    if (!origin.run_started.empty())
-        run["started"] = origin.run_started;
-    if (!origin.run_archive.empty())
-        run["archive"] = origin.run_archive;
+    ordered_json run = run_of(record, origin);
     // The peak holds under the fingerprint it was measured under, which may not be the entry's.
     run["fingerprint_id"] = origin.fingerprint_id;
     if (own_peak(record)) {
