@@ -323,9 +323,10 @@ endfunction()
 
 # pitfall_write_scenario_index(<path> [EXPECTED <dir>] [PROBE <file>] [MATRIX_DRIVER <file>]
 #                              [FLEET_DRIVER <file>] [RUNS <dir>])
-# Writes the index the `pitfall` command reads: each scenario's program and scenario.json, and
-# under "paths" where its baselines, probe, matrix and fleet drivers and runs are (absolute here; the
-# installed index has them relative to itself). A path left out is left out of "paths".
+# Writes the index the `pitfall` command reads: each scenario's program, scenario.json and build
+# target, and under "paths" where its baselines, probe, matrix and fleet drivers and runs are,
+# and the build tree with its cmake (absolute here; the installed index has them relative to
+# itself, and no build tree). A path left out is left out of "paths".
 function(pitfall_write_scenario_index path)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;FLEET_DRIVER;RUNS" "")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -336,12 +337,14 @@ function(pitfall_write_scenario_index path)
   foreach(name IN LISTS names)
     get_property(manifest GLOBAL PROPERTY PITFALL_SCENARIO_MANIFEST_${name})
     list(APPEND entries
-         "    {\"name\": \"${name}\", \"program\": \"$<TARGET_FILE:pitfall.scenario.${name}>\", \"manifest\": \"${manifest}\"}")
+         "    {\"name\": \"${name}\", \"program\": \"$<TARGET_FILE:pitfall.scenario.${name}>\", \"manifest\": \"${manifest}\", \"target\": \"pitfall.scenario.${name}\"}")
   endforeach()
   list(JOIN entries ",\n" body)
+  # The build tree and its cmake: `pitfall run --build` builds each program there, by target.
   _pitfall_index_paths(paths EXPECTED "${ARG_EXPECTED}" PROBE "${ARG_PROBE}"
                        MATRIX_DRIVER "${ARG_MATRIX_DRIVER}"
-                       FLEET_DRIVER "${ARG_FLEET_DRIVER}" RUNS "${ARG_RUNS}")
+                       FLEET_DRIVER "${ARG_FLEET_DRIVER}" RUNS "${ARG_RUNS}"
+                       BUILD "${CMAKE_BINARY_DIR}" CMAKE "${CMAKE_COMMAND}")
   _pitfall_index_document(document "${paths}" "${body}")
   file(GENERATE OUTPUT "${path}" CONTENT "${document}")
   set_property(GLOBAL APPEND PROPERTY _PITFALL_INDEX_FILES "${path}")
@@ -349,9 +352,9 @@ endfunction()
 
 # The "paths" object of an index (its members, one a line), from keyword arguments.
 function(_pitfall_index_paths out)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;FLEET_DRIVER;RUNS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "EXPECTED;PROBE;MATRIX_DRIVER;FLEET_DRIVER;RUNS;BUILD;CMAKE" "")
   set(members "")
-  foreach(key IN ITEMS EXPECTED PROBE MATRIX_DRIVER FLEET_DRIVER RUNS)
+  foreach(key IN ITEMS EXPECTED PROBE MATRIX_DRIVER FLEET_DRIVER RUNS BUILD CMAKE)
     if(NOT "${ARG_${key}}" STREQUAL "")
       string(TOLOWER "${key}" json_key)
       list(APPEND members "    \"${json_key}\": \"${ARG_${key}}\"")

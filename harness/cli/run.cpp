@@ -87,6 +87,10 @@ void declare_execution(CLI::App& sub, runner::run_options& r) {
                  "scenario.json's \"full\" values) instead of the quick defaults CTest\n"
                  "uses; only outcomes and checks are judged (baselines hold the\n"
                  "defaults' measurements, memory and times), and bless refuses the run");
+    sub.add_flag("--build", r.build_programs,
+                 "build each scenario's program (cmake --build, in the index's build\n"
+                 "tree) just before its first case, while no case runs: a fresh\n"
+                 "build's first case starts after one program is built, not all");
     sub.add_flag("--timed-in-parallel", r.timed_in_parallel,
                  "with --jobs, let cases whose times are judged run beside others\n"
                  "(faster, and their times measure the contention too)");

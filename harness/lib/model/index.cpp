@@ -96,6 +96,12 @@ status_or<scenario_index> load_index(const std::string& path) {
     // The sources' git revision, where the build was configured in a git checkout.
     if (const std::string revision = doc.value("git_revision", ""); !revision.empty())
         index.build["git_revision"] = revision;
+    if (const json& paths = doc.value("paths", json::object()); paths.is_object()) {
+        if (paths.contains("build"))
+            index.tree.directory = beside_index(path, paths["build"].get<std::string>());
+        if (paths.contains("cmake"))
+            index.tree.cmake = beside_index(path, paths["cmake"].get<std::string>());
+    }
     for (std::size_t i = 0; i < doc["scenarios"].size(); ++i) {
         const json& entry = doc["scenarios"][i];
         const std::string field = "scenarios[" + std::to_string(i) + "]";
@@ -108,6 +114,7 @@ status_or<scenario_index> load_index(const std::string& path) {
         scenario_entry scenario;
         scenario.program = beside_index(path, entry["program"].get<std::string>());
         scenario.manifest_path = beside_index(path, entry["manifest"].get<std::string>());
+        scenario.target = entry.value("target", "");
         PITFALL_ASSIGN_OR_RETURN(const std::string manifest_text,
                                  read_text(scenario.manifest_path, "scenario manifest"));
         auto parsed = parse_manifest(manifest_text, scenario.manifest_path);

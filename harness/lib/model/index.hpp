@@ -14,6 +14,16 @@ struct scenario_entry {
     std::string program;       ///< path of the built scenario program
     std::string manifest_path; ///< its scenario.json
     manifest description;
+    /// The build-tree target that makes `program` ("" in an installed index): `pitfall run
+    /// --build` builds it just before the scenario's first case.
+    std::string target;
+};
+
+/// The build tree an index was written for (empty in an installed index): where `pitfall run
+/// --build` runs `<cmake> --build <directory> --target <a scenario's target>`.
+struct build_tree {
+    std::string cmake;     ///< the index's paths.cmake
+    std::string directory; ///< the index's paths.build
 };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): the implicit members of its nlohmann::json field
@@ -22,6 +32,7 @@ struct scenario_index {
     bool built_with_cuda = false;
     std::string cuda_architectures;
     nlohmann::json build; ///< how the scenarios were built: compilers, architectures, build type
+    build_tree tree;      ///< how to build the programs again (build-tree indexes only)
     std::vector<scenario_entry> scenarios;
 };
 

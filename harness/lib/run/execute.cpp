@@ -1,5 +1,6 @@
 // Executing a run: each case in its own process, measured again while its timing is uncertain.
 #include "run/case_memory.hpp"
+#include "run/program_build.hpp"
 #include "run/progress.hpp"
 #include "run/run_plan.hpp"
 
@@ -429,6 +430,16 @@ private:
     void start_what_fits() {
         while (m_failure.is_ok() && interrupt_requested == 0 && !m_pending.empty()) {
             const std::size_t i = m_pending.front();
+            // --build: the program is built while no case runs (a compiler beside a case
+            // would be in its times), then the case starts.
+            if (const scenario_entry& s = *m_plan.cases[i].scenario; needs_build(m_plan, s)) {
+                if (!m_running.empty())
+                    break;
+                if (auto built = build_program(m_plan, s, true); !built.is_ok()) {
+                    m_failure = built;
+                    break;
+                }
+            }
             case_context ctx = prepare_case(m_plan, m_plan.cases[i]);
             const case_claim claim = claim_of(m_plan, ctx);
             {

@@ -1,4 +1,5 @@
 // Planning a run: the cases, the run folder, the profiles and the session before the first case.
+#include "run/program_build.hpp"
 #include "run/run_plan.hpp"
 
 namespace pitfall::runner::run_parts {
@@ -92,12 +93,12 @@ status check_cases_can_start(const run_plan& plan) {
     for (const auto& c : plan.cases) {
         // A scenario the index names but the build has not made yet (a new folder, CMake run,
         // nothing built): one message that says so, not a CRASH "cannot execute" per case.
-        if (::access(c.scenario->program.c_str(), X_OK) != 0)
+        if (!plan.options.build_programs && ::access(c.scenario->program.c_str(), X_OK) != 0)
             return bad_run_input(c.scenario->program + ": the program of scenario '" +
                                  c.scenario->description.name + "' is not built (" +
                                  std::strerror(errno) +
                                  "): build it first, `cmake --build --preset <preset>` for the "
-                                 "build this index belongs to");
+                                 "build this index belongs to, or run with --build");
         const case_key key = key_of(c);
         for (const std::string& path : {folder.case_result_path(key), folder.case_log_path(key)}) {
             const std::size_t name = path.size() - path.rfind('/') - 1;
@@ -154,6 +155,7 @@ status plan_run(const run_options& requested, run_plan& plan) {
         PITFALL_ASSIGN_OR_RETURN(resumed, plan_resume(plan));
     }
     PITFALL_TRY(plan_cases(plan, resumed));
+    PITFALL_TRY(check_can_build(plan)); // before the run folder: a refused run leaves none
     // The baselines of the scenarios this run selects, in every profile: what can judge it.
     std::set<std::string> selected;
     for (const auto& c : plan.cases)
@@ -181,7 +183,9 @@ void fingerprint_session(run_plan& plan) {
     std::vector<std::pair<std::string, std::string>> programs;
     for (const auto& s : plan.index.scenarios)
         programs.emplace_back(s.description.name, s.program);
-    h.fingerprint["build_images"] = kept_build_images(programs);
+    h.fingerprint["build_images"] = plan.options.build_programs
+                                        ? build_images_before_building(plan.index)
+                                        : kept_build_images(programs);
     // How each case's threads are set (the counts themselves are per case, in its record).
     json variables = json::array();
     for (const char* name : case_thread_variables)
@@ -287,6 +291,14 @@ void say_session(const run_plan& plan) {
 status start_session(run_plan& plan) {
     run_folder& folder = *plan.folder;
     run_header& h = plan.header;
+    // With --build, the first program is built before the header: the build images it records
+    // are read from a program of this build, not guessed from an older one.
+    for (const auto& c : plan.cases)
+        if (plan.finished.count(c.key()) == 0) {
+            if (needs_build(plan, *c.scenario))
+                PITFALL_TRY(build_program(plan, *c.scenario, false));
+            break;
+        }
     fingerprint_session(plan);
     PITFALL_ASSIGN_OR_RETURN(plan.choice, choose_profile(plan.profiles, h.fingerprint_summary,
                                                          plan.options.profile_override));

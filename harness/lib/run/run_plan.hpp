@@ -75,6 +75,8 @@ struct run_plan {
     std::string case_lock;       ///< the machine-wide case lock's file ("": none to hold)
     /// The run's timed series judged together (correct_run_timings), for summary.json.
     json timing_family;
+    /// The scenarios whose programs this session has built (--build).
+    std::set<std::string> programs_built;
 };
 
 int report_error(const status& s);

@@ -65,6 +65,9 @@ struct run_options {
     /// scenario.json) instead of the quick defaults; baselines are blessed at the defaults, so
     /// only outcomes, events and checks are judged.
     bool full = false;
+    /// --build: each scenario's program built in the index's build tree just before its first
+    /// case (run/program_build.hpp), so a first run starts without waiting for every program.
+    bool build_programs = false;
     std::vector<std::string> argv; ///< recorded in the run header
     /// --require gpu|PROFILE: what the machine must be; the run exits 1 before any case when
     /// it is not (a GPU job on a machine without one must not pass on driver errors).

@@ -526,7 +526,7 @@ scenario_entry ratio_scenario() {
         "ratios": [{"name": "a_over_b", "numerator": "a", "denominator": "b", "samples": "t"}]})",
                             "s.json");
     EXPECT_TRUE(m.is_ok()) << m.error().message();
-    return {"", "s.json", m.is_ok() ? m.value() : manifest{}};
+    return {"", "s.json", m.is_ok() ? m.value() : manifest{}, ""};
 }
 
 /// The loader's verdict on a file bounding cuda.a_over_b with `entry`: "" when accepted.
