@@ -439,6 +439,7 @@ private:
                     m_failure = built;
                     break;
                 }
+                m_out.builds_left(build_seconds_left(m_plan));
             }
             case_context ctx = prepare_case(m_plan, m_plan.cases[i]);
             const case_claim claim = claim_of(m_plan, ctx);
@@ -573,6 +574,7 @@ status_or<bool> measure_deferred(run_plan& plan, progress& out,
 status_or<bool> execute(run_plan& plan) {
     install_interrupt_handlers();
     progress out(plan.cases, plan.finished, plan.options.jobs);
+    out.builds_left(build_seconds_left(plan)); // the first program was built before the header
     bool interrupted = false;
     PITFALL_ASSIGN_OR_RETURN(std::vector<deferred_case> deferred,
                              first_pass(plan, out, interrupted));

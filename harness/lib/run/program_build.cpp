@@ -81,6 +81,7 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
     if (out.started && out.exit_code && *out.exit_code == 0 && !out.timed_out && !out.interrupted) {
         std::cout << std::fixed << std::setprecision(1) << took << " s\n" << std::flush;
         plan.programs_built.insert(name);
+        plan.build_seconds += took;
         return status::ok();
     }
     std::cout << "FAILED\n" << std::flush;
@@ -97,6 +98,16 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
                          " of " + std::to_string(plan.cases.size()) +
                          " cases recorded: fix the build, then `pitfall run --build --resume " +
                          plan.folder->dir() + "` completes it");
+}
+
+double build_seconds_left(const run_plan& plan) {
+    if (!plan.options.build_programs || plan.programs_built.empty())
+        return 0;
+    std::size_t left = 0;
+    for (const scenario_entry* s : scenarios_to_build(plan))
+        left += plan.programs_built.count(s->description.name) == 0 ? 1 : 0;
+    return plan.build_seconds / static_cast<double>(plan.programs_built.size()) *
+           static_cast<double>(left);
 }
 
 json build_images_before_building(const scenario_index& index) {

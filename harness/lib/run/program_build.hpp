@@ -22,6 +22,10 @@ bool needs_build(const run_plan& plan, const scenario_entry& s);
 /// header is `recorded`, and the error says so.
 status build_program(run_plan& plan, const scenario_entry& s, bool recorded);
 
+/// The seconds the programs still to build should take, at the mean of those built so far
+/// (0 without --build, or before any): the progress lines' ETA includes them.
+double build_seconds_left(const run_plan& plan);
+
 /// The build's SASS and PTX for the run's header with --build: read from each program that
 /// exists; a program not built yet is given the images of one that is (or was just built),
 /// marked "predicted_from" it. Every program of a build embeds the same images, the

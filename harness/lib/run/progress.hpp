@@ -64,6 +64,8 @@ public:
     void not_recorded(std::size_t index, const case_key& key) {
         std::cout << (m_jobs == 1 ? "" : head(index, key)) << " NOT RECORDED\n" << std::flush;
     }
+    /// The builds still to come (--build), in seconds: part of every ETA until they are done.
+    void builds_left(double seconds) { m_builds_left = seconds; }
     /// `took`: the case's time in this session, a second measurement's included (the ETA's).
     void end(std::size_t index, const case_record& record, double took) {
         m_spent += took;
@@ -74,7 +76,8 @@ public:
              << to_string(record.verdict) << std::right << std::fixed << std::setprecision(1)
              << std::setw(6) << took << " s   ETA "
              << format_duration(m_spent / static_cast<double>(m_ran) * static_cast<double>(m_left) /
-                                static_cast<double>(m_jobs));
+                                    static_cast<double>(m_jobs) +
+                                m_builds_left);
         std::cout << line.str() << '\n' << std::flush;
     }
 
@@ -99,6 +102,7 @@ private:
     std::size_t m_left = 0;
     std::size_t m_ran = 0;
     double m_spent = 0;
+    double m_builds_left = 0;
     std::vector<double> m_again_estimate; ///< each deferred case's expected second process
 };
 

@@ -77,6 +77,7 @@ struct run_plan {
     json timing_family;
     /// The scenarios whose programs this session has built (--build).
     std::set<std::string> programs_built;
+    double build_seconds = 0; ///< what building them took
 };
 
 int report_error(const status& s);
