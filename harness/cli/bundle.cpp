@@ -29,7 +29,8 @@ std::string& bundle_out_flag() {
 void declare_bundle(CLI::App& sub, command_line& cl) {
     sub.add_option("RUN", cl.runs, "the run folder to bundle");
     sub.add_option("--out", bundle_out_flag(),
-                   "the archive to write (default: <RUN>-bundle.tar.gz beside the run folder)")
+                   "the archive to write (default: <RUN's name>-bundle.tar.gz in the\n"
+                   "working folder, which must not be the folder of the runs)")
         ->type_name("FILE");
     add_locations(sub, cl, false);
     sub.footer(

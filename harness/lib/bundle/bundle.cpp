@@ -26,11 +26,12 @@ namespace pitfall::runner {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+namespace {
+std::string archive_root(const std::string& run_dir);
+}
+
 std::string default_bundle_path(const std::string& run_dir) {
-    std::string base = run_dir;
-    while (base.size() > 1 && base.back() == '/')
-        base.pop_back();
-    return base + "-bundle.tar.gz";
+    return archive_root(run_dir) + ".tar.gz";
 }
 
 namespace {
@@ -188,18 +189,63 @@ json loaded_libraries_document(const std::string& run_dir, std::string& why) {
             {"cases", cases}};
 }
 
-/// This process's environment, each secret-named value redacted whatever it holds.
+/// Whether a variable is one the bundle carries: what changes how CUDA, its libraries, the
+/// loader, BLAS and OpenMP threads and pitfall itself behave. An allow-list: a variable of any
+/// other name (a token, a database URL, a proxy with a password) is never carried, whatever
+/// its name says.
+bool carried_variable(std::string_view name) {
+    for (std::string_view exact : {"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW",
+                                   "GOTO_NUM_THREADS", "LANG", "LC_ALL", "TZ"})
+        if (name == exact)
+            return true;
+    for (std::string_view prefix : {"CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NVIDIA_", "NV_",
+                                    "NCCL_", "OMP_", "OPENBLAS_", "MKL_", "BLIS_", "PITFALL_"})
+        if (name.substr(0, prefix.size()) == prefix)
+            return true;
+    return false;
+}
+
+/// The copy's summary.json sealed again over the copy's results.jsonl, where redaction changed
+/// a record: the copy is a run folder every reader takes (its seal would name the redacted
+/// line otherwise). What the run's own seal found and undid ("restored") is kept.
+void reseal_copy(const std::string& run_copy) {
+    auto summary = detail::read_json_file(run_copy + "/summary.json");
+    auto records = detail::read_regular_file(run_copy + "/results.jsonl");
+    if (!summary.is_ok() || !records.is_ok() || !summary.value().is_object() ||
+        !summary.value().contains("records") || !summary.value()["records"].is_object())
+        return;
+    json doc = summary.value();
+    json seal = run_folder::records_seal(records.value());
+    seal["restored"] = doc["records"].value("restored", json::array());
+    if (seal == doc["records"])
+        return;
+    doc["records"] = std::move(seal);
+    write_file(run_copy + "/summary.json", detail::dump_safe(doc, 2) + "\n");
+}
+
+/// This process's environment by allow-list (carried_variable), each value scrubbed and each
+/// secret-named one redacted whatever it holds; the others counted, not named.
 std::string environment_text(const std::vector<std::string>& secrets) {
     std::vector<std::string> entries = current_environment();
     std::sort(entries.begin(), entries.end());
     std::string out;
+    std::size_t left_out = 0;
     for (const auto& entry : entries) {
         const std::size_t eq = entry.find('=');
-        out += eq != std::string::npos && is_secret_name(std::string_view(entry).substr(0, eq))
+        const std::string_view name =
+            std::string_view(entry).substr(0, eq == std::string::npos ? entry.size() : eq);
+        if (!carried_variable(name)) {
+            ++left_out;
+            continue;
+        }
+        out += eq != std::string::npos && is_secret_name(name)
                    ? entry.substr(0, eq + 1) + redacted_text
                    : scrub_text(entry, secrets);
         out += '\n';
     }
+    out += "# " + std::to_string(left_out) +
+           " more variables not carried: only CUDA, cuDNN, cuBLAS, NVIDIA, NCCL, loader, thread "
+           "(OMP, OpenBLAS, MKL, BLIS), locale and PITFALL_ variables are\n";
     return out;
 }
 
@@ -285,12 +331,16 @@ void write_index(bundle_state& b, const std::string& archive_path) {
         "doctor.json           `pitfall doctor --json`, run when the bundle was made\n"
         "fingerprint.json      the machine's fingerprint, taken then\n"
         "loaded_libraries.json the CUDA libraries each case's process had mapped\n"
-        "environment.txt       the environment `pitfall bundle` ran in\n"
+        "environment.txt       the environment `pitfall bundle` ran in: CUDA, loader,\n"
+        "                      thread and pitfall variables only\n"
         "kernel-messages.txt   NVIDIA kernel messages of this boot (NVRM, nvidia, Xid)\n"
         "nvidia-smi-q.txt, nvidia-bug-report.log.gz  where those tools are installed\n"
         "bundle.json           this list as data, with each item's state\n\n"
         "Values of environment variables named like secrets (TOKEN, KEY, SECRET, PASSWORD,\n"
-        "CREDENTIAL) read \"" +
+        "CREDENTIAL), in any form a file holds them (as is, HTML- or JSON-escaped,\n"
+        "URL-encoded), and secrets of a known shape (URL passwords, Authorization and\n"
+        "Cookie headers, private keys, GitHub, Hugging Face, AWS, Slack and GitLab tokens)\n"
+        "read \"" +
         std::string(redacted_text) + "\" in every file.\n\nWhat is not here, and why:\n";
     bool any = false;
     for (const auto& item : b.items)
@@ -340,6 +390,25 @@ status pack(const std::string& staging, const std::string& root_name, const std:
 }
 
 /// RUN must be a run folder and --out's folder a folder: checked before anything is gathered.
+/// Whether `out`'s folder is the folder the run sits in, or the run folder itself or a folder in
+/// it: a bundle there sits among the runs (`pitfall history ingest runs/*` would take it for one).
+bool among_the_runs(const std::string& run_dir, const std::string& out) {
+    std::error_code ec;
+    const fs::path run = fs::canonical(run_dir, ec);
+    if (ec)
+        return false;
+    const std::string parent = fs::path(out).parent_path().string();
+    fs::path folder = fs::canonical(parent.empty() ? "." : parent, ec);
+    if (ec)
+        return false;
+    if (folder == run.parent_path())
+        return true;
+    for (; !folder.empty() && folder != folder.root_path(); folder = folder.parent_path())
+        if (folder == run)
+            return true;
+    return false;
+}
+
 status check_inputs(const bundle_options& options, const std::string& out) {
     struct stat st {};
     if (::stat(options.run_dir.c_str(), &st) != 0)
@@ -353,6 +422,10 @@ status check_inputs(const bundle_options& options, const std::string& out) {
         return bad_run_input("--out " + out + ": no folder " + parent + " to write it in");
     if (::stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         return bad_run_input("--out " + out + ": a folder, not a file to write");
+    if (options.out.empty() && among_the_runs(options.run_dir, out))
+        return bad_run_input(out + ": the default place (the working folder) is among the runs, "
+                                   "where `pitfall history ingest` would take the bundle for "
+                                   "one: give --out FILE, or run it from another folder");
     return status::ok();
 }
 } // namespace
@@ -369,6 +442,7 @@ status_or<bundle_written> write_bundle(const bundle_options& options) {
     bundle_state b{
         options, staging.path + "/" + root_name, secret_values(current_environment()), {}, {}, 0};
     copy_tree(b, options.run_dir, b.root + "/run", "", 0);
+    reseal_copy(b.root + "/run");
     b.items.insert(b.items.begin(),
                    {"run/", "the run folder " + options.run_dir, "included", "", b.run_bytes});
     add_json(b, "doctor.json", "pitfall doctor --json", options.doctor, options.doctor_problem);

@@ -35,7 +35,8 @@ struct bundle_options {
     std::uint64_t largest_copied_file = std::uint64_t{512} << 20;
 };
 
-/// "<run>-bundle.tar.gz" beside the run folder (trailing slashes of `run_dir` ignored).
+/// "<run folder name>-bundle.tar.gz" in the working folder: never beside the run, among the
+/// runs (the name's characters as the archive's top folder has them).
 std::string default_bundle_path(const std::string& run_dir);
 
 /// What `write_bundle` made: the archive's path and every item with its state.

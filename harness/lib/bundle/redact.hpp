@@ -20,16 +20,19 @@ inline constexpr const char* redacted_text = "[redacted]";
 bool is_secret_name(std::string_view name);
 
 /// What to scrub from every file: the values of the secret-named variables of `environ`-style
-/// "NAME=value" entries, longest first. Values shorter than 6 bytes are left out (scrubbing
-/// "1" or "true" from every file would destroy them); they are still redacted where their
-/// name stands beside them.
+/// "NAME=value" entries, each also HTML/XML-escaped, JSON-escaped and URL-encoded (as a report,
+/// a record or a URL carries it), longest first. Values shorter than 6 bytes are left out
+/// (scrubbing "1" or "true" from every file would destroy them); they are still redacted where
+/// their name stands beside them.
 std::vector<std::string> secret_values(const std::vector<std::string>& environment);
 
 /// The process's own environment as "NAME=value" entries.
 std::vector<std::string> current_environment();
 
-/// `text` (any bytes) with each secret value replaced, and the value of each "NAME=value"
-/// whose NAME is secret (up to a blank, quote, '&' or ';').
+/// `text` (any bytes) with each secret value replaced, the value of each "NAME=value" whose
+/// NAME is secret (up to a blank, quote, '&' or ';'), and every secret of a known shape
+/// (bundle/secret_shapes.hpp: URL user-info, Authorization and Cookie headers, private keys,
+/// GitHub, Hugging Face, AWS, Slack and GitLab tokens). Linear in the text's length.
 std::string scrub_text(std::string text, const std::vector<std::string>& values);
 
 /// `doc` with every string scrubbed as scrub_text does, and the value of each member that

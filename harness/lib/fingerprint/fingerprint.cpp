@@ -11,9 +11,12 @@
 #include "pitfall/detail/result_file.hpp"
 #include "pitfall/detail/text.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 namespace pitfall::runner {
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -140,6 +144,51 @@ void stamp_files(const json& j, json& files, int depth = 0) {
 
 /// A kept answer for `path` that still holds, else null: the same boot, young enough, every
 /// file it names unchanged. Anything unreadable or malformed is no answer (the probe runs).
+/// /dev/nvidia* now, sorted, as the probe lists them (driver.device_nodes).
+json nvidia_device_nodes() {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/dev", ec))
+        if (const std::string name = e.path().filename().string(); name.rfind("nvidia", 0) == 0)
+            names.push_back("/dev/" + name);
+    std::sort(names.begin(), names.end());
+    json out = json::array();
+    for (const auto& n : names)
+        out.push_back(detail::valid_utf8(n));
+    return out;
+}
+
+/// Whether a kept answer's driver facts are what the kernel shows now: the NVIDIA module
+/// (/proc/driver/nvidia/version) loaded or not, the same /dev/nvidia* nodes, and a node for
+/// each CUDA device it counts. The answer's folder is this user's, so a case (this user too)
+/// can write it; it cannot load a module or make device nodes, so a planted answer that
+/// claims GPUs on a machine without them (choosing a GPU profile) is not reused.
+bool what_the_kernel_shows(const json& libraries) {
+    const json* driver = libraries.contains("driver") ? &libraries["driver"] : nullptr;
+    if (driver == nullptr || !driver->is_object() || !driver->contains("kernel_module") ||
+        !(*driver)["kernel_module"].is_object())
+        return false;
+    const json& module = (*driver)["kernel_module"];
+    const bool loaded_now = ::access("/proc/driver/nvidia/version", F_OK) == 0;
+    if (!module.contains("loaded") || module["loaded"] != json(loaded_now))
+        return false;
+    const json nodes = nvidia_device_nodes();
+    if (!driver->contains("device_nodes") || (*driver)["device_nodes"] != nodes)
+        return false;
+    std::size_t gpu_nodes = 0;
+    for (const auto& n : nodes) {
+        const std::string name = n.get<std::string>().substr(std::strlen("/dev/nvidia"));
+        gpu_nodes += !name.empty() && std::all_of(name.begin(), name.end(),
+                                                  [](char c) { return c >= '0' && c <= '9'; });
+    }
+    const json* cuda = libraries.contains("cuda") ? &libraries["cuda"] : nullptr;
+    if (cuda == nullptr || !cuda->is_object())
+        return false;
+    const json count = cuda->value("device_count", json(0));
+    return count.is_number_integer() && count.get<long long>() >= 0 &&
+           static_cast<std::size_t>(count.get<long long>()) <= gpu_nodes;
+}
+
 json reusable_answer(const std::string& path, double& age) {
     auto text = detail::read_regular_file(path, std::size_t{4} << 20);
     if (!text.is_ok())
@@ -159,6 +208,8 @@ json reusable_answer(const std::string& path, double& age) {
     for (const auto& [file, stamp] : d["files"].items())
         if (!stamp.is_string() || file_stamp(file) != stamp.get<std::string>())
             return json();
+    if (!what_the_kernel_shows(d["libraries"]))
+        return json();
     return d["libraries"];
 }
 

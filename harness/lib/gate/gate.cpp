@@ -84,17 +84,15 @@ struct work_folder {
     work_folder& operator=(const work_folder&) = delete;
 };
 
-/// The gate's own runtime folder (PITFALL_RUNTIME_DIR) inside its working folder: the machine-
-/// wide case lock and the kept probe answers of the user's runs are not the gate's. A health
-/// check must decide in seconds, not wait behind a timed case of a job that holds the lock.
-bool own_runtime_folder(const std::string& work) {
-    const std::string runtime = work + "/runtime";
-    std::error_code ec;
-    fs::remove_all(runtime, ec); // a kept folder's answers are an earlier gate's, never this one's
-    fs::create_directories(runtime, ec);
-    if (ec || ::chmod(runtime.c_str(), 0700) != 0)
+/// The gate's own runtime folder (PITFALL_RUNTIME_DIR): the machine-wide case lock and the
+/// kept probe answers of the user's runs are not the gate's (a health check must decide in
+/// seconds, not wait behind a timed case of a job that holds the lock). A new folder under
+/// $TMPDIR, mode 0700, removed at the end: never one inside --keep-runs, whose contents are the
+/// user's and not the gate's to delete.
+bool own_runtime_folder(const work_folder& runtime) {
+    if (runtime.path.empty() || ::chmod(runtime.path.c_str(), 0700) != 0)
         return false;
-    ::setenv("PITFALL_RUNTIME_DIR", runtime.c_str(), 1);
+    ::setenv("PITFALL_RUNTIME_DIR", runtime.path.c_str(), 1);
     return true;
 }
 
@@ -250,7 +248,8 @@ int run_gate(const gate_options& o) {
                    "' is not a Slurm node name (1-64 of A-Z a-z 0-9 . _ -)");
     } else {
         work_folder folder(o.keep_runs);
-        if (folder.path.empty() || !own_runtime_folder(folder.path))
+        const work_folder runtime("");
+        if (folder.path.empty() || !own_runtime_folder(runtime))
             v.unjudged("cannot make a working folder for the gate cases");
         else
             doc = judge_node(o, node, folder.path, v);

@@ -1,6 +1,7 @@
 #include "run/run_folder.hpp"
 
 #include "pitfall/detail/json_file.hpp"
+#include "report/report.hpp"
 #include "util/sha256.hpp"
 
 #include <algorithm>
@@ -40,7 +41,8 @@ std::string run_folder::case_result_path(const case_key& key) const {
 
 run_folder::run_folder(run_folder&& other) noexcept
     : m_dir(std::move(other.m_dir)), m_fd(other.m_fd), m_lock_fd(other.m_lock_fd),
-      m_last_digest(std::move(other.m_last_digest)),
+      m_last_digest(std::move(other.m_last_digest)), m_written(std::move(other.m_written)),
+      m_restored(std::move(other.m_restored)),
       m_append_mutex(std::move(other.m_append_mutex)) {
     other.m_fd = -1;
     other.m_lock_fd = -1;
@@ -53,6 +55,8 @@ run_folder& run_folder::operator=(run_folder&& other) noexcept {
         m_fd = other.m_fd;
         m_lock_fd = other.m_lock_fd;
         m_last_digest = std::move(other.m_last_digest);
+        m_written = std::move(other.m_written);
+        m_restored = std::move(other.m_restored);
         m_append_mutex = std::move(other.m_append_mutex);
         other.m_fd = -1;
         other.m_lock_fd = -1;
@@ -166,10 +170,54 @@ status_or<numbered_lines> parse_lines(const std::string& path, std::string_view 
     return records;
 }
 
-status_or<numbered_lines> read_lines_of(const std::string& path) {
+/// results.jsonl's bytes `text` against the seal summary.json keeps of them ("records"),
+/// where the run ended and wrote one: the first line that differs is named. A folder without
+/// that seal (a run killed before its end, or one written before seals) is read as it is.
+status check_seal(const std::string& summary_path, const std::string& path, std::string_view text) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(summary_path, ec)))
+        return status::ok();
+    auto summary = detail::read_json_file(summary_path);
+    if (!summary.is_ok() || !summary.value().is_object() || !summary.value().contains("records"))
+        return status::ok(); // a damaged summary.json is refused by what reads it for itself
+    const json& seal = summary.value()["records"];
+    if (!seal.is_object() || !seal.contains("line_sha256") || !seal["line_sha256"].is_array())
+        return bad_run_input(summary_path + ": /records: expected an object with line_sha256");
+    const json& expected = seal["line_sha256"];
+    std::size_t index = 0;
+    std::size_t number = 0;
+    for (std::size_t at = 0; at < text.size(); ++index) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        ++number;
+        if (end == at) { // an empty line: no record, not sealed
+            at = end + 1;
+            --index;
+            continue;
+        }
+        if (index >= expected.size() || !expected[index].is_string() ||
+            expected[index].get<std::string>() !=
+                sha256_hex(std::string(text.substr(at, end - at))))
+            return bad_run_input(
+                path + ": line " + std::to_string(number) +
+                ": not the record pitfall wrote there (summary.json's seal of the records "
+                "says otherwise): results.jsonl was changed after pitfall wrote it");
+        at = end + 1;
+    }
+    if (index != expected.size())
+        return bad_run_input(path + ": " + std::to_string(expected.size() - index) +
+                             " records of summary.json's seal are missing after line " +
+                             std::to_string(number) + ": results.jsonl was cut after pitfall " +
+                             "wrote it");
+    return status::ok();
+}
+
+status_or<numbered_lines> read_lines_of(const std::string& path,
+                                        const std::string& summary_path = "") {
     auto text = detail::read_regular_file(path);
     if (!text.is_ok())
         return bad_run_input(text.error().message());
+    if (!summary_path.empty())
+        PITFALL_TRY(check_seal(summary_path, path, text.value()));
     return parse_lines(path, text.value());
 }
 
@@ -228,8 +276,12 @@ status_or<run_folder> run_folder::create(const std::string& dir, bool replace) {
             return bad_run_input("--out " + dir +
                                  " already holds a run (use --resume to complete "
                                  "it, --replace to start it afresh)");
+        // Everything the old run wrote, its reports included: a new run killed before its own
+        // are written must not sit beside the old run's green junit.xml. Nothing else (a
+        // user's file in the folder is not pitfall's to delete).
         for (const char* item :
-             {"results.jsonl", "summary.json", "fingerprint.json", "cases", "logs"})
+             {"results.jsonl", "summary.json", "fingerprint.json", "cases", "logs",
+              report_json_name, report_junit_name, report_markdown_name, report_html_name})
             fs::remove_all(fs::path(dir) / item, ec);
     }
     fs::create_directories(dir + "/cases", ec);
@@ -304,10 +356,108 @@ status run_folder::open_for_append() {
     // pitfall's (a resumed run does not vouch for a line it did not write).
     if (!text.empty()) {
         PITFALL_TRY(parse_lines(path, text));
+        PITFALL_TRY(check_seal(summary_path(), path, text));
+        m_written = text;
         text.pop_back(); // its newline
         m_last_digest = sha256_hex(text.substr(text.rfind('\n') + 1));
     }
     return status::ok();
+}
+
+status run_folder::keep_ours(const std::string& next) {
+    struct stat open {};
+    struct stat on_disk {};
+    const std::string path = results_path();
+    const bool fstat_ok = ::fstat(m_fd, &open) == 0;
+    const bool there = ::lstat(path.c_str(), &on_disk) == 0;
+    std::string why;
+    if (!fstat_ok)
+        return bad_run_input("cannot read " + path + ": " + describe_errno(errno));
+    if (!there)
+        why = "removed";
+    else if (!S_ISREG(on_disk.st_mode) || on_disk.st_dev != open.st_dev ||
+             on_disk.st_ino != open.st_ino || open.st_nlink == 0)
+        why = "replaced by another file";
+    else if (static_cast<std::size_t>(open.st_size) != m_written.size())
+        why = "changed in length (" + std::to_string(open.st_size) + " bytes, pitfall wrote " +
+              std::to_string(m_written.size()) + ")";
+    if (why.empty())
+        return status::ok();
+    return restore("results.jsonl " + why + " while cases ran, found before " + next);
+}
+
+status run_folder::restore(const std::string& why) {
+    const std::string path = results_path();
+    std::string temporary = m_dir + "/.results.jsonl.restore.XXXXXX";
+    const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+    if (fd < 0)
+        return bad_run_input(
+            why + "; and cannot write it again from pitfall's own copy: " + describe_errno(errno));
+    bool ok = ::fchmod(fd, 0644) == 0;
+    for (std::size_t done = 0; ok && done < m_written.size();) {
+        const ssize_t n = ::write(fd, m_written.data() + done, m_written.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        ok = n > 0;
+        done += ok ? static_cast<std::size_t>(n) : 0;
+    }
+    ok = ok && ::fsync(fd) == 0;
+    ::close(fd);
+    std::error_code ec;
+    // Whatever stands at the name (a folder, a link) goes; the name is pitfall's.
+    if (ok && ::rename(temporary.c_str(), path.c_str()) != 0) {
+        fs::remove_all(path, ec);
+        ok = ::rename(temporary.c_str(), path.c_str()) == 0;
+    }
+    if (!ok) {
+        const int err = errno;
+        ::unlink(temporary.c_str());
+        return bad_run_input(
+            why + "; and cannot write it again from pitfall's own copy: " + describe_errno(err));
+    }
+    ::close(m_fd);
+    m_fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (m_fd < 0)
+        return bad_run_input(why + "; written again, but cannot open it: " + describe_errno(errno));
+    m_restored.push_back(why + ": written again from pitfall's own copy");
+    return status::ok();
+}
+
+json run_folder::records_seal(std::string_view text) {
+    json lines = json::array();
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        if (end > at)
+            lines.push_back(sha256_hex(std::string(text.substr(at, end - at))));
+        at = end + 1;
+    }
+    return {{"sha256", sha256_hex(std::string(text))},
+            {"bytes", text.size()},
+            {"lines", lines.size()},
+            {"line_sha256", std::move(lines)}};
+}
+
+status_or<json> run_folder::seal() {
+    const std::lock_guard<std::mutex> one_at_a_time(*m_append_mutex);
+    PITFALL_TRY(keep_ours("the summary"));
+    // Same file, same length: the bytes themselves, which a case may have changed in place.
+    std::string on_disk(m_written.size(), '\0');
+    std::size_t done = 0;
+    while (done < on_disk.size()) {
+        const ssize_t n =
+            ::pread(m_fd, on_disk.data() + done, on_disk.size() - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        done += static_cast<std::size_t>(n);
+    }
+    if (done != on_disk.size() || on_disk != m_written)
+        PITFALL_TRY(restore("results.jsonl changed in place while cases ran, found before the "
+                            "summary"));
+    json out = records_seal(m_written);
+    out["restored"] = m_restored;
+    return out;
 }
 
 status run_folder::append(const json& record) {
@@ -317,6 +467,9 @@ status run_folder::append(const json& record) {
     // it enters a record; replacing here too means a byte missed there costs a character,
     // not the run (dump() would throw).
     const std::lock_guard<std::mutex> one_at_a_time(*m_append_mutex);
+    PITFALL_TRY(keep_ours(record.contains("case") && record["case"].is_string()
+                              ? "the record of " + record["case"].get<std::string>()
+                              : std::string("the next record")));
     json chained = record;
     chained["prev"] = m_last_digest; // "" on the first line: the chain starts there
     const std::string body = chained.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -335,6 +488,7 @@ status run_folder::append(const json& record) {
     }
     if (::fsync(m_fd) != 0)
         return write_failed(errno, before.st_size, true);
+    m_written += line;
     m_last_digest = sha256_hex(body);
     return status::ok();
 }
@@ -353,7 +507,7 @@ status run_folder::append_event(const char* kind, const case_key& key, const std
 }
 
 status_or<std::vector<json>> run_folder::read_lines() const {
-    PITFALL_ASSIGN_OR_RETURN(numbered_lines lines, read_lines_of(results_path()));
+    PITFALL_ASSIGN_OR_RETURN(numbered_lines lines, read_lines_of(results_path(), summary_path()));
     std::vector<json> records;
     for (auto& [number, record] : lines)
         records.push_back(std::move(record));
@@ -396,7 +550,8 @@ status add_record(run_log& log, bool& have_header, const json& j) {
 } // namespace
 
 status_or<run_log> run_folder::read() const {
-    PITFALL_ASSIGN_OR_RETURN(const numbered_lines lines, read_lines_of(results_path()));
+    PITFALL_ASSIGN_OR_RETURN(const numbered_lines lines,
+                             read_lines_of(results_path(), summary_path()));
     run_log log;
     bool have_header = false;
     for (const auto& [number, record] : lines)

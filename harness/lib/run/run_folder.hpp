@@ -91,12 +91,30 @@ public:
     /// bad input naming the file and field when it is there but damaged.
     status_or<nlohmann::json> summary_ratios() const;
 
+    /// After the last case, before summary.json: results.jsonl checked against the bytes this
+    /// process wrote (and, resumed, read and verified at the start), and written again from
+    /// them where another process changed it in place, replaced or removed it. Its seal for
+    /// summary.json's "records": {"sha256", "bytes", "lines", "line_sha256": [...],
+    /// "restored": [what was found, each time]}. Every reader refuses records that do not
+    /// match it, naming the first line that differs.
+    status_or<nlohmann::json> seal();
+    /// What seal() found and undid so far (empty: results.jsonl is as this process wrote it).
+    const std::vector<std::string>& restorations() const { return m_restored; }
+    /// The seal of results.jsonl's bytes `text` (without "restored").
+    static nlohmann::json records_seal(std::string_view text);
+
 private:
     explicit run_folder(std::string dir) : m_dir(std::move(dir)) {}
     status lock();
     status open_for_append();
     status write_failed(int err, off_t keep, bool cut);
     void close_files();
+    /// Before each append: results.jsonl is still the file this process opened, whole, as
+    /// long as it wrote it; else restore() from m_written. `next` names the record to come.
+    status keep_ours(const std::string& next);
+    /// results.jsonl written again from m_written (a new file renamed over whatever is there)
+    /// and opened for appending; `why` is kept in m_restored.
+    status restore(const std::string& why);
 
     std::string m_dir;
     int m_fd = -1;      ///< results.jsonl, for appending
@@ -104,6 +122,10 @@ private:
     /// The SHA-256 of the last line on disk, which the next record names as its "prev": a line
     /// anyone else adds or changes breaks the chain there, and every reader refuses it.
     std::string m_last_digest;
+    /// results.jsonl's bytes as this process wrote (or, resumed, verified) them: what a case
+    /// that rewrites or replaces the file is undone from (the records of a run are small).
+    std::string m_written;
+    std::vector<std::string> m_restored; ///< each change another process made, as found
     /// Appends from the threads of `run --jobs N` one at a time (a pointer: the folder moves).
     std::unique_ptr<std::mutex> m_append_mutex = std::make_unique<std::mutex>();
 };

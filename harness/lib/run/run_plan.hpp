@@ -78,6 +78,8 @@ struct run_plan {
     /// The scenarios whose programs this session has built (--build).
     std::set<std::string> programs_built;
     double build_seconds = 0; ///< what building them took
+    /// results.jsonl's seal (run_folder::seal), summary.json's "records".
+    json records_seal;
 };
 
 int report_error(const status& s);

@@ -432,6 +432,12 @@ int run_cases(const run_options& requested) {
     if (!interrupted.value())
         if (auto corrected = correct_timings(plan); !corrected.is_ok())
             return report_error(corrected);
+    // The cases are gone: results.jsonl checked against what pitfall wrote (and written again
+    // from it where a case changed it), sealed into summary.json for every reader.
+    auto sealed = plan.folder->seal();
+    if (!sealed.is_ok())
+        return report_error(sealed.error());
+    plan.records_seal = std::move(sealed).value();
     // Before the reports: they say which cases the database calls flaky (flaky.json).
     if (!plan.options.history_db.empty() && plan.folder)
         history::write_run_flaky(plan.options.history_db, plan.folder->dir(),

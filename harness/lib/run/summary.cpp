@@ -67,6 +67,7 @@ status write_summary(const run_plan& plan, const run_totals& t, bool interrupted
                           {"library_warnings", mismatches_json(t.library_mismatches)},
                           {"timing_family", plan.timing_family},
                           {"cases", cases},
+                          {"records", plan.records_seal},
                           {"exit_code", code}};
     return write_file_atomically(plan.folder->summary_path(),
                                  summary.dump(2, ' ', false, json::error_handler_t::replace) +
@@ -283,6 +284,13 @@ int summarise(const run_plan& plan, bool interrupted) {
     int code = interrupted ? exit_interrupted : t.any_failing ? exit_failed : exit_ok;
     if (!interrupted && !t.any_failing && t.all_unsupported && plan.options.skip_code)
         code = *plan.options.skip_code;
+    // A process of some case changed the run's own records: what it wrote is undone, and the
+    // run is red, since its cases are not what the catalog says they are.
+    const auto& restored = plan.folder->restorations();
+    for (const auto& what : restored)
+        std::cerr << "pitfall: warning: " << what << '\n';
+    if (!restored.empty() && !interrupted)
+        code = exit_failed;
     // summary.json and the reports are what CI and people read: one that cannot be written
     // (a full disk) ends the run with exit 2 naming it, not a pass nobody can see. The
     // records are safe in results.jsonl; `pitfall report` renders them again.

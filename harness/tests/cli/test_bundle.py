@@ -7,7 +7,9 @@ unwritable --out, an unknown flag, a tar that fails: exit 2 and nothing left beh
 
 Run by CTest like test_cli.py (PITFALL_BIN, PITFALL_FIXTURE_INDEX).
 """
+import hashlib
 import json
+import re
 import os
 import shutil
 import stat
@@ -15,6 +17,7 @@ import subprocess
 import tarfile
 import tempfile
 import unittest
+import urllib.parse
 
 from test_cli import BIN, INDEX, schema_validator
 
@@ -37,6 +40,8 @@ class BundleCommand(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="pitfall-bundle-test-")
         self.scratch = os.path.join(self.tmp, "scratch")  # TMPDIR: the staging must go
         os.mkdir(self.scratch)
+        self.work = os.path.join(self.tmp, "work")  # the working folder: default bundles go here
+        os.mkdir(self.work)
         self.env = dict(os.environ, MY_API_TOKEN=SECRET, TMPDIR=self.scratch,
                         PITFALL_PROBE_CACHE="off")
         self.fake_cudnn = ""
@@ -51,9 +56,9 @@ class BundleCommand(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def pitfall(self, *args, env=None):
+    def pitfall(self, *args, env=None, cwd=None):
         return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120,
-                              env=env or self.env)
+                              env=env or self.env, cwd=cwd or self.work)
 
     def make_run(self):
         """A run of two fixture cases, every process with the secret in its environment and the
@@ -98,8 +103,8 @@ class BundleCommand(unittest.TestCase):
         run = self.make_run()
         p = self.pitfall("bundle", run)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        archive = run + "-bundle.tar.gz"
-        self.assertIn("bundle: " + archive, p.stdout)
+        archive = os.path.join(self.work, "run-bundle.tar.gz")  # the working folder, not the runs'
+        self.assertIn("bundle: run-bundle.tar.gz", p.stdout)
         listed = subprocess.run(["tar", "-tzf", archive], capture_output=True, text=True,
                                 check=True).stdout.splitlines()
         for member in ("run-bundle/bundle.json", "run-bundle/README.txt",
@@ -121,7 +126,7 @@ class BundleCommand(unittest.TestCase):
                 with open(os.path.join(folder, name), "rb") as f:
                     self.assertNotIn(SECRET.encode(), f.read(), os.path.join(folder, name))
         with open(os.path.join(root, "environment.txt")) as f:
-            self.assertIn("MY_API_TOKEN=[redacted]\n", f.read())
+            self.assertNotIn("MY_API_TOKEN", f.read())  # not on the allow-list: not carried
 
         with open(os.path.join(root, "bundle.json")) as f:
             index = json.load(f)
@@ -163,16 +168,110 @@ class BundleCommand(unittest.TestCase):
         p = self.pitfall("bundle", run, "--out", out)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(tarfile.is_tarfile(out))
-        self.assertFalse(os.path.exists(run + "-bundle.tar.gz"))
-        # A run folder whose name tar could take for an option: the archive's top folder is
-        # a name pitfall made of it; the default archive sits beside the folder as named.
+        self.assertFalse(os.path.exists(os.path.join(self.work, "run-bundle.tar.gz")))
+        # A run folder whose name tar could take for an option: the archive's top folder, and
+        # the default archive's name, are a name pitfall made of it.
         odd = os.path.join(self.tmp, "-odd name\tx")
         shutil.copytree(run, odd, ignore=shutil.ignore_patterns("a-fifo"))
         p = self.pitfall("bundle", odd)
         self.assertEqual(p.returncode, 0, p.stderr)
-        listed = subprocess.run(["tar", "-tzf", odd + "-bundle.tar.gz"], capture_output=True,
-                                text=True, check=True).stdout.splitlines()
+        listed = subprocess.run(["tar", "-tzf", os.path.join(self.work, "run-odd_name_x-bundle.tar.gz")],
+                                capture_output=True, text=True, check=True).stdout.splitlines()
         self.assertIn("run-odd_name_x-bundle/run/results.jsonl", listed)
+
+    def test_secrets_of_every_kind_and_form_are_nowhere_in_the_bundle(self):
+        # In the environment: a secret-named variable whose value HTML, JSON and URLs escape,
+        # and variables named like nothing secret that hold secrets of well-known shapes.
+        tricky = "s3cr&t\"<val>'42/x y"
+        planted_env = {
+            "MY_API_TOKEN": tricky,
+            "GITHUB_PAT": "ghp_" + "a1B2c3D4e5" * 4,
+            "HF_AUTH": "hf_" + "Zy9Xw8Vu7T" * 3,
+            "PIP_INDEX_URL": "https://builder:pip-pass-0001@pypi.example.com/simple",
+            "https_proxy": "http://proxyuser:proxy-pass-0002@proxy.example.com:3128",
+            "DATABASE_URL": "postgres://svc:db-pass-0003@db.example.com:5432/app",
+            "AWS_ACCESS_KEY_ID": "AKIA" + "QWERTYUIOPASDFGH",
+            "SLACK_HOOK": "xoxb-" + "1234567890-abcdefghij",
+            "GITLAB": "glpat-" + "Abcdefghij0123456789",
+        }
+        self.env.update(planted_env)
+        self.env["PITFALL_TEST_TOKEN"] = "short"  # under 6 bytes: redacted by name only
+        run = self.make_run()
+        raw = [tricky, planted_env["GITHUB_PAT"], planted_env["HF_AUTH"], "pip-pass-0001",
+               "proxy-pass-0002", "db-pass-0003", planted_env["AWS_ACCESS_KEY_ID"],
+               planted_env["SLACK_HOOK"], planted_env["GITLAB"], "MIIEpAIBAAKCAQEA0planted"]
+        html = tricky.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+        forms = {"raw": tricky, "html": html.replace("'", "&#39;"), "xml": html.replace("'", "&apos;"),
+                 "json": json.dumps(tricky)[1:-1], "url": urllib.parse.quote(tricky, safe=""),
+                 "url-lower": re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(),
+                                     urllib.parse.quote(tricky, safe=""))}
+        key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0planted\n-----END RSA PRIVATE KEY-----\n"
+        headers = "Authorization: Bearer hdr-secret-0004\nCookie: sid=cookie-secret-0005\n"
+        raw += ["hdr-secret-0004", "cookie-secret-0005"]
+        # In a case's output and log, in the reports (as they escape it) and in a reason.
+        with open(os.path.join(run, "logs", "cpu.harness_fixture.ok.log"), "a") as f:
+            f.write("".join(f"{name}={value}\n" for name, value in planted_env.items()))
+            f.write(key + headers + " ".join(forms.values()) + "\n")
+        # Each secret as a file would carry it: the tricky value in every form, each other
+        # one whole (a URL with its password, a header, a key block), never a bare password.
+        carried = " ".join(v for k, v in planted_env.items() if k != "MY_API_TOKEN")
+        for report in ("report.html", "junit.xml", "summary.md", "report.json"):
+            with open(os.path.join(run, report), "a") as f:
+                f.write(" ".join(forms.values()) + " " + carried + "\n" + key + headers)
+        results = os.path.join(run, "results.jsonl")
+        with open(results, encoding="utf-8") as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        lines[-1]["reason"] = f"failed with {tricky} at {planted_env['PIP_INDEX_URL']}"
+        written = []
+        for i, record in enumerate(lines):  # chained again, as pitfall would have written it
+            if i > 0:
+                record["prev"] = hashlib.sha256(written[-1].encode()).hexdigest()
+            written.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+        with open(results, "w", encoding="utf-8") as f:
+            f.write("\n".join(written) + "\n")
+
+        p = self.pitfall("bundle", run, "--out", os.path.join(self.tmp, "b.tar.gz"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        root = self.extract(os.path.join(self.tmp, "b.tar.gz"))
+        needles = {f"raw {v}": v for v in raw}
+        needles.update({f"{k} form": v for k, v in forms.items()})
+        for folder, _, files in os.walk(root):
+            for name in files:
+                with open(os.path.join(folder, name), "rb") as f:
+                    data = f.read()
+                for what, needle in needles.items():
+                    self.assertNotIn(needle.encode(), data, f"{what} in {os.path.join(folder, name)}")
+        with open(os.path.join(root, "environment.txt"), encoding="utf-8") as f:
+            environment = f.read()
+        for name in planted_env:
+            if name != "MY_API_TOKEN":
+                self.assertNotIn(name + "=", environment)  # not on the allow-list: not carried
+        self.assertNotIn("MY_API_TOKEN", environment)
+        self.assertIn("more variables not carried", environment)
+        # A secret-named variable that is carried (a PITFALL_ one) is redacted whatever it holds.
+        self.assertIn("PITFALL_TEST_TOKEN=[redacted]\n", environment)
+        self.assertIn("PITFALL_PROBE_CACHE=off\n", environment)  # an allowed one, as it is
+        # What surrounds a shape is kept: the host of each URL, the header's name.
+        with open(os.path.join(root, "run", "logs", "cpu.harness_fixture.ok.log"), encoding="utf-8") as f:
+            log = f.read()
+        self.assertIn("https://[redacted]@pypi.example.com/simple", log)
+        self.assertIn("Authorization: [redacted]", log)
+        r = self.pitfall("report", os.path.join(root, "run"), "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_the_default_never_puts_a_bundle_among_the_runs(self):
+        run = self.make_run()
+        runs = os.path.dirname(run)
+        for cwd in (runs, run, os.path.join(run, "logs")):
+            before = sorted(os.listdir(runs))
+            p = self.pitfall("bundle", run, cwd=cwd)
+            self.assertEqual(p.returncode, 2, f"{cwd}: {p.stdout} {p.stderr}")
+            self.assertIn("among the runs", p.stderr)
+            self.assertEqual(sorted(os.listdir(runs)), before)
+        # Named with --out, it goes where it is told, even there.
+        p = self.pitfall("bundle", run, "--out", "b.tar.gz", cwd=runs)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(tarfile.is_tarfile(os.path.join(runs, "b.tar.gz")))
 
     def test_bad_input_is_exit_2_with_nothing_written(self):
         run = self.make_run()

@@ -178,6 +178,39 @@ class ProbeAnswerKept(FixtureTest):
         self.assertFalse(off["probe"]["reused"])
         self.assertEqual(off["probe"]["not_kept"], "PITFALL_PROBE_CACHE=off")
 
+    def test_a_planted_answer_claiming_gpus_the_kernel_does_not_show_is_not_reused(self):
+        """A case runs as this user and can write the kept answer: one that claims a GPU (the
+        hopper-cuda13 profile's facts) where the kernel shows no device node for it is probed
+        again, not trusted."""
+        first = self.run_probe_case("a")
+        (kept,) = self.kept_files()
+        with open(kept) as f:
+            doc = json.load(f)
+        nodes = doc["libraries"]["driver"]["device_nodes"]
+        gpus = [n for n in nodes if re.fullmatch(r"/dev/nvidia[0-9]+", n)]
+        planted = json.loads(json.dumps(doc))
+        planted["libraries"]["cuda"]["device_count"] = len(gpus) + 1
+        planted["libraries"]["cuda"]["devices"] = [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}]
+        with open(kept, "w") as f:
+            json.dump(planted, f)
+        again = self.run_probe_case("b")
+        self.assertFalse(again["probe"]["reused"], again["probe"])
+        self.assertEqual(again["libraries"]["cuda"]["device_count"], first["libraries"]["cuda"]["device_count"])
+        # Device nodes or a module the kernel does not show: the same.
+        for change in ("nodes", "module"):
+            with open(kept) as f:
+                doc = json.load(f)
+            if change == "nodes":
+                doc["libraries"]["driver"]["device_nodes"] = nodes + ["/dev/nvidia9"]
+            else:
+                module = doc["libraries"]["driver"]["kernel_module"]
+                module["loaded"] = not module["loaded"]
+            with open(kept, "w") as f:
+                json.dump(doc, f)
+            self.assertFalse(self.run_probe_case("c-" + change)["probe"]["reused"], change)
+        # The answer as the probe wrote it is still reused.
+        self.assertTrue(self.run_probe_case("d")["probe"]["reused"])
+
     def test_the_build_images_are_kept_while_the_programs_are_unchanged(self):
         """The build's SASS and PTX (every program read whole) are read once per build: the kept
         copy is what the next run records, until a program's stamp changes."""
@@ -1375,6 +1408,7 @@ class Reports(FixtureTest):
 
     def test_a_run_cut_short_then_resumed(self):
         out, path, lines = self.finished_two_case_run()
+        os.remove(os.path.join(out, "summary.json"))  # a killed run writes none (nor its seal)
         with open(path, "w") as f:  # the run died while the last case ran: started, no result
             f.writelines(lines[:-1])
         r = self.pitfall("report", out, "--format", "json", "--out", os.path.join(out, "report.json"))
@@ -1648,8 +1682,42 @@ class Interruption(FixtureTest):
         self.assertTrue(summary["complete"])
         self.assertEqual(summary["cases_finished"], 2)
 
+    def test_replace_removes_the_old_runs_reports_before_the_first_case(self):
+        out, _, _ = self.finished_two_case_run()
+        reports = ["junit.xml", "report.html", "summary.md", "report.json", "summary.json"]
+        for name in reports:
+            self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        mine = os.path.join(out, "notes.txt")  # not pitfall's: kept
+        with open(mine, "w") as f:
+            f.write("mine\n")
+        env = dict(os.environ, PITFALL_FIXTURE_SLEEP_MS="1500")
+        proc = subprocess.Popen([BIN, "run", "--variant", "ok", "--out", out, "--replace", "--index", INDEX,
+                                 "--expected", self.expected, "--backend", "cpu", "--samples", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not cases_running(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(cases_running(out), "the new run's case never started")
+        os.killpg(proc.pid, signal.SIGKILL)  # killed before it wrote a report
+        proc.wait()
+        left = [name for name in reports if os.path.exists(os.path.join(out, name))]
+        self.assertEqual(left, [], "the old run's reports sit beside the killed new run")
+        self.assertEqual(records(out), [])  # the old records are gone too
+        self.assertEqual(read_text(mine), "mine\n")
+
+    def test_a_finished_run_cut_short_is_refused_by_its_seal(self):
+        out, path, lines = self.finished_two_case_run()
+        with open(path, "w") as f:  # its last record removed after it ended
+            f.writelines(lines[:-1])
+        for argv in (("run", "--resume", out), ("report", out)):
+            p = self.pitfall(*argv)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("1 records of summary.json's seal are missing after line", p.stderr)
+
     def test_a_record_cut_short_is_dropped_and_resume_can_repeat(self):
         out, path, lines = self.finished_two_case_run()
+        os.remove(os.path.join(out, "summary.json"))  # a killed run writes none (nor its seal)
         with open(path, "w") as f:  # a kill in the middle of writing the last record
             f.writelines(lines[:-1])
             f.write(lines[-1][: len(lines[-1]) // 2])
@@ -1671,6 +1739,7 @@ class Interruption(FixtureTest):
     def test_resume_judges_times_as_the_run_was_started(self):
         out, path, lines = self.finished_two_case_run(extra=("--timings", "record", "--timing-correction", "bh",
                                                              "--timing-level", "0.01"))
+        os.remove(os.path.join(out, "summary.json"))  # a killed run writes none (nor its seal)
         with open(path, "w") as f:  # the run died while the last case ran
             f.writelines(lines[:-1])
         p = self.pitfall("run", "--resume", out)

@@ -132,6 +132,21 @@ class Gate(unittest.TestCase):
         self.assertEqual(doc["counts"], {"PASS": len(GATE_CASES)})
         self.assertLess(doc["seconds"], 5)
 
+    def test_keep_runs_deletes_nothing_of_the_folder_it_is_given(self):
+        keep = os.path.join(self.tmp, "keep")
+        os.makedirs(os.path.join(keep, "runtime"))
+        mine = os.path.join(keep, "runtime", "mine.txt")  # the user's, in the name the gate once took
+        with open(mine, "w", encoding="utf-8") as f:
+            f.write("mine\n")
+        tmp = os.path.join(self.tmp, "scratch")
+        os.makedirs(tmp)
+        r = self.gate("--keep-runs", keep, env=dict(self.env, TMPDIR=tmp))
+        self.assertIn(r.returncode, (0, 1), r.stdout + r.stderr)
+        with open(mine, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "mine\n")
+        self.assertTrue(any(n.startswith("gpu-") for n in os.listdir(keep)), os.listdir(keep))
+        self.assertEqual(os.listdir(tmp), [], "the gate's own runtime folder outlived it")
+
     def test_json_on_standard_output_instead_of_the_line(self):
         r = self.gate("--json", "-")
         self.assertEqual(r.returncode, 1)

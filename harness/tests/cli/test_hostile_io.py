@@ -15,7 +15,7 @@ import subprocess
 import time
 import xml.dom.minidom
 
-from test_cli import BIN, INDEX, PROGRAM, FixtureTest, records
+from test_cli import BIN, INDEX, OBSERVED, PROGRAM, FixtureTest, records
 
 
 def chained(records):
@@ -86,6 +86,9 @@ class NamesFromData(FixtureTest):
 
     def test_bless_refuses_a_profile_the_records_name_as_a_path(self):
         out, path, lines = self.finished_two_case_run()
+        # Without summary.json's seal (a run killed before its end), so that what is checked
+        # here is the chain and the profile name, not the seal (ForgedRecords checks that).
+        os.remove(os.path.join(out, "summary.json"))
         outside = os.path.join(self.tmp, "outside")
         os.makedirs(outside)
         with open(os.path.join(outside, "profile.json"), "w") as f:
@@ -321,25 +324,87 @@ class UnmakeablePaths(FixtureTest):
 
 
 class ForgedRecords(FixtureTest):
-    """A case that appends a record to its run's results.jsonl (a PASS for the case before it,
-    which crashed) breaks the chain of digests pitfall's own records carry: the run, its
-    reports, bless and a resume refuse the file, naming the line."""
+    """A case that changes its run's results.jsonl: appends a forged PASS, rewrites line 1
+    without "prev" (turning the chain off) and appends one, renames a forged copy over the file,
+    or flips a verdict in place without changing the length. pitfall keeps the bytes it wrote,
+    finds each change (before its next record, or at the end), writes the file again from its
+    own copy, says so, and the run is red. After the run, summary.json's seal names any line
+    changed, for every reader."""
 
-    def test_a_forged_pass_is_refused_everywhere(self):
+    def setUp(self):
+        super().setUp()
         self.assertTrue(HOSTILE_INDEX, "run through CTest: PITFALL_HOSTILE_INDEX unset")
-        out = self.run_dir("forged")
-        p = self.pitfall("run", "--variant", "result_then_segv,forge_record,ok", "--out", out,
-                         index=HOSTILE_INDEX)
-        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-        self.assertIn("results.jsonl: line 5: not a record pitfall wrote there", p.stderr)
-        self.assertFalse(os.path.exists(os.path.join(out, "junit.xml")))  # no report says 0 failures
-        for argv in (("report", out, "--format", "junit"), ("bless", out, "--dry-run"), ("run", "--resume", out)):
-            again = self.pitfall(*argv, index=HOSTILE_INDEX)
-            self.assertEqual(again.returncode, 2, (argv, again.stdout, again.stderr))
-            self.assertIn("line 5: not a record pitfall wrote there", again.stderr)
-        # What pitfall itself saw and said stays: the crash, in its own summary.
-        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-            self.assertEqual(json.load(f)["counts"].get("CRASH"), 1)
+        # Baselines under which the attacking case and ok pass: the run's red comes from the
+        # attack alone.
+        cases = {f"cpu.{v}": {"outcome": {"status": "ok"}, "provenance": dict(OBSERVED), "ran_on": "cpu"}
+                 for v in ("forge_record", "unchain_records", "replace_records", "flip_in_place", "ok")}
+        self.write_json(os.path.join(self.expected, "any", "hostile.json"),
+                        {"schema": "pitfall.expected/1", "scenario": "hostile", "cases": cases})
+
+    def test_each_change_a_case_makes_is_undone_and_the_run_is_red(self):
+        for variants, found in (("forge_record,ok", "changed in length ("),
+                                ("unchain_records,ok", "changed in length ("),
+                                ("replace_records,ok", "replaced by another file while"),
+                                ("result_then_segv,flip_in_place,ok", "changed in place while")):
+            with self.subTest(variants=variants):
+                out = self.run_dir(variants.replace(",", "-"))
+                p = self.pitfall("run", "--variant", variants, "--out", out, index=HOSTILE_INDEX)
+                self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+                self.assertIn(f"results.jsonl {found}", p.stderr)
+                self.assertIn("while cases ran, found before", p.stderr)
+                with open(os.path.join(out, "results.jsonl"), encoding="utf-8") as f:
+                    text = f.read()
+                self.assertNotIn("forged", text)
+                previous = ""
+                for line in text.splitlines():  # the chain holds from the first line on
+                    self.assertEqual(json.loads(line)["prev"], previous, line)
+                    previous = hashlib.sha256(line.encode()).hexdigest()
+                verdicts = {r["case"]: r["verdict"] for r in records(out)}
+                expected = {f"cpu.hostile.{v}": "PASS" for v in variants.split(",")}
+                if "result_then_segv" in variants:
+                    expected["cpu.hostile.result_then_segv"] = "CRASH"
+                self.assertEqual(verdicts, expected)
+                with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+                    summary = json.load(f)
+                self.assertEqual(summary["exit_code"], 1)
+                self.assertEqual(len(summary["records"]["restored"]), 1, summary["records"])
+                self.assertIn(found, summary["records"]["restored"][0])
+                # The restored file is the sealed one: every reader takes it.
+                again = self.pitfall("report", out, "--format", "json", index=HOSTILE_INDEX)
+                self.assertEqual(again.returncode, 0, again.stderr)
+
+    def test_a_line_changed_after_the_run_is_named_by_every_reader(self):
+        out = self.run_dir("sealed")
+        p = self.pitfall("run", "--variant", "ok", "--out", out, index=HOSTILE_INDEX)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        path = os.path.join(out, "results.jsonl")
+        with open(path, encoding="utf-8") as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        # A forged line whose chain is right: only the seal can tell.
+        lines[1]["reason"] = "forged after the run"
+        written = []
+        for i, record in enumerate(lines):
+            if i > 0:
+                record["prev"] = hashlib.sha256(written[-1].encode()).hexdigest()
+            written.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(written) + "\n")
+        db = os.path.join(self.tmp, "history.sqlite")
+        for argv in (("report", out, "--format", "junit"), ("bless", out, "--dry-run"),
+                     ("run", "--resume", out), ("history", "ingest", out, "--db", db),
+                     ("export", "--openmetrics", out)):
+            if argv[0] in ("history", "export"):  # these take no --index or --expected
+                again = subprocess.run([BIN, *argv], capture_output=True, text=True, timeout=60)
+            else:
+                again = self.pitfall(*argv, index=HOSTILE_INDEX)
+            self.assertNotEqual(again.returncode, 0, (argv, again.stdout, again.stderr))
+            self.assertIn("results.jsonl: line 2: not the record pitfall wrote there", again.stderr, argv)
+        # Lines cut off the end are named too.
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(written[0] + "\n")
+        cut = self.pitfall("report", out, index=HOSTILE_INDEX)
+        self.assertEqual(cut.returncode, 2, cut.stderr)
+        self.assertIn("records of summary.json's seal are missing after line 1", cut.stderr)
 
 
 def become_subreaper():

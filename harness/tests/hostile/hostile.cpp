@@ -97,6 +97,61 @@ int forge_record() {
     return 0;
 }
 
+/// The run's results.jsonl as bytes ("" where it cannot be read).
+std::string read_records(const std::string& path) {
+    std::string text;
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+        char buffer[65536];
+        for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;)
+            text.append(buffer, n);
+        std::fclose(f);
+    }
+    return text;
+}
+
+const char* const forged_pass =
+    R"({"record":"case","case":"cpu.hostile.result_then_segv","verdict":"PASS","reason":"forged"})"
+    "\n";
+
+/// The attacks on the run's own records that a chain alone does not stop, then a good result:
+///   unchain_records   line 1 rewritten without "prev" (a file whose first line has none reads
+///                     as unchained), then a forged PASS appended, in the same file;
+///   replace_records   a copy holding the forged PASS renamed over results.jsonl, so that
+///                     pitfall would append to the old file, which nobody reads;
+///   flip_in_place     the first CRASH verdict made PASS in place, the file's length unchanged.
+int attack_records(const std::string& how) {
+    const std::string path = g_out.substr(0, g_out.rfind("/cases/")) + "/results.jsonl";
+    std::string text = read_records(path);
+    if (how == "unchain_records") {
+        const std::size_t at = text.find(R"("prev":"",)");
+        if (at != std::string::npos && at < text.find('\n'))
+            text.erase(at, std::strlen(R"("prev":"",)"));
+        text += forged_pass;
+        if (FILE* f = std::fopen(path.c_str(), "wb")) { // the same inode, truncated
+            std::fwrite(text.data(), 1, text.size(), f);
+            std::fclose(f);
+        }
+    } else if (how == "replace_records") {
+        text += forged_pass;
+        const std::string copy = path + ".forged";
+        if (FILE* f = std::fopen(copy.c_str(), "wb")) {
+            std::fwrite(text.data(), 1, text.size(), f);
+            std::fclose(f);
+            std::rename(copy.c_str(), path.c_str());
+        }
+    } else if (how == "flip_in_place") {
+        const std::size_t at = text.find(R"("verdict":"CRASH")");
+        if (at != std::string::npos)
+            if (FILE* f = std::fopen(path.c_str(), "r+b")) {
+                std::fseek(f, static_cast<long>(at + std::strlen(R"("verdict":)")), SEEK_SET);
+                std::fputs(R"("PASS" )", f); // as long as "CRASH", a blank before the comma
+                std::fclose(f);
+            }
+    }
+    write_result(good_result());
+    return 0;
+}
+
 /// Becomes `sleep` with an empty environment (no token), its command line naming the result
 /// path so that a test can find it.
 [[noreturn]] void sleep_without_token() {
@@ -309,6 +364,8 @@ int run(const std::string& v) {
         return hostile_text();
     if (v == "forge_record")
         return forge_record();
+    if (v == "unchain_records" || v == "replace_records" || v == "flip_in_place")
+        return attack_records(v);
     if (v == "env_cleared_grandchild")
         return env_cleared_grandchild();
     if (v == "fork_chain") {

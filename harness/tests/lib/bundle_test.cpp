@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,6 +46,61 @@ TEST(BundleRedaction, TextIsScrubbedOfValuesAndAssignments) {
               "env: OTHER_TOKEN=[redacted] x=1 PATH=/bin");
     EXPECT_EQ(scrub_text("url?api_key=zz&b=2; KEY=", {}), "url?api_key=[redacted]&b=2; KEY=");
     EXPECT_EQ(scrub_text("a == b", {}), "a == b");
+}
+
+TEST(BundleRedaction, SecretValuesInEveryFormAFileHoldsThem) {
+    const std::string value = "p&ss\"w<rd 1/2'x";
+    const auto values = secret_values({"DB_PASSWORD=" + value});
+    for (const std::string& form :
+         {value, std::string("p&amp;ss&quot;w&lt;rd 1/2&#39;x"),
+          std::string("p&amp;ss&quot;w&lt;rd 1/2&apos;x"), std::string("p&ss\\\"w<rd 1/2'x"),
+          std::string("p%26ss%22w%3Crd%201%2F2%27x"), std::string("p%26ss%22w%3crd%201%2f2%27x")}) {
+        EXPECT_NE(std::find(values.begin(), values.end(), form), values.end()) << form;
+        const std::string scrubbed = scrub_text("<td>" + form + "</td>", values);
+        EXPECT_EQ(scrubbed, "<td>[redacted]</td>") << form;
+    }
+}
+
+TEST(BundleRedaction, SecretsOfKnownShapesWhateverNamesThem) {
+    const std::pair<const char*, const char*> redacted[] = {
+        {"pip from https://alice:hunter2@pypi.example.com/simple now",
+         "pip from https://[redacted]@pypi.example.com/simple now"},
+        {"postgres://svc:p%40ss@db:5432/x", "postgres://[redacted]@db:5432/x"},
+        {"> Authorization: Bearer abc.def.ghi\nnext", "> Authorization: [redacted]\nnext"},
+        {"proxy-authorization: Basic dXNlcjpwYXNz", "proxy-authorization: [redacted]"},
+        {"Cookie: session=abc; id=2\r\n", "Cookie: [redacted]\r\n"},
+        {"a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\n-----END OPENSSH PRIVATE KEY-----\nz",
+         "a\n[redacted]\nz"},
+        {"-----BEGIN RSA PRIVATE KEY-----\nMIIE (cut short)", "[redacted]"},
+        {"GITHUB_PAT=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GITHUB_PAT=[redacted]"},
+        {"x github_pat_11ABCDEFG0123456789_abcdefghijkl y", "x [redacted] y"},
+        {"glpat-abcdefghij0123456789", "[redacted]"},
+        {"HF_AUTH=hf_abcdefghijklmnopqrstuvwxyz", "HF_AUTH=[redacted]"},
+        {"id AKIAABCDEFGHIJKLMNOP.", "id [redacted]."},
+        {"slack xoxb-1234567890-abcdef", "slack [redacted]"},
+    };
+    for (const auto& [text, expected] : redacted)
+        EXPECT_EQ(scrub_text(text, {}), expected) << text;
+    // Look-alikes that are no secret stay as they are.
+    for (const char* kept : {"http://host/path@v2", "mail alice@example.com", "ghp_short",
+                             "myghp_abcdefghijklmnopqrstuvwxyz", "AKIA-not-a-key",
+                             "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+                             "authorization header missing", "a://@host"})
+        EXPECT_EQ(scrub_text(kept, {}), kept) << kept;
+}
+
+TEST(BundleRedaction, ManyHitsAreAllReplaced) {
+    std::string text;
+    for (int i = 0; i < 20000; ++i)
+        text += planted + " ghp_abcdefghijklmnopqrstuvwxyz0123 ";
+    const std::string scrubbed = scrub_text(text, {planted});
+    EXPECT_EQ(scrubbed.find(planted), std::string::npos);
+    EXPECT_EQ(scrubbed.find("ghp_"), std::string::npos);
+    std::size_t hits = 0;
+    for (std::size_t at = scrubbed.find("[redacted]"); at != std::string::npos;
+         at = scrubbed.find("[redacted]", at + 1))
+        ++hits;
+    EXPECT_EQ(hits, 40000u);
 }
 
 TEST(BundleRedaction, JsonEnvironmentsAndVariableNamesOnly) {

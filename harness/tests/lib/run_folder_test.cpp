@@ -201,13 +201,26 @@ TEST_F(RunFolder, ALinePitfallDidNotWriteIsRefusedNamingIt) {
         out << forged.dump() << "\n";
     }
     EXPECT_TRUE(run_folder::open(m_dir).value().read().is_ok()); // the forgery fits, so far
+    // pitfall's next record finds the file longer than it wrote it: written again from its own
+    // copy, the forgery gone, and said.
     ASSERT_TRUE(folder.append_event("started", case_key::parse("cpu.s.a").value(), "t").is_ok());
+    ASSERT_EQ(folder.restorations().size(), 1u);
+    EXPECT_NE(folder.restorations()[0].find("results.jsonl changed in length"), std::string::npos)
+        << folder.restorations()[0];
+    EXPECT_EQ(lines().size(), content.size() + 1); // pitfall's own lines and its new record
+    EXPECT_TRUE(run_folder::open(m_dir).value().read().is_ok());
+    // The same forgery after pitfall's last record (pitfall gone, no seal): the chain names it.
+    {
+        std::ofstream out(m_dir + "/results.jsonl", std::ios::app);
+        out << forged.dump() << "\n";
+    }
     const std::string error = read_error();
     EXPECT_NE(error.find("results.jsonl: line 7: not a record pitfall wrote there"),
               std::string::npos)
         << error;
     // Changing a line pitfall wrote breaks the chain at the line after it.
     content = lines();
+    content.pop_back(); // the forgery
     content[2].replace(content[2].find("PASS"), 4, "FAIL");
     rewrite(content);
     EXPECT_NE(read_error().find("line 4: not a record pitfall wrote there"), std::string::npos);
