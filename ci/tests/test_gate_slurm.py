@@ -141,6 +141,31 @@ class Wrappers(unittest.TestCase):
         self.assertEqual(p.returncode, 0)
         self.assertIn("no configuration file", p.stderr)
 
+    def test_a_gate_that_fails_to_judge_never_drains_and_a_drain_never_admits(self):
+        # What the wrapper makes of each exit of the gate (docs/gate.md, the prolog's table).
+        cases = (("exit 0", None, 0), ("exit 1", None, 1), ("exit 2", None, 0), ("exit 3", None, 0),
+                 ("kill -SEGV $$", None, 0),
+                 # It drained the node (its report says so), then failed: never a job there.
+                 ("exit 3", '{"verdict": "drain"}', 1), ("kill -KILL $$", '{"verdict": "drain"}', 1))
+        for ending, report, expected in cases:
+            with self.subTest(ending=ending, report=report):
+                fake = self.dir / "ending-pitfall"
+                write = ""
+                if report is not None:  # where --json (the last argument) says, renamed in as the gate does
+                    write = (f"for a in \"$@\"; do last=$a; done; printf '%s' '{report}' > \"$last.tmp\" && "
+                             "mv \"$last.tmp\" \"$last\"\n")
+                fake.write_text("#!/bin/sh\n" + write + ending + "\n")
+                fake.chmod(0o755)
+                p = self.run_wrapper("prolog", {"PITFALL": str(fake)})
+                self.assertEqual(p.returncode, expected, p.stderr)
+                if expected == 0 and ending != "exit 0":
+                    self.assertIn("could not judge the node", p.stderr)
+        # A report left by an earlier gate does not speak for this one.
+        state = self.dir / "gate" / "state"
+        (state / "gpu7.prolog.json").write_text('{"verdict": "drain"}')
+        fake.write_text("#!/bin/sh\nexit 3\n")
+        self.assertEqual(self.run_wrapper("prolog", {"PITFALL": str(fake)}).returncode, 0)
+
     def test_a_health_check_finding_one_running_leaves_it_the_verdict(self):
         slow = self.dir / "slow-pitfall"
         slow.write_text(f"#!/bin/sh\necho started >> {self.dir}/runs\nsleep 3\n")

@@ -5,6 +5,7 @@
 #include "gate/requirement.hpp"
 #include "model/locate.hpp"
 
+#include <iostream>
 #include <set>
 
 namespace pitfall::cli {
@@ -75,7 +76,7 @@ int check_required_profile(const runner::gate_options& g) {
     return exit_ok;
 }
 
-int run_gate_command(const CLI::App&, command_line& cl) {
+int gate_command_checked(command_line& cl) {
     runner::gate_options& g = cl.gate;
     if (cl.slurm_prolog && cl.slurm_health_check)
         return usage_error("--slurm-prolog and --slurm-health-check exclude each other", "gate");
@@ -98,6 +99,20 @@ int run_gate_command(const CLI::App&, command_line& cl) {
     if (const int rc = check_required_profile(g); rc != exit_ok)
         return rc;
     return runner::run_gate(g);
+}
+
+/// As slurm.conf's Prolog (--slurm-prolog), any exit but 0 drains the node: the gate's own
+/// failure before it judged (a typo in its options, an index or baselines it cannot find) lets
+/// the job run, said on standard error (slurmd's log), and never drains. 1 (drain) stands.
+int run_gate_command(const CLI::App&, command_line& cl) {
+    const int rc = gate_command_checked(cl);
+    if (cl.slurm_prolog && rc != runner::gate_admit && rc != runner::gate_drain) {
+        std::cerr << "pitfall gate: could not judge (exit " << rc
+                  << " above), letting the job run: as a Slurm prolog the gate never drains for "
+                     "its own failure\n";
+        return runner::gate_admit;
+    }
+    return rc;
 }
 
 } // namespace

@@ -36,6 +36,56 @@ void forget_running_case(pid_t pid) {
     g_running_cases.erase(pid);
 }
 
+namespace {
+/// The cgroup v2 path of `pid` ("0::<path>" of /proc/PID/cgroup); "" where none is read.
+std::string cgroup_path_of(pid_t pid) {
+    std::string text;
+    if (!read_file("/proc/" + std::to_string(pid) + "/cgroup", text))
+        return "";
+    const std::size_t at = text.rfind("0::");
+    if (at == std::string::npos)
+        return "";
+    const std::size_t end = text.find('\n', at);
+    return text.substr(at + 3, end == std::string::npos ? std::string::npos : end - at - 3);
+}
+
+/// The processes this harness adopted (its descendants by parents) that the case of `token`
+/// (run in `cgroup_dir`, "" without one) may end. Not those of another case still running:
+/// carrying another case's token of this run, or in another case's cgroup of this run. One
+/// that says whose it is in neither way (its environment cleared, no cgroup) could be any
+/// running case's: it is ended only when no other case runs (else by the last case's end, or
+/// the run's). With --jobs, a case's double-forked helper lives as long as its own case.
+std::vector<pid_t> adopted_by_this_case(const std::map<pid_t, proc_entry>& table,
+                                        const std::string& token, pid_t child,
+                                        const std::string& cgroup_dir) {
+    const std::string run_entry =
+        std::string(case_token_env) + "=" + token.substr(0, token.find('/') + 1);
+    std::vector<pid_t> cases_marked = processes_marked(table, run_entry, false);
+    const std::set<pid_t> marked(cases_marked.begin(), cases_marked.end());
+    const std::string run_leaf =
+        g_contained.run_cgroup.empty()
+            ? std::string()
+            : g_contained.run_cgroup.substr(g_contained.run_cgroup.rfind('/')) + "/case-";
+    const std::string own_leaf =
+        cgroup_dir.empty() ? std::string() : cgroup_dir.substr(cgroup_dir.rfind('/'));
+    std::set<pid_t> others = running_cases();
+    others.erase(child);
+    std::vector<pid_t> out;
+    for (const pid_t pid : descendants(table, child)) {
+        if (marked.count(pid) != 0)
+            continue; // a case's own: ours were found by their token, another's are its
+        const std::string path = cgroup_path_of(pid);
+        const bool in_a_case = !run_leaf.empty() && path.find(run_leaf) != std::string::npos;
+        const bool in_ours =
+            !own_leaf.empty() && path.size() >= own_leaf.size() &&
+            path.compare(path.size() - own_leaf.size(), own_leaf.size(), own_leaf) == 0;
+        if (in_ours || (!in_a_case && others.empty()))
+            out.push_back(pid);
+    }
+    return out;
+}
+} // namespace
+
 void end_case_processes(const std::string& token, pid_t child, const std::string& cgroup_dir) {
     const auto until = clock_type::now() + std::chrono::seconds(5);
     if (!cgroup_dir.empty()) {
@@ -53,7 +103,7 @@ void end_case_processes(const std::string& token, pid_t child, const std::string
         const auto table = process_table();
         std::vector<pid_t> left = processes_marked(table, entry, true);
         if (g_contained.active)
-            for (const pid_t pid : descendants(table, child))
+            for (const pid_t pid : adopted_by_this_case(table, token, child, cgroup_dir))
                 left.push_back(pid);
         left.erase(std::remove(left.begin(), left.end(), child), left.end());
         for (const pid_t pid : left)

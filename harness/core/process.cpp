@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <poll.h>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -86,6 +88,10 @@ std::string signal_name(int sig) {
     case SIGHUP: return "SIGHUP";
     case SIGXCPU: return "SIGXCPU";
     case SIGXFSZ: return "SIGXFSZ";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTSTP: return "SIGTSTP";
+    case SIGTTIN: return "SIGTTIN";
+    case SIGTTOU: return "SIGTTOU";
     default: return "signal " + std::to_string(sig);
     }
 }
@@ -292,10 +298,31 @@ void watch(pid_t pid, const process_request& request, clock_type::time_point sta
         // the group (grandchildren a crashed case left behind), then reap with wait4.
         siginfo_t info{};
         const int seen =
-            ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
-        if ((seen == 0 && info.si_pid == pid) || (seen < 0 && errno != EINTR))
+            ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WSTOPPED | WNOHANG | WNOWAIT);
+        if (seen < 0 && errno != EINTR)
             break;
         const double elapsed = seconds_since(started);
+        if (seen == 0 && info.si_pid == pid) {
+            if (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED ||
+                info.si_code == CLD_DUMPED)
+                break;
+            std::ostringstream how;
+            how << "stopped by " << signal_name(info.si_status) << " at " << std::fixed
+                << std::setprecision(2) << elapsed << " s";
+            if (info.si_code == CLD_TRAPPED && !term_sent) {
+                // A ptrace stop with this process its tracer (PTRACE_TRACEME): only we could
+                // resume it, and we never will. Ended now, as a timeout would end it.
+                out.stopped = how.str() + " in a ptrace stop (pitfall its tracer): it could "
+                                          "never go on, so it was ended then";
+                out.timed_out = true;
+                ::kill(-pid, SIGKILL);
+                term_sent = true;
+                term_time = clock_type::now();
+                continue;
+            }
+            if (info.si_code == CLD_STOPPED && out.stopped.empty())
+                out.stopped = how.str() + " (job control) and not resumed";
+        }
         if (!term_sent && (elapsed >= request.timeout_seconds || interrupt_requested != 0)) {
             out.timed_out = interrupt_requested == 0;
             out.interrupted = interrupt_requested != 0;
@@ -308,6 +335,10 @@ void watch(pid_t pid, const process_request& request, clock_type::time_point sta
         }
         double wait_for = term_sent ? request.kill_grace_seconds - seconds_since(term_time)
                                     : request.timeout_seconds - elapsed;
+        // An exit wakes the poll below; a stop does not: look again every 100 ms for one
+        // (a ptrace stop is ended at once, see above).
+        if (!term_sent && wait_for > 0.1)
+            wait_for = 0.1;
         // After the KILL a child stuck in a driver call may take a while to go: look again
         // every 100 ms rather than spin.
         if (wait_for < (term_sent ? 0.1 : 0.001))

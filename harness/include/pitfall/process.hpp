@@ -20,6 +20,9 @@ struct process_outcome {
     bool interrupted = false;     ///< we ended it because the harness was interrupted
     double wall_seconds = 0;
     long long peak_rss_bytes = 0; ///< ru_maxrss of the child
+    /// "" or how the child stopped: a ptrace stop with this process its tracer (nothing could
+    /// resume it: ended at once, timed_out set) or a job-control stop (SIGSTOP) it was left in.
+    std::string stopped;
 };
 
 /// "SIGSEGV" for 11; "signal N" for unknown numbers.

@@ -276,7 +276,10 @@ int run_gate(const gate_options& o) {
         if (auto written = write_file_atomically(o.json_out, text); !written.is_ok()) {
             std::cerr << "pitfall gate: cannot write --json " << o.json_out << ": "
                       << written.message() << '\n';
-            code = gate_unjudged;
+            // A drain stands whatever became of its record: never exit 0 (a prolog's job
+            // would run on the node just drained).
+            if (v.verdict != "drain")
+                code = gate_unjudged;
         }
     if (o.json_out == "-")
         std::cout << text;

@@ -2,8 +2,11 @@
 // version checks, WAL and the busy timeout, and the schema's migrations.
 #include "history/history_db.hpp"
 
+#include "pitfall/detail/process.hpp"
+
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -163,18 +166,49 @@ status_or<history_db> history_db::open(const std::string& path, bool create) {
     history_db db(path, raw);
     if (rc != SQLITE_OK)
         return db.failure("cannot open");
+    db.watch_queries();
     PITFALL_TRY(db.check_owner_and_migrate());
     return db;
 }
 
+status_or<history_db> history_db::in_memory() {
+    sqlite3* raw = nullptr;
+    const int rc =
+        sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    history_db db(":memory:", raw);
+    if (rc != SQLITE_OK)
+        return db.failure("cannot open");
+    db.watch_queries();
+    return db;
+}
+
+namespace {
+/// SQLite's progress callback: non-zero ends the statement (SQLITE_INTERRUPT) once its time is
+/// up or Ctrl-C (or TERM) came.
+int query_watch(void* self) {
+    const auto* db = static_cast<const history_db*>(self);
+    return interrupt_requested != 0 || std::chrono::steady_clock::now() > db->query_deadline() ? 1
+                                                                                               : 0;
+}
+} // namespace
+
+void history_db::watch_queries() {
+    m_deadline = std::chrono::steady_clock::now() + query_budget;
+    if (m_db != nullptr)
+        sqlite3_progress_handler(m_db, 1000, query_watch, this);
+}
+
 history_db::history_db(history_db&& other) noexcept
-    : m_path(std::move(other.m_path)), m_db(std::exchange(other.m_db, nullptr)) {}
+    : m_path(std::move(other.m_path)), m_db(std::exchange(other.m_db, nullptr)) {
+    watch_queries(); // the callback names the object it is given: this one now
+}
 
 history_db& history_db::operator=(history_db&& other) noexcept {
     if (this != &other) {
         sqlite3_close(m_db);
         m_path = std::move(other.m_path);
         m_db = std::exchange(other.m_db, nullptr);
+        watch_queries();
     }
     return *this;
 }
@@ -203,7 +237,76 @@ status_or<std::int64_t> pragma_number(const history_db& db, const char* sql) {
     return row ? read.integer(0) : 0;
 }
 
-/// Whether the file is ours, new, or neither; the owner's meta table must say so too.
+status refuse_newer(const history_db& db, std::int64_t version) {
+    if (version > schema_version)
+        return bad_database(db.path(), "schema version " + std::to_string(version) +
+                                           " is newer than this pitfall reads (" +
+                                           std::to_string(schema_version) +
+                                           "): use a newer pitfall");
+    if (version < 0)
+        return bad_database(db.path(), "schema version " + std::to_string(version) +
+                                           ": not a history database");
+    return status::ok();
+}
+
+/// A schema object: type, name, table and SQL (SQLite's own, named sqlite_*, left out).
+using schema_object = std::array<std::string, 4>;
+
+status_or<std::vector<schema_object>> schema_objects(const history_db& db) {
+    // sqlite_master is read as data: no view or trigger of the file runs.
+    statement list(db, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master "
+                       "WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name");
+    PITFALL_TRY(list.prepared("reading its schema"));
+    std::vector<schema_object> out;
+    while (true) {
+        PITFALL_ASSIGN_OR_RETURN(const bool row, list.step("reading its schema"));
+        if (!row)
+            break;
+        out.push_back({list.text(0), list.text(1), list.text(2), list.text(3)});
+    }
+    return out;
+}
+
+/// What a history database of `version` holds: its migrations, run in memory now.
+status_or<std::vector<schema_object>> made_by_pitfall(std::int64_t version) {
+    auto made = history_db::in_memory();
+    if (!made.is_ok())
+        return made.error();
+    for (std::int64_t to = 1; to <= version; ++to)
+        PITFALL_TRY(made.value().exec(migration_sql(int(to)), "making the schema to compare"));
+    return schema_objects(made.value());
+}
+
+/// A file that holds exactly the schema pitfall made for its version, no more: a trigger could
+/// rewrite verdicts as they are written (a crash stored as PASS), a view could stand in for a
+/// table or never finish. The first difference is named.
+status check_exact_schema(const history_db& db, std::int64_t version) {
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<schema_object> seen, schema_objects(db));
+    PITFALL_ASSIGN_OR_RETURN(const std::vector<schema_object> made, made_by_pitfall(version));
+    auto named = [](const std::vector<schema_object>& list, const schema_object& o) {
+        return std::find_if(list.begin(), list.end(),
+                            [&](const schema_object& x) { return x[0] == o[0] && x[1] == o[1]; });
+    };
+    for (const auto& o : seen) {
+        const auto mine = named(made, o);
+        if (mine == made.end())
+            return bad_database(db.path(), "a " + o[0] + " '" + o[1] +
+                                               "' pitfall did not make (on '" + o[2] +
+                                               "'): not a history database pitfall can trust");
+        if (*mine != o)
+            return bad_database(db.path(), "its " + o[0] + " '" + o[1] +
+                                               "' is not the one pitfall made: not a history "
+                                               "database pitfall can trust");
+    }
+    for (const auto& o : made)
+        if (named(seen, o) == seen.end())
+            return bad_database(db.path(), "its " + o[0] + " '" + o[1] +
+                                               "' is missing: not a history database");
+    return status::ok();
+}
+
+/// Whether the file is ours, new, or neither; its schema must be exactly pitfall's for its
+/// version, and the owner's meta table must say so too.
 status_or<bool> is_new_database(const history_db& db) {
     // One statement, so one read of the file: read apart, another process making the same new
     // database could commit between them, and its tables would be seen without its id.
@@ -219,6 +322,10 @@ status_or<bool> is_new_database(const history_db& db) {
         return bad_database(db.path(),
                             "an SQLite database of another application (application_id " +
                                 std::to_string(app) + "): not a history database");
+    // Before any query of its tables: a view in a table's place would run.
+    PITFALL_ASSIGN_OR_RETURN(const std::int64_t version, pragma_number(db, "PRAGMA user_version"));
+    PITFALL_TRY(refuse_newer(db, version));
+    PITFALL_TRY(check_exact_schema(db, version));
     statement meta(db, "SELECT value FROM meta WHERE key = 'application'");
     if (!meta.prepared("").is_ok())
         return bad_database(db.path(), "no meta table: not a history database");
@@ -240,18 +347,6 @@ status_or<std::string> journal_mode(const history_db& db, const char* sql, bool&
     if (!row.is_ok())
         return row.error();
     return row.value() ? mode.text(0) : std::string();
-}
-
-status refuse_newer(const history_db& db, std::int64_t version) {
-    if (version > schema_version)
-        return bad_database(db.path(), "schema version " + std::to_string(version) +
-                                           " is newer than this pitfall reads (" +
-                                           std::to_string(schema_version) +
-                                           "): use a newer pitfall");
-    if (version < 0)
-        return bad_database(db.path(), "schema version " + std::to_string(version) +
-                                           ": not a history database");
-    return status::ok();
 }
 
 } // namespace
@@ -316,6 +411,7 @@ status history_db::check_owner_and_migrate() {
 }
 
 statement::statement(const history_db& db, const char* sql) : m_db(db) {
+    db.start_query();
     if (sqlite3_prepare_v2(db.handle(), sql, -1, &m_stmt, nullptr) != SQLITE_OK) {
         sqlite3_finalize(m_stmt);
         m_stmt = nullptr;

@@ -13,6 +13,7 @@
 
 #include "pitfall/status.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -47,6 +48,8 @@ public:
     /// file): a path that is not a regular file, a file that is not an SQLite database or is
     /// truncated, another application's database, a newer schema.
     static status_or<history_db> open(const std::string& path, bool create);
+    /// An empty database in memory (no file, no schema): what a file's schema is compared with.
+    static status_or<history_db> in_memory();
 
     history_db(history_db&& other) noexcept;
     history_db& operator=(history_db&& other) noexcept;
@@ -62,13 +65,22 @@ public:
     /// The error of the last call on this connection as a status naming the file.
     status failure(const std::string& purpose) const;
 
+    /// How long one statement may run: a query past it (or one Ctrl-C or TERM came during)
+    /// ends with SQLITE_INTERRUPT, an error naming the file, never a hang.
+    static constexpr std::chrono::seconds query_budget{60};
+    /// Each statement's budget starts when it is made (statement's constructor calls it).
+    void start_query() const { m_deadline = std::chrono::steady_clock::now() + query_budget; }
+    std::chrono::steady_clock::time_point query_deadline() const { return m_deadline; }
+
 private:
     history_db(std::string path, sqlite3* db) : m_path(std::move(path)), m_db(db) {}
     status configure();
     status check_owner_and_migrate();
+    void watch_queries(); ///< installs the progress callback that ends a statement past its time
 
     std::string m_path;
     sqlite3* m_db = nullptr;
+    mutable std::chrono::steady_clock::time_point m_deadline{};
 };
 
 /// bad_input naming the database: what every refusal of a database is.

@@ -1,5 +1,10 @@
 #include "run/program_build.hpp"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pitfall::runner::run_parts {
@@ -24,6 +29,54 @@ bool plain_target(const std::string& target) {
                ch == '+' || ch == '-';
     });
 }
+
+/// The program's file as it stands (size, modification time, inode); "" where there is none.
+std::string program_stamp(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return "";
+    return std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
+           std::to_string(st.st_mtim.tv_nsec) + ':' + std::to_string(st.st_ino);
+}
+
+/// The terminal's "building X (program k of N) ... " once a build has taken a second: a
+/// no-op build of an up-to-date program (every program of a later run) says nothing, and a
+/// real one is seen while it runs. No case runs meanwhile, so nothing else prints.
+class build_notice {
+public:
+    explicit build_notice(std::string head)
+        : m_head(std::move(head)), m_watch([this] {
+              std::unique_lock<std::mutex> lock(m_mutex);
+              if (!m_ended.wait_for(lock, std::chrono::seconds(1), [this] { return m_done; })) {
+                  std::cout << m_head << " ... " << std::flush;
+                  m_shown = true;
+              }
+          }) {}
+    build_notice(const build_notice&) = delete;
+    build_notice& operator=(const build_notice&) = delete;
+    ~build_notice() { end(); }
+
+    /// Stops the watch; true when the line was started (the caller ends it).
+    bool end() {
+        {
+            const std::lock_guard<std::mutex> lock(m_mutex);
+            m_done = true;
+        }
+        m_ended.notify_all();
+        if (m_watch.joinable())
+            m_watch.join();
+        return m_shown;
+    }
+    const std::string& head() const { return m_head; }
+
+private:
+    std::string m_head;
+    std::mutex m_mutex;
+    std::condition_variable m_ended;
+    bool m_done = false;
+    bool m_shown = false;
+    std::thread m_watch; // last: started once the members it reads are made
+};
 
 } // namespace
 
@@ -67,8 +120,9 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
         total += plan.programs_built.count(left->description.name) == 0 ? 1 : 0;
     const std::size_t nth = plan.programs_built.size() + 1;
     const std::string log = plan.folder->logs_dir() + "/build-" + name + ".log";
-    std::cout << "building " << name << " (program " << nth << " of " << total << ") ... "
-              << std::flush;
+    const std::string before = program_stamp(s.program);
+    build_notice notice("building " + name + " (program " + std::to_string(nth) + " of " +
+                        std::to_string(total) + ")");
     process_request req;
     req.argv = {plan.index.tree.cmake, "--build", plan.index.tree.directory, "--target", s.target};
     req.output_path = log;
@@ -78,13 +132,18 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
     const process_outcome out = run_process(req);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const bool shown = notice.end();
     if (out.started && out.exit_code && *out.exit_code == 0 && !out.timed_out && !out.interrupted) {
-        std::cout << std::fixed << std::setprecision(1) << took << " s\n" << std::flush;
+        // Said where it was seen or it made the program; a no-op build says nothing.
+        if (shown || program_stamp(s.program) != before)
+            std::cout << (shown ? "" : notice.head() + " ... ") << std::fixed
+                      << std::setprecision(1) << took << " s\n"
+                      << std::flush;
         plan.programs_built.insert(name);
         plan.build_seconds += took;
         return status::ok();
     }
-    std::cout << "FAILED\n" << std::flush;
+    std::cout << (shown ? "" : notice.head() + " ... ") << "FAILED\n" << std::flush;
     const std::string why = !out.started      ? out.start_error
                             : out.interrupted ? std::string("interrupted")
                             : out.timed_out   ? std::string("timed out after an hour")

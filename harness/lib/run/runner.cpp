@@ -236,7 +236,12 @@ observation observe(const case_ref& c, const process_outcome& p, const std::stri
     }
     if (p.timed_out) {
         std::ostringstream detail;
-        detail << "no exit within " << timeout << " s; process group ended (TERM, then KILL)";
+        if (p.stopped.find("ptrace") != std::string::npos)
+            detail << p.stopped << "; process group ended (KILL)";
+        else
+            detail << "no exit within " << timeout << " s"
+                   << (p.stopped.empty() ? "" : " (" + p.stopped + ")")
+                   << "; process group ended (TERM, then KILL)";
         o.outcome = {{"status", "timeout"}, {"detail", detail.str()}};
         return o;
     }

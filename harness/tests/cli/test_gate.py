@@ -251,7 +251,6 @@ class Gate(unittest.TestCase):
                            (["--require", "hoper-cuda13"], "did you mean"),
                            (["--node", "a;b"], "--node"),
                            (["--node", "-x"], "--node"),
-                           (["--slurm-prolog", "--slurm-health-check"], "exclude"),
                            (["--resume-on-pass"], "--resume-on-pass"),
                            (["--json"], "--json")):
             r = self.gate(*args)
@@ -266,10 +265,33 @@ class Gate(unittest.TestCase):
         self.assertEqual(self.calls(), [])
 
     def test_an_unwritable_json_is_unjudged_and_leaves_no_file(self):
-        r = self.gate("--json", os.path.join(self.tmp, "no-such-folder", "gate.json"))
-        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        unwritable = os.path.join(self.tmp, "no-such-folder", "gate.json")
+        if built_with_cuda():  # the node passes as no-gpu: its record lost is "could not judge"
+            r = self.gate("--json", unwritable, "--require", "no-gpu")
+            self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+            self.assertIn("--json", r.stderr)
+        # A drain stands whatever became of its record: exit 1, never 3 (nor 0 in a prolog).
+        r = self.gate("--json", unwritable)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("--json", r.stderr)
+        env = dict(self.env, SLURMD_NODENAME="n1")
+        r = self.gate("--json", unwritable, "--slurm-prolog", env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual([c[:2] for c in self.calls()], [["update", "NodeName=n1"]])
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "no-such-folder")))
+
+    def test_a_prolog_never_drains_for_the_gates_own_bad_input(self):
+        env = dict(self.env, SLURMD_NODENAME="n1")
+        for args in (["--require", "hoper-cuda13"], ["--node", "a;b"], ["--slurm-health-check"],
+                     ["--resume-on-pass", "--slurm-health-check"]):
+            r = self.gate("--slurm-prolog", *args, env=env)
+            self.assertEqual(r.returncode, 0, (args, r.stdout, r.stderr))
+            self.assertIn("letting the job run", r.stderr, args)
+        r = subprocess.run([BIN, "gate", "--slurm-prolog", "--index", os.path.join(self.tmp, "no-index.json")],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("letting the job run", r.stderr)
+        self.assertEqual(self.calls(), [], "the gate's own failure must not reach scontrol")
 
 
 class GateCasesDocumented(unittest.TestCase):

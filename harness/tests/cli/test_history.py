@@ -220,6 +220,33 @@ class HistoryDatabase(unittest.TestCase):
         os.truncate(truncated, size // 2)
         self.refused(truncated, "truncated")
 
+    def test_a_database_with_objects_pitfall_did_not_make_is_refused_before_any_query(self):
+        """A trigger that stores a crash as PASS, a view in a table's place that never ends, an
+        extra table: refused by name before any of them runs; `run --history` stays quick and
+        its exit code its own."""
+        hostile = {
+            "trigger": ("CREATE TRIGGER rewrite AFTER INSERT ON cases BEGIN "
+                        "UPDATE cases SET verdict = 'PASS'; END", "a trigger 'rewrite' pitfall did not make"),
+            "view": ("CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                     "SELECT x + 1 FROM c) SELECT x FROM c", "a view 'forever' pitfall did not make"),
+            "meta-view": ("DROP TABLE meta; CREATE VIEW meta AS WITH RECURSIVE c(x) AS (SELECT 1 "
+                          "UNION ALL SELECT x + 1 FROM c) SELECT 'application' AS key, "
+                          "'pitfall history' AS value FROM c", "a view 'meta' pitfall did not make"),
+            "table": ("CREATE TABLE extra (x)", "a table 'extra' pitfall did not make"),
+        }
+        for name, (sql, says) in hostile.items():
+            with self.subTest(name=name):
+                db = self.db(f"hostile-{name}.sqlite")
+                self.assertEqual(pitfall("history", "ingest", self.runs[0], "--db", db).returncode, 0)
+                with sqlite3.connect(db) as c:
+                    c.executescript(sql)
+                started = time.monotonic()
+                self.refused(db, says)
+                out = os.path.join(self.tmp, f"hostile-run-{name}")
+                r = make_run(out, "--history", db)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertLess(time.monotonic() - started, 50, "a refusal must not wait on the file")
 
 if __name__ == "__main__":
     unittest.main()

@@ -59,11 +59,13 @@ class HostileHelpers:
         ok = observed_entry("cpu.ok", {"outcome": {"status": "ok"}})
         self.write_json(os.path.join(self.expected, "any", "hostile.json"),
                         {"schema": "pitfall.expected/1", "scenario": "hostile",
-                         "cases": {f"cpu.{v}": ok for v in ("ok", "setsid_grandchild", "big_output")}})
+                         "cases": {f"cpu.{v}": ok for v in ("ok", "setsid_grandchild", "big_output",
+                                                            "helper_with_token", "helper_env_cleared")}})
 
-    def hostile_run(self, variant, timeout=30, env=None, extra=()):
-        """`pitfall run` of the variant then `ok`: (process, the run's cases by key, run folder)."""
-        out = self.run_dir(variant)
+    def hostile_run(self, variant, timeout=30, env=None, extra=(), name=None):
+        """`pitfall run` of the variant then `ok`: (process, the run's cases by key, run folder
+        named `name`, else the variant)."""
+        out = self.run_dir(name or variant)
         p = self.pitfall("run", "--variant", f"{variant},ok", "--backend", "cpu", "--out", out, *extra,
                          index=HOSTILE_INDEX, timeout=timeout, env=env)
         return p, by_case(out), out
@@ -131,6 +133,35 @@ class HostileProcesses(FixtureTest):
     def test_stopped_process_is_a_timeout(self):
         rec = self.check("stop_self", "TIMEOUT", {"status": "timeout"})
         self.assertLess(rec["process"]["wall_seconds"], 3 + 2 + 2)
+        self.assertIn("stopped by SIGSTOP at", rec["observed"]["detail"])
+
+    def test_a_ptrace_stop_is_a_timeout_said_and_ended_at_once(self):
+        # pitfall is the tracer: nothing else could ever resume it, so waiting out the timeout
+        # would only cost time; the record says why it ended.
+        rec = self.check("ptrace_stop", "TIMEOUT", {"status": "timeout"})
+        self.assertTrue(rec["process"]["timed_out"])
+        self.assertIn("in a ptrace stop (pitfall its tracer)", rec["observed"]["detail"])
+        self.assertLess(rec["process"]["wall_seconds"], 2.5)  # ended at the stop, not the 3 s timeout
+
+    def test_a_cases_helper_outlives_another_case_ending_beside_it(self):
+        # With --jobs 2, `ok` ends while the helper's case still waits for it: `ok`'s clean-up
+        # must leave the helper alone, in either containment mode, token kept or cleared.
+        for mode in ("auto", "subreaper"):
+            for variant in ("helper_with_token", "helper_env_cleared"):
+                with self.subTest(mode=mode, variant=variant):
+                    env = dict(os.environ, PITFALL_CONTAINMENT=mode)
+                    p, cases, out = self.hostile_run(variant, env=env, extra=("--jobs", "2"),
+                                                     name=f"{variant}-{mode}")
+                    rec = cases.get(f"cpu.hostile.{variant}")
+                    self.assertIsNotNone(rec, p.stdout + p.stderr)
+                    self.assertEqual(rec["verdict"], "PASS", rec["reason"])
+                    self.assertEqual(cases["cpu.hostile.ok"]["verdict"], "PASS")
+                    self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                    # They ran side by side: `ok` ended before the helper's case did.
+                    order = [(r["record"], r.get("case")) for r in records(out, None)]
+                    self.assertLess(order.index(("case", "cpu.hostile.ok")),
+                                    order.index(("case", f"cpu.hostile.{variant}")), order)
+                    self.assert_contained(out)
 
     def test_setsid_grandchild_is_ended(self):
         out = self.run_dir("setsid_grandchild")

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <string>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -150,6 +151,41 @@ int attack_records(const std::string& how) {
     }
     write_result(good_result());
     return 0;
+}
+
+/// A case that needs a helper of its own: double-forked (an orphan the harness adopts), it
+/// marks a file after 0.8 s, keeping the run's token (`with_token`) or exec'd with an empty
+/// environment; the case waits up to 2.5 s for the mark, then writes a good result, or exits 3
+/// without one where the helper was ended (by another case's clean-up, say).
+int needs_helper(bool with_token) {
+    const std::string mark = g_out + ".helper";
+    if (::fork() == 0) {
+        if (::fork() == 0) {
+            if (with_token) {
+                ::usleep(800 * 1000);
+                if (FILE* f = std::fopen(mark.c_str(), "w"))
+                    std::fclose(f);
+                ::_exit(0);
+            }
+            char* const argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"),
+                                  const_cast<char*>("sleep 0.8; : > \"$0\""),
+                                  const_cast<char*>(mark.c_str()), nullptr};
+            char* const no_environment[] = {nullptr};
+            ::execve("/bin/sh", argv, no_environment);
+            ::_exit(126);
+        }
+        ::_exit(0);
+    }
+    ::wait(nullptr);
+    for (int waited = 0; waited < 250; ++waited) {
+        if (::access(mark.c_str(), F_OK) == 0) {
+            write_result(good_result());
+            return 0;
+        }
+        ::usleep(10 * 1000);
+    }
+    std::fprintf(stderr, "hostile: the helper never marked %s: it was ended\n", mark.c_str());
+    return 3;
 }
 
 /// Becomes `sleep` with an empty environment (no token), its command line naming the result
@@ -317,6 +353,11 @@ int run(const std::string& v) {
         ::raise(SIGSTOP);
         sleep_for_ever();
     }
+    if (v == "ptrace_stop") { // its parent (pitfall) made its tracer, then a stop only it ends
+        ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+        ::raise(SIGSTOP);
+        sleep_for_ever();
+    }
     if (v == "setsid_grandchild")
         return setsid_grandchild();
     if (v == "big_output")
@@ -366,6 +407,8 @@ int run(const std::string& v) {
         return forge_record();
     if (v == "unchain_records" || v == "replace_records" || v == "flip_in_place")
         return attack_records(v);
+    if (v == "helper_with_token" || v == "helper_env_cleared")
+        return needs_helper(v == "helper_with_token");
     if (v == "env_cleared_grandchild")
         return env_cleared_grandchild();
     if (v == "fork_chain") {

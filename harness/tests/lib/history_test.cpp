@@ -300,11 +300,12 @@ TEST_F(HistoryDatabase, AnotherApplicationsDatabaseIsRefusedAndLeftAlone) {
     const std::string stamped = m_tmp + "/stamped.sqlite";
     raw_exec(stamped, "PRAGMA application_id = 42; CREATE TABLE t (x)");
     expect_refused(stamped, "application_id 42");
-    // Ours by its id, but without the meta table that says so.
+    // Ours by its id, but holding a table pitfall never makes (and no meta table): refused by
+    // the schema check, before any query of its tables.
     const std::string no_meta = m_tmp + "/no-meta.sqlite";
     raw_exec(no_meta, "PRAGMA application_id = " + std::to_string(history::application_id) +
                           "; CREATE TABLE t (x)");
-    expect_refused(no_meta, "no meta table");
+    expect_refused(no_meta, "a table 't' pitfall did not make");
 }
 
 TEST_F(HistoryDatabase, DamagedFilesAreRefused) {
