@@ -5,11 +5,25 @@
 #include "gate/requirement.hpp"
 #include "model/locate.hpp"
 
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <set>
 
 namespace pitfall::cli {
 namespace {
+
+/// --deadline: finite seconds in [5, 3600] (less leaves no time for the probe itself).
+bool parse_deadline(const std::string& text, double& out) {
+    if (text.empty() || text.size() > 32)
+        return false;
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !std::isfinite(x) || !(x >= 5 && x <= 3600))
+        return false;
+    out = x;
+    return true;
+}
 
 void declare_gate(CLI::App& sub, command_line& cl) {
     runner::gate_options& g = cl.gate;
@@ -24,6 +38,11 @@ void declare_gate(CLI::App& sub, command_line& cl) {
     sub.add_option("--node", g.node,
                    "the node's name (default: $SLURMD_NODENAME, else the host name)")
         ->type_name("NAME");
+    add_checked(sub, "--deadline", g.deadline_seconds, parse_deadline, "seconds in [5, 3600]",
+                "the gate's whole time: the probe and every gate case share it, and\n"
+                "the verdict comes within it whatever hangs (default 30; keep it below\n"
+                "the time Slurm gives a prolog or health check)")
+        ->type_name("S");
     sub.add_option("--keep-runs", g.keep_runs,
                    "keep the gate cases' run folders here (default: removed)")
         ->type_name("DIR");

@@ -214,12 +214,13 @@ json reusable_answer(const std::string& path, double& age) {
 }
 
 /// Runs the probe; its JSON, or {"probe_error": ...} saying why there is none.
-json run_probe(const std::string& probe_program, const std::string& log_dir) {
+json run_probe(const std::string& probe_program, const std::string& log_dir, double probe_seconds) {
     const std::string probe_out = log_dir + "/probe.log";
     process_request req;
     req.argv = {probe_program};
     req.output_path = probe_out;
-    req.timeout_seconds = 30; // CTest gives a case its timeout + 90 s: the probe fits in that
+    // CTest gives a case its timeout + 90 s: the default 30 s fits in that; the gate gives less.
+    req.timeout_seconds = probe_seconds;
     const auto outcome = run_process(req);
     const std::string text = read_tail(probe_out, 1 << 20);
     json libraries;
@@ -237,10 +238,14 @@ json run_probe(const std::string& probe_program, const std::string& log_dir) {
                                              (parsed.is_ok() ? std::string("not an object")
                                                              : parsed.error().message())}};
     } else {
-        std::string why = !outcome.started ? outcome.start_error
-                          : outcome.signal ? "ended by " + signal_name(*outcome.signal)
-                          : outcome.timed_out
-                              ? "timed out"
+        // A timeout first: the TERM that ended it was ours (a GPU library whose load hangs).
+        std::ostringstream limit;
+        limit << "timed out after " << probe_seconds
+              << " s (a library it loads hangs as it loads?)";
+        std::string why = !outcome.started    ? outcome.start_error
+                          : outcome.timed_out ? limit.str()
+                          : outcome.signal
+                              ? "ended by " + signal_name(*outcome.signal)
                               : "exit " + std::to_string(outcome.exit_code.value_or(-1));
         libraries = {{"probe_error", why}, {"probe_output", detail::utf8_head(text, 2000)}};
     }
@@ -320,7 +325,7 @@ json kept_build_images(const std::vector<std::pair<std::string, std::string>>& p
 }
 
 json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
-                      bool reuse_probe) {
+                      bool reuse_probe, double probe_seconds) {
     json fp = {{"schema", "pitfall.fingerprint/1"}};
     std::string why_not;
     const std::string cache = reuse_probe ? probe_cache_file(probe_program, why_not) : "";
@@ -335,7 +340,7 @@ json take_fingerprint(const std::string& probe_program, const std::string& log_d
         note << "the probe's answer of " << age << " s ago, kept in " << cache << '\n';
         (void)write_file_atomically(log_dir + "/probe.log", note.str());
     } else {
-        libraries = run_probe(probe_program, log_dir);
+        libraries = run_probe(probe_program, log_dir, probe_seconds);
         const double taken = unix_now();
         // Kept only when the probe answered: a failed probe is run again next time.
         if (!cache.empty() && libraries.is_object() && !libraries.contains("probe_error")) {

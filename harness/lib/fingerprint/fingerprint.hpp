@@ -16,8 +16,9 @@ namespace pitfall::runner {
 /// probe, while it is valid (probe_cache_file): CTest runs `pitfall run` once per case, and the
 /// probe (which loads cuBLAS and cuDNN to ask their versions) costs more than a small case.
 /// The fingerprint's "probe" says which: {"reused": bool, "taken_at", "age_seconds", "cache"}.
+/// `probe_seconds`: how long the probe may take (a GPU library whose load hangs hangs it).
 nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
-                                bool reuse_probe = false);
+                                bool reuse_probe = false, double probe_seconds = 30);
 
 /// The folder the runs of one user share on this machine (kept probe answers, the case lock):
 /// PITFALL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/pitfall, else /tmp/pitfall-<uid>; made if

@@ -162,8 +162,13 @@ json judge_node(const gate_options& o, const std::string& node, const std::strin
     // The probe runs afresh: the runtime folder is the gate's own and empty. Its answer is kept
     // there, so the gate cases' run under the same environment (a node without a GPU) reuses
     // it instead of probing again; each GPU alone is probed again (CUDA_VISIBLE_DEVICES differs).
-    if (auto seen =
-            examine_machine(o.probe_program, folder, index.value(), o.expected_dir, true, view);
+    // The probe shares the budget: a GPU library whose load hangs hangs it, and the gate says so
+    // (the doctor's probe-failed finding, a drain) within the budget, the 2 s between the
+    // probe's TERM and its KILL included.
+    const double left =
+        std::chrono::duration<double>(*o.deadline - std::chrono::steady_clock::now()).count();
+    if (auto seen = examine_machine(o.probe_program, folder, index.value(), o.expected_dir, true,
+                                    view, std::max(0.5, std::min(30.0, left - 2.5)));
         !seen.is_ok()) {
         v.unjudged("the baselines cannot be read: " + seen.message());
         return doc;
@@ -173,9 +178,14 @@ json judge_node(const gate_options& o, const std::string& node, const std::strin
     doc["host_id"] = view.host_id;
     doc["facts"] = view.summary;
     doc["findings"] = findings_json(o.require, view, v);
-    const auto cases = gate_cases(index.value());
+    auto cases = gate_cases(index.value());
     if (cases.empty())
         v.unjudged("the index marks no gate case (scenario.json \"gate\": true)");
+    // The probe itself failed (a GPU library that hangs or crashes as it loads): a drain, and
+    // the gate cases, whose run probes again, would only spend the rest of the budget on it.
+    for (const auto& f : view.doctor.findings)
+        if (f.id == "probe-failed" && f.severity == finding_severity::error)
+            cases.clear();
     std::set<std::string> accepted;
     for (const auto& f : view.doctor.findings)
         if (accepted_by_requirement(o.require, view, f))
@@ -230,8 +240,13 @@ bool valid_node_name(const std::string& name) {
     return true;
 }
 
-int run_gate(const gate_options& o) {
+int run_gate(const gate_options& given) {
     const auto started = std::chrono::steady_clock::now();
+    gate_options o = given;
+    // The verdict's own steps (scontrol, the JSON) keep the last 2 s of the budget.
+    o.deadline =
+        started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(std::max(1.0, o.deadline_seconds - 2.0)));
     const std::string at = utc_now("%Y-%m-%dT%H:%M:%SZ");
     std::string node = o.node;
     if (node.empty() && std::getenv("SLURMD_NODENAME") != nullptr)

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 namespace pitfall::runner {
@@ -32,6 +34,12 @@ struct gate_options {
     std::string keep_runs;       ///< "": the gate cases' run folders are removed after
     slurm_mode slurm = slurm_mode::none;
     bool resume_on_pass = false;
+    /// The gate's whole budget (--deadline): the probe and the gate cases share it, and the
+    /// verdict comes within it whatever hangs.
+    double deadline_seconds = 30;
+    /// When the work must end (run_gate sets it from deadline_seconds, keeping time for the
+    /// verdict's own steps: scontrol, the JSON).
+    std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 /// The longest reason the gate gives (Slurm's Reason= takes it as it is).

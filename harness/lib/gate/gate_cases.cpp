@@ -123,6 +123,7 @@ run_options gate_run_options(const gate_options& options, const std::string& fol
     r.argv = {"pitfall", "gate"};
     r.common.filter.backends = {"cuda"};
     r.common.filter.labels = {"gate"};
+    r.deadline = options.deadline;
     return r;
 }
 

@@ -37,8 +37,8 @@ const finding* first_unaccepted_error(const std::string& required, const machine
 
 status examine_machine(const std::string& probe, const std::string& log_dir,
                        const scenario_index& index, const std::string& expected_dir,
-                       bool reuse_probe, machine_view& view) {
-    view.fingerprint = take_fingerprint(probe, log_dir, reuse_probe);
+                       bool reuse_probe, machine_view& view, double probe_seconds) {
+    view.fingerprint = take_fingerprint(probe, log_dir, reuse_probe, probe_seconds);
     std::vector<std::pair<std::string, std::string>> programs;
     for (const auto& s : index.scenarios)
         programs.emplace_back(s.description.name, s.program);

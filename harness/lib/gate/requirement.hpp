@@ -39,10 +39,10 @@ struct machine_view {
 
 /// Takes the fingerprint (the probe's log goes to `log_dir`; a kept probe answer is used when
 /// `reuse_probe`), diagnoses it and chooses the profile from `expected_dir`'s profiles. An
-/// error only for an unreadable index or baselines folder.
+/// error only for an unreadable index or baselines folder. `probe_seconds` bounds the probe.
 status examine_machine(const std::string& probe, const std::string& log_dir,
                        const scenario_index& index, const std::string& expected_dir,
-                       bool reuse_probe, machine_view& view);
+                       bool reuse_probe, machine_view& view, double probe_seconds = 30);
 
 /// "gpu" or the name of a profile that can be chosen (not an overlay): otherwise an error that
 /// names `flag` and the accepted values.

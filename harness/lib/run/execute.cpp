@@ -93,7 +93,8 @@ case_context prepare_case(const run_plan& plan, const case_ref& c) {
     if (plan.options.full)
         req.argv.emplace_back("--full");
     req.output_path = folder.case_log_path(ctx.key);
-    req.timeout_seconds = c.scenario->description.timeout_seconds * plan.options.timeout_scale;
+    req.timeout_seconds = seconds_left(plan.options, c.scenario->description.timeout_seconds *
+                                                         plan.options.timeout_scale);
     req.limits = case_limits(c, req.timeout_seconds, plan.index.built_with_cuda);
     req.case_token = plan.run_token + "/" + ctx.key.str(); // what it starts carries it too
     // Threads are part of what a case measures: OpenBLAS with two threads on two shared cores
@@ -430,6 +431,12 @@ private:
     void start_what_fits() {
         while (m_failure.is_ok() && interrupt_requested == 0 && !m_pending.empty()) {
             const std::size_t i = m_pending.front();
+            // Past the run's deadline (the gate's budget) no case starts: the rest are not run.
+            if (past_deadline(m_plan.options)) {
+                m_out.deadline_reached(m_pending.size());
+                m_pending.clear();
+                break;
+            }
             // --build: the program is built while no case runs (a compiler beside a case
             // would be in its times), then the case starts.
             if (const scenario_entry& s = *m_plan.cases[i].scenario; needs_build(m_plan, s)) {

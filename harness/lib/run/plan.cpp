@@ -177,7 +177,7 @@ status plan_run(const run_options& requested, run_plan& plan) {
 void fingerprint_session(run_plan& plan) {
     run_header& h = plan.header;
     h.fingerprint = take_fingerprint(plan.options.probe_program, plan.folder->logs_dir(),
-                                     !plan.options.fresh_probe);
+                                     !plan.options.fresh_probe, seconds_left(plan.options, 30));
     // The build's SASS and PTX beside the machine's facts: the doctor's rules judge them
     // against the devices, here and in every report rendered from this record.
     std::vector<std::pair<std::string, std::string>> programs;

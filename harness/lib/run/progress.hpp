@@ -64,6 +64,12 @@ public:
     void not_recorded(std::size_t index, const case_key& key) {
         std::cout << (m_jobs == 1 ? "" : head(index, key)) << " NOT RECORDED\n" << std::flush;
     }
+    /// The run's deadline (the gate's budget) passed with `left` cases not started.
+    void deadline_reached(std::size_t left) {
+        std::cout << "deadline reached: " << left << (left == 1 ? " case" : " cases")
+                  << " not started\n"
+                  << std::flush;
+    }
     /// The builds still to come (--build), in seconds: part of every ETA until they are done.
     void builds_left(double seconds) { m_builds_left = seconds; }
     /// `took`: the case's time in this session, a second measurement's included (the ETA's).

@@ -42,8 +42,7 @@ std::string run_folder::case_result_path(const case_key& key) const {
 run_folder::run_folder(run_folder&& other) noexcept
     : m_dir(std::move(other.m_dir)), m_fd(other.m_fd), m_lock_fd(other.m_lock_fd),
       m_last_digest(std::move(other.m_last_digest)), m_written(std::move(other.m_written)),
-      m_restored(std::move(other.m_restored)),
-      m_append_mutex(std::move(other.m_append_mutex)) {
+      m_restored(std::move(other.m_restored)), m_append_mutex(std::move(other.m_append_mutex)) {
     other.m_fd = -1;
     other.m_lock_fd = -1;
 }

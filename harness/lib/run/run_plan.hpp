@@ -103,6 +103,12 @@ bool pause_unless_interrupted(double seconds);
 
 std::string format_duration(double seconds);
 
+/// `limit`, or less where the run has a deadline: the seconds left until it (at least 0.5 s,
+/// so that a process started just before it still gets to start).
+double seconds_left(const run_options& options, double limit);
+/// Whether the run's deadline (if any) has passed.
+bool past_deadline(const run_options& options);
+
 observation observe(const case_ref& c, const process_outcome& p, const std::string& result_path,
                     const std::string& log_text, double timeout);
 

@@ -196,6 +196,18 @@ bool pause_unless_interrupted(double seconds) {
     return interrupt_requested == 0;
 }
 
+double seconds_left(const run_options& options, double limit) {
+    if (!options.deadline)
+        return limit;
+    const double left =
+        std::chrono::duration<double>(*options.deadline - std::chrono::steady_clock::now()).count();
+    return std::max(0.5, std::min(limit, left));
+}
+
+bool past_deadline(const run_options& options) {
+    return options.deadline && std::chrono::steady_clock::now() >= *options.deadline;
+}
+
 std::string format_duration(double seconds) {
     const long s = std::lround(seconds);
     std::ostringstream out;

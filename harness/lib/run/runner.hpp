@@ -68,6 +68,9 @@ struct run_options {
     /// --build: each scenario's program built in the index's build tree just before its first
     /// case (run/program_build.hpp), so a first run starts without waiting for every program.
     bool build_programs = false;
+    /// When set (the gate's budget): the probe and each case get at most the time left until
+    /// then, and no case starts after it (those not started are not run, and said so).
+    std::optional<std::chrono::steady_clock::time_point> deadline;
     std::vector<std::string> argv; ///< recorded in the run header
     /// --require gpu|PROFILE: what the machine must be; the run exits 1 before any case when
     /// it is not (a GPU job on a machine without one must not pass on driver errors).

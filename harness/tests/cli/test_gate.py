@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 import unittest
 
 import jsonschema
@@ -279,6 +280,31 @@ class Gate(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertEqual([c[:2] for c in self.calls()], [["update", "NodeName=n1"]])
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "no-such-folder")))
+
+    def test_a_gpu_library_that_hangs_as_it_loads_is_a_drain_within_the_deadline(self):
+        # A libcuda.so.1 whose constructor never returns: the probe hangs loading it. The gate
+        # drains within its --deadline, saying why, instead of waiting out probes and cases.
+        lib = os.path.join(self.tmp, "hanging-lib")
+        os.makedirs(lib)
+        source = os.path.join(lib, "hang.c")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write("#include <unistd.h>\n__attribute__((constructor)) static void hang(void) "
+                    "{ for (;;) pause(); }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(lib, "libcuda.so.1"), source],
+                       check=True, capture_output=True)
+        env = dict(self.env, LD_LIBRARY_PATH=lib)
+        started = time.monotonic()
+        r, doc = self.gate_json("--deadline", "10", env=env)
+        took = time.monotonic() - started
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("[probe-failed]", doc["reason"])
+        self.assertIn("timed out", doc["reason"])
+        self.assertLess(doc["seconds"], 10, doc)
+        self.assertLess(took, 10 + 3)  # the process, start-up and exit included
+        # The same under a health check's budget: drained through scontrol within it.
+        r = self.gate("--deadline", "10", "--slurm-health-check", "--node", "n1", env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual([c[:3] for c in self.calls()], [["update", "NodeName=n1", "State=DRAIN"]])
 
     def test_a_prolog_never_drains_for_the_gates_own_bad_input(self):
         env = dict(self.env, SLURMD_NODENAME="n1")
