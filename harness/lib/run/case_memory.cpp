@@ -1,5 +1,7 @@
 #include "run/case_memory.hpp"
 
+#include <algorithm>
+
 namespace pitfall::runner {
 
 namespace {
@@ -25,12 +27,17 @@ case_peak_rss peak_rss_of_case(long long wait4_bytes, const nlohmann::json& resu
         if (it != result.end() && it->is_object())
             own = &*it;
     }
+    // The kernel's two counts of one process's peak are not read at the same moment, and its
+    // resident counters are per-CPU approximations: a case's own figure may pass wait4's by a
+    // few pages. Past 1 MiB (or 2%) it is not the same process's figure.
+    const long long most =
+        wait4_bytes > 0 ? wait4_bytes + std::max<long long>(1LL << 20, wait4_bytes / 50) : 0;
     if (own != nullptr) {
-        const auto self = bytes_within(own->value("peak_rss_bytes", nlohmann::json()), wait4_bytes);
+        const auto self = bytes_within(own->value("peak_rss_bytes", nlohmann::json()), most);
         if (self) {
             peak.bytes = *self;
             const auto children =
-                bytes_within(own->value("children_peak_rss_bytes", nlohmann::json()), wait4_bytes);
+                bytes_within(own->value("children_peak_rss_bytes", nlohmann::json()), most);
             if (children && *children > *self)
                 peak.bytes = *children;
             peak.method = rss_method_case;

@@ -96,9 +96,9 @@ TEST(CaseMemory, WithoutABelievableReportTheFigureIsWait4sAndSaysSo) {
     const auto none = runner::peak_rss_of_case(wait4, json());
     EXPECT_EQ(none.method, runner::rss_method_wait4);
     EXPECT_EQ(none.bytes, wait4);
-    // A report above what the kernel counted for the whole process, zero, negative, not a
-    // number, huge, or of the wrong type: not the case's figure.
-    for (const json& bad : {json(wait4 + 1), json(0), json(-5), json("12"), json(1e300),
+    // A report well above what the kernel counted for the whole process (past 1 MiB or 2%),
+    // zero, negative, not a number, huge, or of the wrong type: not the case's figure.
+    for (const json& bad : {json(wait4 + (1 << 20) + 1), json(0), json(-5), json("12"), json(1e300),
                             json(18446744073709551615ULL), json(nullptr), json::array()}) {
         const auto peak =
             runner::peak_rss_of_case(wait4, {{"resident_memory", {{"peak_rss_bytes", bad}}}});
@@ -107,6 +107,12 @@ TEST(CaseMemory, WithoutABelievableReportTheFigureIsWait4sAndSaysSo) {
     }
     EXPECT_EQ(runner::peak_rss_of_case(wait4, {{"resident_memory", "x"}}).method,
               runner::rss_method_wait4);
+    // A few pages above wait4's (the kernel's per-CPU counters, read at two moments): the
+    // case's own figure still.
+    const auto close =
+        runner::peak_rss_of_case(wait4, {{"resident_memory", {{"peak_rss_bytes", wait4 + 8192}}}});
+    EXPECT_EQ(close.method, runner::rss_method_case);
+    EXPECT_EQ(close.bytes, wait4 + 8192);
     EXPECT_FALSE(runner::peak_rss_of_case(0, json()).bytes.has_value());
     // The case's children count where they peaked higher than the case itself.
     const auto with_children = runner::peak_rss_of_case(
