@@ -117,7 +117,8 @@ double unix_now() {
         .count();
 }
 
-/// "<size>:<mtime ns>" of a file, "" where it cannot be read.
+} // namespace
+
 std::string file_stamp(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
@@ -125,6 +126,8 @@ std::string file_stamp(const std::string& path) {
     return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
            std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
 }
+
+namespace {
 
 /// Every absolute path of a file the probe's answer names (libraries it loaded, the driver's
 /// files), with its stamp: the answer holds while they are unchanged.

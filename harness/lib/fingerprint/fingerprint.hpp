@@ -16,6 +16,10 @@ namespace pitfall::runner {
 /// probe, while it is valid (probe_cache_file): CTest runs `pitfall run` once per case, and the
 /// probe (which loads cuBLAS and cuDNN to ask their versions) costs more than a small case.
 /// The fingerprint's "probe" says which: {"reused": bool, "taken_at", "age_seconds", "cache"}.
+/// "<size>:<mtime s>.<ns>:<inode>" of a file, "" where it cannot be read: whether a file is
+/// still the one seen before (a kept answer's libraries, a program a build may have remade).
+std::string file_stamp(const std::string& path);
+
 /// `probe_seconds`: how long the probe may take (a GPU library whose load hangs hangs it).
 nlohmann::json take_fingerprint(const std::string& probe_program, const std::string& log_dir,
                                 bool reuse_probe = false, double probe_seconds = 30);

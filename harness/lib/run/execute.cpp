@@ -1,4 +1,5 @@
 // Executing a run: each case in its own process, measured again while its timing is uncertain.
+#include "run/case_claims.hpp"
 #include "run/case_memory.hpp"
 #include "run/program_build.hpp"
 #include "run/progress.hpp"
@@ -328,15 +329,6 @@ status not_recorded(const run_plan& plan, const case_key& key, const status& why
         plan.folder->dir() + "` completes it");
 }
 
-/// What a running case holds: slots (its threads, at most --jobs), the GPU (CUDA cases run
-/// one at a time: a case may use every visible device), or the whole machine (a case whose
-/// time or ratio is judged, unless --timed-in-parallel).
-struct case_claim {
-    int slots = 1;
-    bool gpu = false;
-    bool alone = false;
-};
-
 case_claim claim_of(const run_plan& plan, const case_context& ctx) {
     case_claim claim;
     claim.slots = std::min(ctx.c.variant->threads, plan.options.jobs);
@@ -344,32 +336,6 @@ case_claim claim_of(const run_plan& plan, const case_context& ctx) {
     claim.alone = plan.options.jobs > 1 && !plan.options.timed_in_parallel && ctx.timed;
     return claim;
 }
-
-/// The cases running now, and what they hold.
-struct holdings {
-    int slots = 0;
-    bool gpu = false;
-    bool alone = false;
-    std::size_t running = 0;
-
-    bool admits(const case_claim& c, int jobs) const {
-        if (running == 0)
-            return true;
-        return !alone && !c.alone && slots + c.slots <= jobs && !(gpu && c.gpu);
-    }
-    void take(const case_claim& c) {
-        slots += c.slots;
-        gpu = gpu || c.gpu;
-        alone = alone || c.alone;
-        ++running;
-    }
-    void give_back(const case_claim& c) {
-        slots -= c.slots;
-        gpu = gpu && !c.gpu;
-        alone = alone && !c.alone;
-        --running;
-    }
-};
 
 /// A case's first process, run on a worker thread; the main thread records it.
 struct running_case {

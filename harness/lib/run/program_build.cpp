@@ -30,15 +30,6 @@ bool plain_target(const std::string& target) {
     });
 }
 
-/// The program's file as it stands (size, modification time, inode); "" where there is none.
-std::string program_stamp(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        return "";
-    return std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
-           std::to_string(st.st_mtim.tv_nsec) + ':' + std::to_string(st.st_ino);
-}
-
 /// The terminal's "building X (program k of N) ... " once a build has taken a second: a
 /// no-op build of an up-to-date program (every program of a later run) says nothing, and a
 /// real one is seen while it runs. No case runs meanwhile, so nothing else prints.
@@ -120,7 +111,7 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
         total += plan.programs_built.count(left->description.name) == 0 ? 1 : 0;
     const std::size_t nth = plan.programs_built.size() + 1;
     const std::string log = plan.folder->logs_dir() + "/build-" + name + ".log";
-    const std::string before = program_stamp(s.program);
+    const std::string before = file_stamp(s.program);
     build_notice notice("building " + name + " (program " + std::to_string(nth) + " of " +
                         std::to_string(total) + ")");
     process_request req;
@@ -135,7 +126,7 @@ status build_program(run_plan& plan, const scenario_entry& s, bool recorded) {
     const bool shown = notice.end();
     if (out.started && out.exit_code && *out.exit_code == 0 && !out.timed_out && !out.interrupted) {
         // Said where it was seen or it made the program; a no-op build says nothing.
-        if (shown || program_stamp(s.program) != before)
+        if (shown || file_stamp(s.program) != before)
             std::cout << (shown ? "" : notice.head() + " ... ") << std::fixed
                       << std::setprecision(1) << took << " s\n"
                       << std::flush;
